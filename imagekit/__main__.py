@@ -1,0 +1,5 @@
+"""`python -m imagekit` runs the CLI."""
+
+from imagekit.cli import main
+
+main()

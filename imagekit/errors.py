@@ -1,0 +1,101 @@
+"""The one error family of imagekit, with an exit code per kind.
+
+The CLI maps these to exit codes and prints them without a traceback; anything
+else that escapes is a bug and is shown with its traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes, one per kind of failure (see DESIGN.md)."""
+
+    OK = 0
+    BAD_INPUT = 2
+    ENGINE_UNAVAILABLE = 3
+    BUILD_FAILED = 4
+    PROBE_FAILED = 5
+    PUBLISH_FAILED = 6
+    INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a user's input, located in its file."""
+
+    file: str
+    line: int
+    col: int
+    message: str
+    hint: str = ""
+
+    def format(self) -> str:
+        """`file:line:col: message` and, when there is one, an indented hint."""
+        text = f"{self.file}:{self.line}:{self.col}: {self.message}"
+        if self.hint:
+            text += f"\n    hint: {self.hint}"
+        return text
+
+
+class ImagekitError(Exception):
+    """Base of every expected failure. Carries a hint and an exit code."""
+
+    exit_code: ExitCode = ExitCode.BAD_INPUT
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def format(self) -> str:
+        """The message a person reads, hint included."""
+        return f"{self.message}\n    hint: {self.hint}" if self.hint else self.message
+
+
+class InputError(ImagekitError):
+    """Bad user input (files, options). Reported before any Docker call."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class ValidationError(InputError):
+    """One or more located problems in an input file, all reported at once."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        ordered = sorted(set(problems), key=lambda p: (p.file, p.line, p.col, p.message))
+        noun = "problem" if len(ordered) == 1 else "problems"
+        super().__init__(f"{len(ordered)} {noun} found")
+        self.problems = ordered
+
+    def format(self) -> str:
+        """Every problem on its own line(s), then the count."""
+        lines = [p.format() for p in self.problems]
+        lines.append(f"{self.message}; nothing was built.")
+        return "\n".join(lines)
+
+
+class EngineUnavailableError(ImagekitError):
+    """No Docker engine answers."""
+
+    exit_code = ExitCode.ENGINE_UNAVAILABLE
+
+
+class BuildFailedError(ImagekitError):
+    """An image failed to build."""
+
+    exit_code = ExitCode.BUILD_FAILED
+
+
+class ProbeFailedError(ImagekitError):
+    """A required probe did not pass."""
+
+    exit_code = ExitCode.PROBE_FAILED
+
+
+class PublishError(ImagekitError):
+    """Publishing was refused or failed."""
+
+    exit_code = ExitCode.PUBLISH_FAILED

@@ -1,0 +1,156 @@
+"""Render image plans into Dockerfiles and build-context files. Pure: no I/O but the template.
+
+Same plan and options in, byte-identical text out: labels are sorted, nothing
+reads the clock, and `created` appears only when the caller passes it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+
+import jinja2
+
+from imagekit.plan import ImagePlan
+from imagekit.resources import templates_dir
+
+PYPI_INDEX_URL = "https://pypi.org/simple"
+LABEL_PREFIX = "io.imagekit."
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How to render: package sources, proxy CA, BuildKit, provenance labels."""
+
+    wheelhouse: bool = False
+    ca_bundle: bool = False
+    pip_index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    buildkit: bool = False
+    created: str | None = None
+    revision: str | None = None
+    base_overrides: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class RenderedImage:
+    """A plan's Dockerfile and the small text files of its build context."""
+
+    plan: ImagePlan
+    dockerfile: str
+    files: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    build_args: dict[str, str] = field(default_factory=dict)
+
+
+def _dq(value: str) -> str:
+    """Escape a value for a double-quoted Dockerfile string."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["dq"] = _dq
+    return env
+
+
+def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
+    """The OCI and imagekit labels of an image, sorted by key."""
+    cell = plan.cell
+    base = plan.slim_reference if plan.flavour == "full" else _base_image(plan, options)
+    oci = "org.opencontainers.image."
+    labels = {
+        f"{oci}version": plan.tag,
+        f"{oci}base.name": base,
+        f"{oci}ref.name": plan.tag,
+        f"{LABEL_PREFIX}schema": "1",
+        f"{LABEL_PREFIX}cell": cell.id,
+        f"{LABEL_PREFIX}torch": cell.torch,
+        f"{LABEL_PREFIX}variant": cell.variant,
+        f"{LABEL_PREFIX}python": cell.python,
+        f"{LABEL_PREFIX}os": cell.os,
+        f"{LABEL_PREFIX}flavour": plan.flavour,
+        f"{LABEL_PREFIX}user": f"{plan.uid}:{plan.gid}",
+        f"{LABEL_PREFIX}repository": plan.repository,
+    }
+    if cell.cuda:
+        labels |= {
+            f"{LABEL_PREFIX}cuda": cell.cuda,
+            f"{LABEL_PREFIX}cudnn": cell.cudnn or "",
+            f"{LABEL_PREFIX}nccl": cell.nccl or "",
+            f"{LABEL_PREFIX}min-driver": cell.min_driver or "",
+            f"{LABEL_PREFIX}cuda-archs": " ".join(cell.archs),
+        }
+    if plan.source:
+        labels[f"{oci}source"] = plan.source
+    if options.revision:
+        labels[f"{oci}revision"] = options.revision
+    if options.created:
+        labels[f"{oci}created"] = options.created
+    return {k: labels[k] for k in sorted(labels)}
+
+
+def _base_image(plan: ImagePlan, options: RenderOptions) -> str:
+    overrides = dict(options.base_overrides)
+    return overrides.get(plan.cell.base_image, plan.cell.base_image)
+
+
+def _pip_args(index_url: str, extra: tuple[str, ...], options: RenderOptions) -> str:
+    if options.wheelhouse:
+        return "--no-index --find-links /tmp/imagekit/wheelhouse"
+    urls = [f"--index-url {options.pip_index_url or index_url}"]
+    urls += [f"--extra-index-url {u}" for u in (*extra, *options.extra_index_urls)]
+    return " ".join(urls)
+
+
+def requirements(plan: ImagePlan) -> dict[str, str]:
+    """The pip requirement files of an image's build context."""
+    cell = plan.cell
+    if plan.flavour == "slim":
+        lines = [f"torch=={cell.torch}", *plan.packages]
+        return {"requirements.txt": _requirements_text(lines, f"slim {cell.id}")}
+    lines = [*plan.packages, *cell.compiler_packages]
+    return {"requirements-full.txt": _requirements_text(lines, f"full {cell.id}")}
+
+
+def _requirements_text(lines: list[str], what: str) -> str:
+    head = f"# Rendered by imagekit for {what}; do not edit by hand.\n"
+    return head + "".join(f"{line}\n" for line in lines)
+
+
+def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> RenderedImage:
+    """Render one plan's Dockerfile and context files."""
+    options = options or RenderOptions()
+    cell = plan.cell
+    files = requirements(plan)
+    slim_extra = (PYPI_INDEX_URL,) if plan.packages and plan.flavour == "slim" else ()
+    labels = image_labels(plan, options)
+    what = f"CUDA {cell.cuda}" if cell.cuda else "CPU"
+    context = {
+        "plan": plan,
+        "cell": cell,
+        "buildkit": options.buildkit,
+        "wheelhouse": options.wheelhouse,
+        "ca_bundle": options.ca_bundle,
+        "slim_pip_args": _pip_args(cell.index_url, slim_extra, options),
+        "full_pip_args": _pip_args(PYPI_INDEX_URL, (), options),
+        "labels": labels,
+        "title": f"PyTorch {cell.torch} {what} Python {cell.python} ({plan.flavour})",
+    }
+    dockerfile = _environment().get_template("Dockerfile.j2").render(context)
+    # Macros leave runs of blank lines behind; one blank line is enough.
+    dockerfile = re.sub(r"\n{3,}", "\n\n", dockerfile).rstrip("\n") + "\n"
+    if plan.flavour == "slim":
+        build_args = {"BASE_IMAGE": _base_image(plan, options)}
+    else:
+        build_args = {"SLIM_IMAGE": plan.slim_reference}
+    return RenderedImage(plan, dockerfile, files, labels, build_args)
