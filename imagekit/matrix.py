@@ -138,8 +138,7 @@ def _model_at(loc: Path) -> type[pydantic.BaseModel] | None:
 def _shape_problems(exc: pydantic.ValidationError, source: SourceMap) -> list[Problem]:
     problems = []
     for error in exc.errors():
-        # pydantic adds union member names ("list[str]") to locations; drop them.
-        loc: Path = tuple(p for p in error["loc"] if isinstance(p, int) or "[" not in p)
+        loc = _document_path(error["loc"], source)
         if source.is_poisoned(loc):
             continue
         field = next((p for p in reversed(loc) if isinstance(p, str)), "")
@@ -183,6 +182,21 @@ def _shape_problems(exc: pydantic.ValidationError, source: SourceMap) -> list[Pr
         else:
             problems.append(source.problem(loc, f"{where}: {error['msg']}"))
     return problems
+
+
+def _document_path(loc: tuple[str | int, ...], source: SourceMap) -> Path:
+    """The path in the document of a pydantic error location.
+
+    pydantic adds union member names ("list[str]") to locations; drop them, but
+    keep a key of the document that merely contains "[" (dropping that one left
+    an `extra_forbidden` error without its key, and crashed).
+    """
+    path: Path = ()
+    for part in loc:
+        if isinstance(part, str) and "[" in part and (*path, part) not in source.values:
+            continue
+        path = (*path, part)
+    return path
 
 
 def _typed_scalar(source: SourceMap, loc: Path) -> Scalar | None:
@@ -453,12 +467,15 @@ class _Checker:
             if best is None or version_key(plan.cell.python) > version_key(best.cell.python):
                 owner[alias] = plan
         latest = self.latest_cell(plans)
+        # The flavours actually planned: an exclusion may drop the latest cell's
+        # `full`, and then `latest` must go to its slim image, not to nobody.
+        latest_flavours = {p.flavour for p in plans if p.cell == latest}
         out = []
         for plan in plans:
             aliases = [a for a, p in owner.items() if p is plan]
             if latest is not None and plan.cell == latest:
                 aliases.append(f"{prefix}latest-{plan.flavour}")
-                if plan.flavour == "full" or "full" not in plan.cell.flavours:
+                if plan.flavour == "full" or "full" not in latest_flavours:
                     aliases.append(f"{prefix}latest")
             out.append(replace(plan, aliases=tuple(aliases)))
         return out

@@ -14,6 +14,7 @@ loader and converts it by hand, so that:
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +93,18 @@ def bad_characters(text: str) -> list[str]:
         if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
             found.append(f"U+{ord(ch):04X}")
     return sorted(set(found))
+
+
+# What YAML counts as a line break (YAML 1.1, as PyYAML reads it).
+_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+
+
+def _offset_position(text: str, offset: int) -> tuple[int, int]:
+    """The 1-based line/col of character `offset` in `text`, as PyYAML's marks count them."""
+    line, start = 1, 0
+    for match in _LINE_BREAK.finditer(text, 0, offset):
+        line, start = line + 1, match.end()
+    return line, offset - start + 1
 
 
 class _Converter:
@@ -216,7 +229,22 @@ def load_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
         raise ValidationError(
             [Problem(file, line, col, f"not valid YAML: {what}", "fix the syntax at this place")]
         ) from None
-    except yaml.YAMLError as exc:  # e.g. a reader error for non-printable bytes
+    except yaml.reader.ReaderError as exc:
+        # Not a MarkedYAMLError: it knows only the offset of the character, and
+        # its text spans lines; locate it like any other problem.
+        line, col = _offset_position(text, exc.position)
+        raise ValidationError(
+            [
+                Problem(
+                    file,
+                    line,
+                    col,
+                    f"not valid YAML: character U+{exc.character:04X} is not allowed",
+                    "a matrix holds printable text only; remove the character",
+                )
+            ]
+        ) from None
+    except yaml.YAMLError as exc:  # any other error that carries no position
         raise ValidationError([Problem(file, 1, 1, f"not valid YAML: {exc}")]) from None
     except RecursionError:
         raise ValidationError([Problem(file, 1, 1, "YAML nested too deeply")]) from None

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Make sure the project's virtualenv exists and holds imagekit with its dev extras.
+# Works on a fresh Debian/Ubuntu machine with nothing but Python 3.11+ installed:
+# where the venv module is missing and we are root, it installs python3-venv.
+set -euo pipefail
+
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+cd "$(dirname "$0")/.."
+
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+    echo "ensure-venv: $PYTHON not found; install Python 3.11 or newer" >&2
+    exit 1
+fi
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "ensure-venv: imagekit needs Python >= 3.11; $PYTHON is $("$PYTHON" -V 2>&1)" >&2
+    echo "ensure-venv: run make with PYTHON=/path/to/python3.11" >&2
+    exit 1
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+    if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
+        rm -rf "$VENV"
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "ensure-venv: installing python3-venv" >&2
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+            "$PYTHON" -m venv "$VENV"
+        else
+            echo "ensure-venv: '$PYTHON -m venv' failed; install your distribution's python3-venv" >&2
+            exit 1
+        fi
+    fi
+fi
+echo "ensure-venv: installing imagekit and its dev extras into $VENV" >&2
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+touch "$VENV/.imagekit-installed"
