@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Make sure a Docker engine answers, for `make demo` and `make test`.
+#
+# - A running engine (DOCKER_HOST or the default socket) is reused as it is.
+# - Otherwise, as root on Debian/Ubuntu: install Debian's docker.io (dockerd) and, from the
+#   next Debian release pinned at low priority, the docker-buildx plugin; then start dockerd
+#   in the background and wait until it answers. No systemd is assumed.
+# - Anywhere else: stop with instructions.
+# Idempotent, and quiet when everything is already there.
+set -euo pipefail
+
+LOG=${IMAGEKIT_DOCKERD_LOG:-/var/log/imagekit-dockerd.log}
+WAIT_S=${IMAGEKIT_DOCKERD_WAIT_S:-90}
+
+say() { echo "ensure-engine: $*" >&2; }
+
+engine_answers() { timeout 20 docker info >/dev/null 2>&1; }
+
+apt_install() {
+    if [ -z "${_APT_UPDATED:-}" ]; then
+        apt-get update -qq
+        _APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# The buildx plugin is not in bookworm; the next release has it and it needs only a newer libc6
+# (present). Add that suite with the machine's own mirror and keyring, pinned so that nothing
+# else is upgraded from it.
+install_buildx() {
+    local src=/etc/apt/sources.list.d/imagekit-trixie.sources
+    if [ ! -f "$src" ]; then
+        local uri keyring
+        uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+        keyring=$(awk '/^Signed-By:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+        if [ -z "$uri" ]; then
+            uri=$(awk '$1 == "deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+        fi
+        if [ -z "$uri" ]; then
+            say "no Debian source found to add trixie from; skipping docker-buildx"
+            return 0
+        fi
+        {
+            echo "Types: deb"
+            echo "URIs: $uri"
+            echo "Suites: trixie"
+            echo "Components: main"
+            [ -n "$keyring" ] && echo "Signed-By: $keyring"
+        } >"$src"
+        printf 'Package: *\nPin: release n=trixie\nPin-Priority: 100\n' \
+            >/etc/apt/preferences.d/imagekit-trixie
+        _APT_UPDATED=
+    fi
+    apt_install -t trixie docker-buildx
+}
+
+if engine_answers; then
+    exit 0
+fi
+
+if [ -n "${DOCKER_HOST:-}" ]; then
+    say "DOCKER_HOST=$DOCKER_HOST does not answer; start that engine or unset DOCKER_HOST"
+    exit 1
+fi
+
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    say "no Docker engine answers and this is not a root Debian/Ubuntu shell."
+    say "start one (e.g. 'sudo systemctl start docker', Docker Desktop, or 'dockerd &')"
+    say "or point DOCKER_HOST at one, then run make again."
+    exit 1
+fi
+
+if ! command -v dockerd >/dev/null 2>&1; then
+    say "installing Debian's docker.io"
+    apt_install docker.io iptables ca-certificates
+fi
+if ! docker buildx version >/dev/null 2>&1; then
+    say "installing the docker-buildx plugin"
+    install_buildx || say "docker-buildx could not be installed; the SDK builder still works"
+fi
+
+if ! pgrep -x dockerd >/dev/null 2>&1; then
+    say "starting dockerd (log: $LOG)"
+    # setsid: the daemon must outlive make and the shell that started it.
+    setsid nohup dockerd >>"$LOG" 2>&1 </dev/null &
+fi
+for _ in $(seq "$WAIT_S"); do
+    if engine_answers; then
+        say "engine ready: $(docker version --format '{{.Server.Version}}' 2>/dev/null)"
+        exit 0
+    fi
+    sleep 1
+done
+say "dockerd did not answer within ${WAIT_S}s; last lines of $LOG:"
+tail -n 20 "$LOG" >&2 || true
+exit 1

@@ -1,0 +1,351 @@
+"""Rendering: the Dockerfiles and build contexts imagekit writes, and their input hashes."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from imagekit.context import (
+    ContextInputs,
+    compare_tree,
+    input_hash,
+    render_tree,
+    resolve_ca_bundle,
+    write_context,
+)
+from imagekit.errors import InputError
+from imagekit.lint import lint
+from imagekit.matrix import Matrix, load_matrix
+from imagekit.plan import ImagePlan
+from imagekit.render import RenderOptions, render_image
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden"
+
+
+@pytest.fixture(scope="module")
+def default_matrix() -> Matrix:
+    return load_matrix(ROOT / "matrix.yaml")
+
+
+@pytest.fixture(scope="module")
+def golden_matrix() -> Matrix:
+    return load_matrix(GOLDEN / "matrix.yaml")
+
+
+def plan_named(matrix: Matrix, name: str) -> ImagePlan:
+    return next(p for p in matrix.plans if p.name == name)
+
+
+def stages(dockerfile: str) -> list[str]:
+    """The Dockerfile split at each FROM, the text before the first FROM dropped."""
+    return re.split(r"(?m)^FROM ", dockerfile)[1:]
+
+
+def instructions(stage: str) -> list[str]:
+    """The instruction keywords of a stage, continuation lines and comments skipped."""
+    words, continued = [], False
+    for line in stage.splitlines()[1:]:
+        stripped = line.strip()
+        if not continued and stripped and not stripped.startswith("#"):
+            words.append(stripped.split()[0])
+        continued = stripped.endswith("\\")
+    return words
+
+
+@pytest.mark.parametrize("folder,buildkit", [("docker", False), ("buildkit", True)])
+def test_committed_goldens_match_a_fresh_render(
+    golden_matrix: Matrix, folder: str, buildkit: bool
+) -> None:
+    options = RenderOptions(buildkit=buildkit)
+    differences = compare_tree(list(golden_matrix.plans), options, ContextInputs(), GOLDEN / folder)
+    assert differences == [], "\n".join(differences) + "\nrun `make goldens` if intended"
+
+
+def test_a_changed_golden_is_reported_with_a_diff(golden_matrix: Matrix, tmp_path: Path) -> None:
+    plans = list(golden_matrix.plans)
+    render_tree(plans, RenderOptions(), ContextInputs(), tmp_path)
+    target = tmp_path / plans[0].name / "Dockerfile"
+    target.write_text(target.read_text().replace("pipefail", "errexit"))
+    differences = compare_tree(plans, RenderOptions(), ContextInputs(), tmp_path)
+    assert len(differences) == 1
+    assert '-SHELL ["/bin/bash", "-o", "errexit"' in differences[0]
+
+
+def test_rendering_is_byte_identical_for_the_same_input(default_matrix: Matrix) -> None:
+    for plan in default_matrix.plans:
+        first, second = render_image(plan), render_image(plan)
+        assert first.dockerfile == second.dockerfile
+        assert first.files == second.files
+        assert input_hash(first, ContextInputs()) == input_hash(second, ContextInputs())
+
+
+def test_slim_has_a_builder_stage_and_a_runtime_stage_that_only_copies_the_venv(
+    default_matrix: Matrix,
+) -> None:
+    text = render_image(plan_named(default_matrix, "2.8.0-cu128-py3.12-slim")).dockerfile
+    builder, runtime = stages(text)
+    assert builder.startswith("${BASE_IMAGE} AS builder")
+    assert (
+        "pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cu128" in builder
+    )
+    assert runtime.startswith("${BASE_IMAGE} AS runtime")
+    assert "COPY --from=builder /opt/venv /opt/venv" in runtime
+    assert "pip install" not in runtime
+    for forbidden in ("build-essential", "gcc", "nvidia-cuda-nvcc", "libcudnn"):
+        assert forbidden not in runtime
+    assert "rm -rf /var/lib/apt/lists/*" in runtime
+
+
+def test_slim_requirements_pin_torch_and_nothing_brings_cuda_twice(default_matrix: Matrix) -> None:
+    rendered = render_image(plan_named(default_matrix, "2.14.1-cu130-py3.12-slim"))
+    assert rendered.files == {
+        "requirements.txt": "# Rendered by imagekit for slim 2.14.1-cu130-py3.12; "
+        "do not edit by hand.\ntorch==2.14.1\n"
+    }
+    assert "ubuntu:24.04" in rendered.build_args["BASE_IMAGE"]
+
+
+def test_full_is_built_from_the_slim_image_of_its_cell(default_matrix: Matrix) -> None:
+    plan = plan_named(default_matrix, "2.14.1-cu130-py3.12-full")
+    rendered = render_image(plan)
+    slim = plan_named(default_matrix, "2.14.1-cu130-py3.12-slim")
+    assert f"ARG SLIM_IMAGE={slim.reference}" in rendered.dockerfile
+    assert rendered.build_args == {"SLIM_IMAGE": slim.reference}
+    full_builder, full = stages(rendered.dockerfile)
+    assert full_builder.startswith("${SLIM_IMAGE} AS full-builder")
+    assert full.startswith("${SLIM_IMAGE} AS full")
+    for package in ("build-essential", "git", "openssh-server", "python3.12-dev"):
+        assert package in full
+    assert "rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_*_key" in full
+    requirements = rendered.files["requirements-full.txt"]
+    for package in ("jupyterlab==", "tensorboard==", "nvidia-cuda-nvcc==13.0.*"):
+        assert package in requirements
+    assert "ENV CUDA_HOME=/opt/venv/lib/python3.12/site-packages/nvidia/cu13" in full
+
+
+def test_full_of_a_cpu_cell_has_no_cuda_compiler(default_matrix: Matrix) -> None:
+    rendered = render_image(plan_named(default_matrix, "2.15.0-cpu-py3.12-full"))
+    assert "nvidia" not in rendered.files["requirements-full.txt"]
+    assert "CUDA_HOME" not in rendered.dockerfile
+    assert "NVIDIA_REQUIRE_CUDA" not in rendered.dockerfile
+
+
+@pytest.mark.parametrize("flavour", ["slim", "full"])
+def test_images_run_as_a_numeric_non_root_user_in_workspace(
+    default_matrix: Matrix, flavour: str
+) -> None:
+    text = render_image(plan_named(default_matrix, f"2.15.0-cu132-py3.12-{flavour}")).dockerfile
+    final = stages(text)[-1]
+    users = re.findall(r"(?m)^USER (.+)$", final)
+    assert users[-1] == "1000:100"
+    assert re.search(r"(?m)^WORKDIR /workspace$", final)
+    assert "ADD " not in text
+    cmd = re.findall(r"(?m)^CMD (.+)$", text)
+    assert cmd and cmd[-1].startswith("[")
+    assert 'SHELL ["/bin/bash", "-o", "pipefail", "-c"]' in final
+
+
+def test_slim_creates_home_and_a_workspace_the_user_owns(default_matrix: Matrix) -> None:
+    text = render_image(plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")).dockerfile
+    assert "useradd --uid 1000 --gid 100 --create-home" in text
+    assert "install -d -o 1000 -g 100 -m 2775 /workspace" in text
+    assert "HOME=/home/ml" in text
+
+
+def test_cuda_cells_carry_nvidia_variables_and_imagekit_labels(default_matrix: Matrix) -> None:
+    rendered = render_image(plan_named(default_matrix, "2.14.1-cu130-py3.12-slim"))
+    text = rendered.dockerfile
+    assert "NVIDIA_VISIBLE_DEVICES=all" in text
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in text
+    assert 'NVIDIA_REQUIRE_CUDA="cuda>=13.0"' in text
+    labels = rendered.labels
+    assert labels["io.imagekit.torch"] == "2.14.1"
+    assert labels["io.imagekit.cuda"] == "13.0"
+    assert labels["io.imagekit.cudnn"] == "9.24.0.43"
+    assert labels["io.imagekit.nccl"] == "2.30.7"
+    assert labels["io.imagekit.min-driver"] == "580.65.06"
+    assert "sm_90" in labels["io.imagekit.cuda-archs"].split()
+    assert labels["io.imagekit.flavour"] == "slim"
+    assert labels["io.imagekit.cell"] == "2.14.1-cu130-py3.12"
+    assert labels["org.opencontainers.image.base.name"] == "ubuntu:24.04"
+    assert labels["org.opencontainers.image.source"] == "https://github.com/acme-ml/pytorch-images"
+    for key, value in labels.items():
+        assert f'{key}="{value}"' in text
+
+
+def test_created_and_revision_labels_appear_only_when_given(default_matrix: Matrix) -> None:
+    plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
+    plain = render_image(plan).dockerfile
+    assert "image.created" not in plain and "image.revision" not in plain
+    stamped = render_image(plan, RenderOptions(created="2026-11-30T00:00:00Z", revision="abc123"))
+    assert 'org.opencontainers.image.created="2026-11-30T00:00:00Z"' in stamped.dockerfile
+    assert 'org.opencontainers.image.revision="abc123"' in stamped.dockerfile
+
+
+def test_label_values_are_escaped_so_they_cannot_break_out_of_quotes(
+    default_matrix: Matrix,
+) -> None:
+    plan = replace(plan_named(default_matrix, "2.15.0-cpu-py3.12-slim"), source='x" \\ $HOME')
+    text = render_image(plan).dockerfile
+    assert 'org.opencontainers.image.source="x\\" \\\\ \\$HOME"' in text
+
+
+@pytest.mark.parametrize("name", ["2.8.0-cu128-py3.12-slim", "2.8.0-cu128-py3.12-full"])
+def test_ca_bundle_reaches_only_builder_stages_with_the_legacy_builder(
+    default_matrix: Matrix, name: str
+) -> None:
+    text = render_image(plan_named(default_matrix, name), RenderOptions(ca_bundle=True)).dockerfile
+    *builders, final = stages(text)
+    assert any("COPY ca-bundle.crt /tmp/imagekit/ca-bundle.crt" in b for b in builders)
+    assert "ca-bundle" not in final
+    assert "PIP_CERT" not in final
+
+
+@pytest.mark.parametrize("name", ["2.8.0-cu128-py3.12-slim", "2.8.0-cu128-py3.12-full"])
+def test_ca_bundle_is_a_secret_mount_with_buildkit(default_matrix: Matrix, name: str) -> None:
+    options = RenderOptions(ca_bundle=True, buildkit=True)
+    text = render_image(plan_named(default_matrix, name), options).dockerfile
+    assert text.startswith("# syntax=docker/dockerfile:")
+    assert "--mount=type=secret,id=ca,target=/tmp/imagekit/ca-bundle.crt" in text
+    assert "COPY ca-bundle.crt" not in text
+    assert "--mount=type=cache" in text
+
+
+def test_the_legacy_render_has_no_buildkit_only_syntax(default_matrix: Matrix) -> None:
+    for plan in default_matrix.plans:
+        text = render_image(plan, RenderOptions(ca_bundle=True)).dockerfile
+        assert "--mount=" not in text
+        assert "# syntax=" not in text
+        assert "<<" not in text  # heredocs are BuildKit-only
+
+
+def test_wheelhouse_installs_offline(default_matrix: Matrix) -> None:
+    plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
+    text = render_image(plan, RenderOptions(wheelhouse=True)).dockerfile
+    assert "COPY wheelhouse/ /tmp/imagekit/wheelhouse/" in text
+    assert "--no-index --find-links /tmp/imagekit/wheelhouse" in text
+    assert "--index-url" not in text
+
+
+def test_mirrors_replace_the_default_indexes(default_matrix: Matrix) -> None:
+    plan = plan_named(default_matrix, "2.15.0-cu132-py3.12-full")
+    options = RenderOptions(
+        pip_index_url="https://mirror.example/simple", extra_index_urls=("https://extra.example",)
+    )
+    text = render_image(plan, options).dockerfile
+    assert (
+        "--index-url https://mirror.example/simple --extra-index-url https://extra.example" in text
+    )
+    assert "pypi.org" not in text
+
+
+def test_hadolint_finds_nothing_at_warning_level_in_the_default_matrix(
+    default_matrix: Matrix,
+) -> None:
+    failing = []
+    for plan in default_matrix.plans[:6]:  # imagekit check covers all; a sample keeps this fast
+        for options in (RenderOptions(), RenderOptions(buildkit=True, ca_bundle=True)):
+            failing += [
+                f for f in lint(plan.name, render_image(plan, options).dockerfile) if f.fails
+            ]
+    assert failing == []
+
+
+def test_hadolint_reports_a_real_problem() -> None:
+    findings = lint("bad", "FROM ubuntu\nRUN cd /tmp && apt-get install -y curl\nADD x /x\n")
+    codes = {f.code for f in findings if f.fails}
+    assert "DL3020" in codes  # ADD for a local file
+
+
+def test_input_hash_follows_every_input(default_matrix: Matrix, tmp_path: Path) -> None:
+    plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
+    base = input_hash(render_image(plan), ContextInputs())
+    other_plan = replace(plan, packages=("numpy==2.1.0",))
+    assert input_hash(render_image(other_plan), ContextInputs()) != base
+    ca = tmp_path / "ca.crt"
+    ca.write_text("one")
+    with_ca = input_hash(
+        render_image(plan, RenderOptions(ca_bundle=True)), ContextInputs(ca_bundle=ca)
+    )
+    ca.write_text("two")
+    assert (
+        input_hash(render_image(plan, RenderOptions(ca_bundle=True)), ContextInputs(ca_bundle=ca))
+        != with_ca
+    )
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "torch-2.15.0-cp312-none-any.whl").write_bytes(b"a")
+    options = RenderOptions(wheelhouse=True)
+    first = input_hash(render_image(plan, options), ContextInputs(wheelhouse=wheels))
+    (wheels / "torch-2.15.0-cp312-none-any.whl").write_bytes(b"b")
+    assert input_hash(render_image(plan, options), ContextInputs(wheelhouse=wheels)) != first
+
+
+def test_probe_files_are_not_part_of_any_build_context(
+    default_matrix: Matrix, tmp_path: Path
+) -> None:
+    plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
+    folder = write_context(render_image(plan), tmp_path)
+    names = {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
+    assert names == {"Dockerfile", "requirements.txt", "imagekit-plan.json"}
+    assert "probes" not in render_image(plan).dockerfile
+
+
+def test_write_context_copies_the_wheelhouse_and_ca_and_replaces_stale_files(
+    default_matrix: Matrix, tmp_path: Path
+) -> None:
+    plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
+    wheels = tmp_path / "wheels"
+    (wheels / "sub").mkdir(parents=True)
+    (wheels / "sub" / "a.whl").write_bytes(b"wheel")
+    ca = tmp_path / "ca.crt"
+    ca.write_text("ca")
+    out = tmp_path / "out"
+    stale = out / plan.name / "old.txt"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("old")
+    folder = write_context(
+        render_image(plan, RenderOptions(wheelhouse=True, ca_bundle=True)),
+        out,
+        ContextInputs(wheelhouse=wheels, ca_bundle=ca),
+    )
+    assert (folder / "wheelhouse" / "sub" / "a.whl").read_bytes() == b"wheel"
+    assert (folder / "ca-bundle.crt").read_text() == "ca"
+    assert not stale.exists()
+
+
+def test_a_context_folder_cannot_escape_the_output_folder(
+    default_matrix: Matrix, tmp_path: Path
+) -> None:
+    plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
+    evil = replace(plan, cell=replace(plan.cell, id="../../evil"))
+    with pytest.raises(InputError, match="outside"):
+        write_context(render_image(evil), tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    "environ,expected",
+    [
+        ({}, None),
+        ({"SSL_CERT_FILE": "B"}, "B"),
+        ({"REQUESTS_CA_BUNDLE": "C", "SSL_CERT_FILE": "B"}, "B"),
+        ({"PIP_CERT": "A", "SSL_CERT_FILE": "B"}, "A"),
+    ],
+)
+def test_ca_bundle_defaults_from_pip_cert_then_ssl_cert_file_then_requests(
+    tmp_path: Path, environ: dict[str, str], expected: str | None
+) -> None:
+    for name in "ABC":
+        (tmp_path / name).write_text(name)
+    env = {k: str(tmp_path / v) for k, v in environ.items()}
+    found = resolve_ca_bundle(None, env)
+    assert (found.name if found else None) == expected
+
+
+def test_a_ca_variable_naming_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"\$PIP_CERT names"):
+        resolve_ca_bundle(None, {"PIP_CERT": str(tmp_path / "nope")})
