@@ -158,6 +158,13 @@ def _shape_problems(exc: pydantic.ValidationError, source: SourceMap) -> list[Pr
                 source.problem(loc[:-1], f"missing required key {loc[-1]!r} in {parent}")
             )
         elif kind == "string_type" and (scalar := _typed_scalar(source, loc)) is not None:
+            if scalar.kind == "null":
+                # An empty value, `~` or `null`: "quote it" would not help there.
+                expected = _FIELD_HINTS.get(field, "some text")
+                problems.append(
+                    source.problem(loc, f"{field}: no value given", f"write {expected}")
+                )
+                continue
             value = error["input"]
             shown = "false" if value is False else "true" if value is True else repr(value)
             noun = "boolean" if scalar.kind == "bool" else scalar.kind

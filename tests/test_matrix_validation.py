@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.compat import load_compat
+from imagekit.compat import CompatData, load_compat
 from imagekit.errors import Problem, ValidationError
 from imagekit.matrix import Matrix, load_matrix, parse_matrix
 
@@ -81,19 +81,19 @@ def at(text: str, context: str, target: str | None = None) -> tuple[int, int]:
     return line, col
 
 
-def problems(text: str, **kwargs: object) -> list[Problem]:
+def problems(text: str, compat: CompatData | None = None) -> list[Problem]:
     """The problems `parse_matrix` reports for `text` (it must reject it)."""
     with pytest.raises(ValidationError) as info:
-        parse_matrix(text, FILE, **kwargs)  # type: ignore[arg-type]
+        parse_matrix(text, FILE, compat)
     found = info.value.problems
     assert found, "a ValidationError must carry at least one problem"
     assert all(p.file == FILE for p in found)
     return found
 
 
-def one_problem(text: str, **kwargs: object) -> Problem:
+def one_problem(text: str, compat: CompatData | None = None) -> Problem:
     """The single problem `parse_matrix` reports for `text`."""
-    found = problems(text, **kwargs)
+    found = problems(text, compat)
     assert len(found) == 1, "\n".join(p.format() for p in found)
     return found[0]
 
@@ -251,7 +251,7 @@ def test_yaml_tag_that_would_build_an_object_is_rejected_with_its_line(
             id="in-a-release-entry",
         ),
         pytest.param(
-            edit("defaults:\n", 'defaults:\n  os: ubuntu-22.04\n'),
+            edit("defaults:\n", "defaults:\n  os: ubuntu-22.04\n"),
             ("os: ubuntu-22.04", "os"),
             ("os: ubuntu-24.04", "os"),
             "os",
@@ -344,6 +344,49 @@ def test_unquoted_version_is_rejected_with_its_line_and_a_hint_to_quote_it(
     assert problem.hint == f"quote it: {quoted}"
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "context", "target", "field", "hint"),
+    [
+        pytest.param(
+            '  torch: "2.14.1"\n  cuda',
+            "  torch:\n  cuda",
+            "torch:\n  cuda",
+            "\n",
+            "torch",
+            'write a torch release like "2.8.0"',
+            id="empty",
+        ),
+        pytest.param(
+            'cuda: ["13.0"]',
+            'cuda: ["13.0", ~]',
+            "~",
+            None,
+            "cuda",
+            'write a CUDA version like "12.8", or "cpu"',
+            id="tilde",
+        ),
+        pytest.param(
+            "repository: ghcr.io/acme/pytorch",
+            "repository: null",
+            "null",
+            None,
+            "repository",
+            "write some text",
+            id="null",
+        ),
+    ],
+)
+def test_missing_value_says_no_value_given_rather_than_quote_it(
+    old: str, new: str, context: str, target: str | None, field: str, hint: str
+) -> None:
+    # "quote it" is the fix for 12.10 and `no`; for an empty value it is not.
+    doc = edit(old, new)
+    problem = one_problem(doc)
+    assert where(problem) == at(doc, context, target)
+    assert problem.message == f"{field}: no value given"
+    assert problem.hint == hint
+
+
 # 5. Unknown keys -----------------------------------------------------------------------
 
 
@@ -351,18 +394,17 @@ def test_unquoted_version_is_rejected_with_its_line_and_a_hint_to_quote_it(
     ("doc", "key", "suggestion"),
     [
         pytest.param(BASE + '    pyhton: "3.12"\n', "pyhton", "python", id="in-entry"),
+        pytest.param(edit("  python: ", "  pyton: "), "pyton", "python", id="in-defaults"),
         pytest.param(
-            edit("  python: ", "  pyton: "), "pyton", "python", id="in-defaults"
-        ),
-        pytest.param(
-            edit("    size_budget_bytes: 8000000000", "    size_budget_bytes: 8000000000\n    pakages: []"),
+            edit(
+                "    size_budget_bytes: 8000000000",
+                "    size_budget_bytes: 8000000000\n    pakages: []",
+            ),
             "pakages",
             "packages",
             id="in-flavour",
         ),
-        pytest.param(
-            edit("repository:", "repositry:"), "repositry", "repository", id="top-level"
-        ),
+        pytest.param(edit("repository:", "repositry:"), "repositry", "repository", id="top-level"),
     ],
 )
 def test_unknown_key_is_located_and_suggests_the_closest_known_key(
@@ -376,6 +418,16 @@ def test_unknown_key_is_located_and_suggests_the_closest_known_key(
     assert problem.message == f"unknown key {key!r}"
     assert f"did you mean {suggestion!r}?" in problem.hint
     assert "known keys:" in problem.hint
+
+
+@pytest.mark.parametrize("key", ['"x["', '"list[str]"', "'a[0]'"])
+def test_unknown_key_with_a_bracket_is_reported_not_dropped(key: str) -> None:
+    # pydantic names union members like "list[str]" in error locations; a key
+    # of the document that looks like one must still be reported as itself.
+    doc = BASE.replace("bases:", f"{key}: 1\nbases:")
+    problem = one_problem(doc)
+    assert where(problem) == at(doc, key)
+    assert problem.message == f"unknown key {key[1:-1]!r}"
 
 
 def test_misspelt_required_key_also_reports_the_missing_one() -> None:
@@ -504,7 +556,7 @@ def test_duplicate_cell_within_one_entry_is_rejected() -> None:
     [
         ("2.8.0", "11.8", "torch 2.8.0 has no CUDA 11.8 build; it has 12.6, 12.8, 12.9 (and cpu)"),
         ("2.7.1", "12.9", "torch 2.7.1 has no CUDA 12.9 build; it has 11.8, 12.6, 12.8 (and cpu)"),
-        ("2.15.0", "13.0", "torch 2.15.0 has no CUDA 13.0 build; it has 13.2 (and cpu)"),
+        ("2.15.0", "12.8", "torch 2.15.0 has no CUDA 12.8 build; it has 13.2 (and cpu)"),
     ],
 )
 def test_torch_cuda_pair_without_wheels_lists_the_valid_choices(
@@ -786,18 +838,24 @@ def test_three_independent_input_errors_are_all_reported() -> None:
         edit("8000000000", '"big"', BASE + '    pyhton: "3.12"\n'),
     )
     found = problems(doc)
-    assert [(where(p), p.message.split(" (")[0].split(":")[0]) for p in found] == [
-        (at(doc, "repository: ghcr.io/acme/other", "repository"), "duplicate key 'repository'"),
-        (at(doc, '"big"'), "flavours.slim.size_budget_bytes"),
+    assert [(where(p), p.message) for p in found] == [
+        (
+            at(doc, "repository: ghcr.io/acme/other", "repository"),
+            "duplicate key 'repository' (first defined at line 2, column 1)",
+        ),
+        (at(doc, '"big"'), "flavours.slim.size_budget_bytes: Input should be a valid integer"),
         (at(doc, "pyhton"), "unknown key 'pyhton'"),
     ]
 
 
 def test_three_independent_compatibility_errors_are_all_reported() -> None:
-    doc = with_exclude(
-        '  - torch: "2.8.0"\n    reason: "old"\n',
-        edit("ghcr.io/acme/pytorch", "ghcr.io/Acme/pytorch"),
-    ) + '  - torch: "2.8.0"\n    cuda: ["11.8"]\n'
+    doc = (
+        with_exclude(
+            '  - torch: "2.8.0"\n    reason: "old"\n',
+            edit("ghcr.io/acme/pytorch", "ghcr.io/Acme/pytorch"),
+        )
+        + '  - torch: "2.8.0"\n    cuda: ["11.8"]\n'
+    )
     found = problems(doc)
     assert [(where(p), p.message) for p in found] == [
         (
@@ -848,8 +906,9 @@ def test_exclusion_with_reason_drops_the_image_and_latest_moves_to_slim() -> Non
 def test_excluding_every_image_is_rejected() -> None:
     doc = with_exclude('  - torch: "2.14.1"\n    reason: "nothing this week"\n')
     problem = one_problem(doc)
-    assert where(problem) == at(doc, '- torch: "2.14.1"\n    cuda', "torch")
-    assert "every image is excluded" in problem.message
+    # At the list of releases, that is at its first item.
+    assert where(problem) == at(doc, '- torch: "2.14.1"\n    cuda')
+    assert problem.message == "every image is excluded; nothing would be built"
 
 
 # 18. Experimental variants ----------------------------------------------------------------
@@ -881,7 +940,7 @@ def test_latest_that_matches_no_cell_lists_the_cells() -> None:
 
 
 def test_entry_os_without_a_base_is_rejected() -> None:
-    doc = BASE + "    os: debian-12\n"
+    doc = BASE + '  - torch: "2.14.1"\n    cuda: ["12.6"]\n    os: debian-12\n'
     problem = one_problem(doc)
     assert where(problem) == at(doc, "debian-12")
     assert problem.message == "base OS 'debian-12' has no entry under `bases`"

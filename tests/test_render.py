@@ -209,7 +209,7 @@ def test_ca_bundle_reaches_only_builder_stages_with_the_legacy_builder(
 def test_ca_bundle_is_a_secret_mount_with_buildkit(default_matrix: Matrix, name: str) -> None:
     options = RenderOptions(ca_bundle=True, buildkit=True)
     text = render_image(plan_named(default_matrix, name), options).dockerfile
-    assert text.startswith("# syntax=docker/dockerfile:")
+    assert "# syntax=" not in text  # a frontend pull would fail air-gapped
     assert "--mount=type=secret,id=ca,target=/tmp/imagekit/ca-bundle.crt" in text
     assert "COPY ca-bundle.crt" not in text
     assert "--mount=type=cache" in text
