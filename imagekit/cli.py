@@ -8,6 +8,7 @@ Expected failures print one message with a hint and exit with their kind's code;
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from collections.abc import Iterator
@@ -20,7 +21,15 @@ from typing import Annotated, Any
 import typer
 
 from imagekit import __version__
-from imagekit.errors import ExitCode, ImagekitError, InputError
+from imagekit.context import ContextInputs, resolve_ca_bundle
+from imagekit.errors import (
+    BuildFailedError,
+    EngineUnavailableError,
+    ExitCode,
+    ImagekitError,
+    InputError,
+)
+from imagekit.render import RenderOptions
 
 app = typer.Typer(
     name="imagekit",
@@ -188,6 +197,68 @@ def check_command(
         )
 
 
+# inputs shared by render, build and bake ------------------------------------------
+
+WheelhouseOption = Annotated[
+    Path | None, typer.Option(help="Install from these wheels only (offline).")
+]
+CaCertOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Extra CA bundle for pip (builder stages only). "
+        "Default: $PIP_CERT, $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE."
+    ),
+]
+NoCaCertOption = Annotated[bool, typer.Option(help="Use no extra CA bundle.")]
+PipIndexOption = Annotated[str | None, typer.Option(help="Mirror for every package index.")]
+ExtraIndexOption = Annotated[
+    list[str] | None, typer.Option(help="Additional package index (repeatable).")
+]
+CreatedOption = Annotated[str | None, typer.Option(help="org.opencontainers.image.created")]
+RevisionOption = Annotated[str | None, typer.Option(help="org.opencontainers.image.revision")]
+BaseOverrideOption = Annotated[
+    list[str] | None,
+    typer.Option(help="Use a local base instead: IMAGE=LOCAL_IMAGE (repeatable)."),
+]
+
+
+def _render_inputs(
+    wheelhouse: Path | None,
+    ca_cert: Path | None,
+    no_ca_cert: bool,
+    pip_index_url: str | None,
+    extra_index_url: list[str] | None,
+    buildkit: bool,
+    created: str | None,
+    revision: str | None,
+    base_override: list[str] | None,
+) -> tuple[RenderOptions, ContextInputs]:
+    """Check the render options a user gave and turn them into values."""
+    ca = None if no_ca_cert else resolve_ca_bundle(ca_cert)
+    if wheelhouse is not None and not wheelhouse.is_dir():
+        raise InputError(f"--wheelhouse {wheelhouse} is not a folder")
+    overrides = []
+    for item in base_override or ():
+        source, sep, target = item.partition("=")
+        if not sep or not source or not target:
+            raise InputError(
+                f"--base-override {item!r} is not IMAGE=LOCAL_IMAGE",
+                "e.g. --base-override ubuntu:24.04=imagekit-base/ubuntu:noble",
+            )
+        overrides.append((source, target))
+    options = RenderOptions(
+        wheelhouse=wheelhouse is not None,
+        ca_bundle=ca is not None,
+        pip_index_url=pip_index_url,
+        extra_index_urls=tuple(extra_index_url or ()),
+        buildkit=buildkit,
+        created=created,
+        revision=revision,
+        base_overrides=tuple(overrides),
+    )
+    return options, ContextInputs(wheelhouse=wheelhouse, ca_bundle=ca)
+
+
 # render ----------------------------------------------------------------------
 
 
@@ -199,52 +270,40 @@ def render_command(
     ),
     only: OnlyOption = None,
     flavour: FlavourOption = None,
-    wheelhouse: Annotated[
-        Path | None, typer.Option(help="Install from these wheels only (offline).")
-    ] = None,
-    ca_cert: Annotated[
-        Path | None,
-        typer.Option(
-            help="Extra CA bundle for pip (builder stages only). "
-            "Default: $PIP_CERT, $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE."
-        ),
-    ] = None,
-    no_ca_cert: Annotated[bool, typer.Option(help="Use no extra CA bundle.")] = False,
-    pip_index_url: Annotated[str | None, typer.Option(help="Mirror for every index.")] = None,
-    extra_index_url: Annotated[
-        list[str] | None, typer.Option(help="Additional index (repeatable).")
-    ] = None,
+    wheelhouse: WheelhouseOption = None,
+    ca_cert: CaCertOption = None,
+    no_ca_cert: NoCaCertOption = False,
+    pip_index_url: PipIndexOption = None,
+    extra_index_url: ExtraIndexOption = None,
     buildkit: Annotated[bool, typer.Option(help="Render BuildKit syntax (cache, secrets).")] = (
         False
     ),
-    created: Annotated[str | None, typer.Option(help="org.opencontainers.image.created")] = None,
-    revision: Annotated[str | None, typer.Option(help="org.opencontainers.image.revision")] = None,
+    created: CreatedOption = None,
+    revision: RevisionOption = None,
+    base_override: BaseOverrideOption = None,
     check: Annotated[
         bool, typer.Option("--check", help="Compare with what --out holds; exit 1 if different.")
     ] = False,
     json_out: JsonOption = False,
 ) -> None:
     """Write a Dockerfile and build context per image (one folder each)."""
-    from imagekit.context import ContextInputs, compare_tree, render_tree, resolve_ca_bundle
+    from imagekit.context import compare_tree, render_tree
     from imagekit.matrix import load_matrix
-    from imagekit.render import RenderOptions
 
     with _guard():
         loaded = load_matrix(matrix)
         plans = loaded.select(only, flavour.value if flavour else None)
-        ca = None if no_ca_cert else resolve_ca_bundle(ca_cert)
-        if wheelhouse is not None and not wheelhouse.is_dir():
-            raise InputError(f"--wheelhouse {wheelhouse} is not a folder")
-        options = RenderOptions(
-            wheelhouse=wheelhouse is not None,
-            ca_bundle=ca is not None,
-            pip_index_url=pip_index_url,
-            extra_index_urls=tuple(extra_index_url or ()),
-            buildkit=buildkit,
-            created=created,
-            revision=revision,
+        options, inputs = _render_inputs(
+            wheelhouse,
+            ca_cert,
+            no_ca_cert,
+            pip_index_url,
+            extra_index_url,
+            buildkit,
+            created,
+            revision,
+            base_override,
         )
-        inputs = ContextInputs(wheelhouse=wheelhouse, ca_bundle=ca)
         if check:
             differences = compare_tree(plans, options, inputs, out)
             for line in differences:
@@ -261,6 +320,262 @@ def render_command(
             for folder in folders:
                 typer.echo(str(folder))
         _say(f"rendered {len(folders)} images into {out}")
+
+
+# build -----------------------------------------------------------------------
+
+
+class BuilderChoice(StrEnum):
+    sdk = "sdk"
+    buildx = "buildx"
+    auto = "auto"
+
+
+ResultsOption = Annotated[
+    Path, typer.Option(help="Folder that receives results/<run-id>/.", envvar="IMAGEKIT_RESULTS")
+]
+
+
+@app.command("build")
+def build_command(
+    matrix: MatrixOption = Path("matrix.yaml"),
+    only: OnlyOption = None,
+    flavour: FlavourOption = None,
+    builder: Annotated[
+        BuilderChoice,
+        typer.Option(help="sdk: Docker SDK; buildx: BuildKit; auto: buildx if present."),
+    ] = BuilderChoice.sdk,
+    jobs: Annotated[int, typer.Option(min=1, max=32, help="Images built at once.")] = 1,
+    no_cache: Annotated[bool, typer.Option(help="Rebuild every step.")] = False,
+    fail_fast: Annotated[bool, typer.Option(help="Stop at the first failed image.")] = False,
+    wheelhouse: WheelhouseOption = None,
+    ca_cert: CaCertOption = None,
+    no_ca_cert: NoCaCertOption = False,
+    pip_index_url: PipIndexOption = None,
+    extra_index_url: ExtraIndexOption = None,
+    created: CreatedOption = None,
+    revision: RevisionOption = None,
+    base_override: BaseOverrideOption = None,
+    label: Annotated[
+        list[str] | None, typer.Option(help="Extra label KEY=VALUE on every image (repeatable).")
+    ] = None,
+    results: ResultsOption = Path("results"),
+    json_out: JsonOption = False,
+) -> None:
+    """Build the images of the matrix (slim before full), skipping those up to date."""
+    from imagekit.build import BuildRun, BuildSettings
+    from imagekit.builders import BuildxBuilder, SdkBuilder, buildx_available
+    from imagekit.engine import connect, engine_info
+    from imagekit.matrix import load_matrix
+    from imagekit.report import build_table
+    from imagekit.results import RunFolder
+
+    with _guard():
+        loaded = load_matrix(matrix)
+        plans = loaded.select(only, flavour.value if flavour else None)
+        use_buildx = builder is BuilderChoice.buildx or (
+            builder is BuilderChoice.auto and buildx_available()
+        )
+        options, inputs = _render_inputs(
+            wheelhouse,
+            ca_cert,
+            no_ca_cert,
+            pip_index_url,
+            extra_index_url,
+            use_buildx,
+            created,
+            revision,
+            base_override,
+        )
+        extra_labels = _labels(label)
+        client = connect()
+        if builder is BuilderChoice.buildx and not buildx_available():
+            raise EngineUnavailableError(
+                "the docker buildx plugin is not installed", "use --builder sdk, or `make engine`"
+            )
+        run = RunFolder.create(results)
+        run.write_run("build", engine_info(client), {"matrix": str(matrix)})
+        settings = BuildSettings(
+            options=options,
+            inputs=inputs,
+            contexts_dir=run.root / "contexts",
+            jobs=jobs,
+            no_cache=no_cache,
+            fail_fast=fail_fast,
+            extra_labels=tuple(extra_labels.items()),
+        )
+        chosen = BuildxBuilder() if use_buildx else SdkBuilder(client)
+        with _event_view() as view:
+            outcome = BuildRun(client, chosen, plans, settings, run, view).execute()
+        if json_out:
+            _print_json({"run_id": run.run_id, "results": [r.__dict__ for r in outcome]})
+        else:
+            typer.echo(build_table(outcome))
+        _say(f"results: {run.root}")
+        failed = [r for r in outcome if not r.ok]
+        if failed:
+            raise BuildFailedError(
+                f"{len(failed)} of {len(outcome)} images failed or were skipped",
+                f"full logs: {run.root / 'logs'}",
+            )
+
+
+def _labels(items: list[str] | None) -> dict[str, str]:
+    labels = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--label {item!r} is not KEY=VALUE")
+        labels[key] = value
+    return labels
+
+
+@contextmanager
+def _event_view() -> Iterator[Any]:
+    """A live table on a terminal, plain lines otherwise."""
+    from imagekit.events import LiveView, PlainView
+
+    if sys.stderr.isatty() and os.environ.get("CI") is None:
+        with LiveView() as view:
+            yield view
+    else:
+        yield PlainView()
+
+
+# bake ------------------------------------------------------------------------
+
+
+@app.command("bake")
+def bake_command(
+    matrix: MatrixOption = Path("matrix.yaml"),
+    out: Annotated[Path, typer.Option(help="Where to write the bake file.")] = Path(
+        "docker-bake.json"
+    ),
+    contexts: Annotated[Path, typer.Option(help="Folder for the build contexts.")] = Path(
+        "out/bake"
+    ),
+    only: OnlyOption = None,
+    flavour: FlavourOption = None,
+    wheelhouse: WheelhouseOption = None,
+    ca_cert: CaCertOption = None,
+    no_ca_cert: NoCaCertOption = False,
+    pip_index_url: PipIndexOption = None,
+    extra_index_url: ExtraIndexOption = None,
+    created: CreatedOption = None,
+    revision: RevisionOption = None,
+    base_override: BaseOverrideOption = None,
+) -> None:
+    """Write docker-bake.json for the plan (build it with `docker buildx bake -f FILE`)."""
+    from imagekit.bake import bake_file
+    from imagekit.context import write_context
+    from imagekit.matrix import load_matrix
+    from imagekit.render import render_image
+
+    with _guard():
+        loaded = load_matrix(matrix)
+        plans = loaded.select(only, flavour.value if flavour else None)
+        options, inputs = _render_inputs(
+            wheelhouse,
+            ca_cert,
+            no_ca_cert,
+            pip_index_url,
+            extra_index_url,
+            True,
+            created,
+            revision,
+            base_override,
+        )
+        images = []
+        for plan in plans:
+            rendered = render_image(plan, options)
+            images.append((rendered, write_context(rendered, contexts.resolve(), inputs).resolve()))
+        data = bake_file(images, inputs.ca_bundle.resolve() if inputs.ca_bundle else None)
+        out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        _say(f"wrote {out}: {len(images)} targets; build with `docker buildx bake -f {out}`")
+
+
+# base ------------------------------------------------------------------------
+
+base_app = typer.Typer(help="Base images without a registry.", no_args_is_help=True)
+app.add_typer(base_app, name="base")
+
+
+@base_app.command("bootstrap")
+def base_bootstrap_command(
+    suite: Annotated[str, typer.Option(help="Debian or Ubuntu suite, e.g. bookworm, noble.")],
+    tag: Annotated[
+        str, typer.Option(help="Image name:tag to create, e.g. imagekit-base/debian:bookworm.")
+    ],
+    mirror: Annotated[
+        str | None, typer.Option(help="Package mirror (a snapshot mirror makes it reproducible).")
+    ] = None,
+    include: Annotated[
+        str, typer.Option(help="Comma-separated packages to add.")
+    ] = "python3,python3-venv,ca-certificates",
+    variant: Annotated[str, typer.Option(help="mmdebstrap variant.")] = "minbase",
+) -> None:
+    """Make a minimal base image with Python from distribution packages (needs mmdebstrap)."""
+    from imagekit.baseimage import BootstrapRequest, bootstrap
+    from imagekit.engine import connect
+    from imagekit.plan import IMAGE_REF_RE
+
+    with _guard():
+        if not IMAGE_REF_RE.match(tag) or ":" not in tag.rsplit("/", 1)[-1]:
+            raise InputError(f"--tag {tag!r} is not NAME:TAG", "e.g. imagekit-base/debian:bookworm")
+        epoch_text = os.environ.get("SOURCE_DATE_EPOCH")
+        if epoch_text is not None and not epoch_text.isdigit():
+            raise InputError(f"SOURCE_DATE_EPOCH={epoch_text!r} is not a number of seconds")
+        request = BootstrapRequest(
+            suite=suite,
+            tag=tag,
+            mirror=mirror,
+            include=tuple(p for p in include.split(",") if p),
+            variant=variant,
+            source_date_epoch=int(epoch_text) if epoch_text else None,
+        )
+        client = connect()
+        _say(f"bootstrapping {suite} into {tag} (about a minute)")
+        image_id = bootstrap(client, request)
+        typer.echo(image_id)
+        _say(f"{tag} is {image_id}")
+
+
+# gc --------------------------------------------------------------------------
+
+
+@app.command("gc")
+def gc_command(
+    older_than: Annotated[
+        str, typer.Option(help="Only what is older than this: 30s, 10m, 2h, 1d.")
+    ] = "0s",
+    dry_run: Annotated[bool, typer.Option(help="List, remove nothing.")] = False,
+) -> None:
+    """Remove containers and dangling build-stage images that imagekit left behind."""
+    from imagekit.engine import age_s, connect, leftovers, remove
+
+    with _guard():
+        limit_s = _duration_s(older_than)
+        client = connect()
+        found = [x for x in leftovers(client) if age_s(x) >= limit_s]
+        failed = 0
+        for item in found:
+            why = None if dry_run else remove(client, item)
+            verb = "would remove" if dry_run else ("removed" if why is None else "kept")
+            failed += why is not None
+            typer.echo(
+                f"{verb} {item.kind} {item.id.removeprefix('sha256:')[:12]} {item.name}"
+                + (f" ({why})" if why else "")
+            )
+        _say(
+            f"{len(found) - failed} of {len(found)} leftovers {'listed' if dry_run else 'removed'}"
+        )
+
+
+def _duration_s(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+        raise InputError(f"--older-than {text!r} is not a duration", "e.g. 30s, 10m, 2h, 1d")
+    return int(text[:-1]) * units[text[-1]]
 
 
 # compat ----------------------------------------------------------------------

@@ -52,14 +52,24 @@ def _external_files(inputs: ContextInputs) -> dict[str, Path]:
     return files
 
 
-def input_hash(rendered: RenderedImage, inputs: ContextInputs) -> str:
-    """sha256 over the Dockerfile, context files and build args (`sha256:<hex>`)."""
+def input_hash(
+    rendered: RenderedImage, inputs: ContextInputs, engine_inputs: dict[str, str] | None = None
+) -> str:
+    """sha256 over the Dockerfile, context files and build args (`sha256:<hex>`).
+
+    `engine_inputs` names what the engine supplies, such as the id of the base or
+    slim image a build starts FROM: a new base means a new build.
+    """
     entries = {"Dockerfile": hashlib.sha256(rendered.dockerfile.encode()).hexdigest()}
     for name, text in rendered.files.items():
         entries[name] = hashlib.sha256(text.encode()).hexdigest()
     for name, path in _external_files(inputs).items():
         entries[name] = _file_digest(path)
-    document = {"files": dict(sorted(entries.items())), "build_args": rendered.build_args}
+    document = {
+        "files": dict(sorted(entries.items())),
+        "build_args": rendered.build_args,
+        "engine_inputs": engine_inputs or {},
+    }
     blob = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()
 

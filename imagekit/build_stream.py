@@ -1,0 +1,79 @@
+"""Read the JSON stream of a Docker build (pure: items in, log lines and outcome out).
+
+The low-level API streams dicts such as `{"stream": "Step 3/9 : RUN ..."}`,
+`{"aux": {"ID": "sha256:..."}}` and, on failure, `{"error": ..., "errorDetail":
+{...}}`. A failure does not raise in docker-py: it is only an item in the
+stream, so every item must be looked at.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+TAIL_LINES = 50
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+_SUCCESS = re.compile(r"^Successfully built ([0-9a-f]{12,64})$")
+
+
+@dataclass
+class BuildLog:
+    """Accumulates a build's output: every line, the current step, the result."""
+
+    lines: list[str] = field(default_factory=list)
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    step: str = ""
+    step_index: int = 0
+    step_count: int = 0
+    image_id: str | None = None
+    error: str | None = None
+    _partial: str = ""
+
+    def feed(self, item: dict[str, Any]) -> list[str]:
+        """Take one stream item; return the complete log lines it finished."""
+        finished: list[str] = []
+        if "error" in item or "errorDetail" in item:
+            detail = item.get("errorDetail") or {}
+            message = str(item.get("error") or detail.get("message") or "build failed")
+            self.error = message.strip()
+            finished.append(f"ERROR: {self.error}")
+        if "stream" in item:
+            text = self._partial + str(item["stream"])
+            *complete, self._partial = text.split("\n")
+            finished += [line.rstrip("\r") for line in complete]
+        if "aux" in item and isinstance(item["aux"], dict) and "ID" in item["aux"]:
+            self.image_id = str(item["aux"]["ID"])
+        if "status" in item:  # base image pulls report progress this way
+            finished.append(str(item["status"]) + (f" {item['id']}" if "id" in item else ""))
+        for line in finished:
+            self._take(line)
+        return finished
+
+    def close(self) -> list[str]:
+        """Flush a last line that had no newline."""
+        if self._partial:
+            line, self._partial = self._partial, ""
+            self._take(line)
+            return [line]
+        return []
+
+    def _take(self, line: str) -> None:
+        self.lines.append(line)
+        self.tail.append(line)
+        if match := _STEP.match(line):
+            self.step_index, self.step_count = int(match.group(1)), int(match.group(2))
+            self.step = match.group(3)
+        elif (match := _SUCCESS.match(line)) and self.image_id is None:
+            self.image_id = match.group(1)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the stream reported an error, or ended without an image."""
+        return self.error is not None or self.image_id is None
+
+    def failure_message(self) -> str:
+        """The error and the last lines of output, for the person reading the failure."""
+        reason = self.error or "the build ended without producing an image"
+        return reason + "\n--- last lines of the build log ---\n" + "\n".join(self.tail)
