@@ -4,8 +4,15 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.imagekit-installed
 GOLDEN := tests/golden
+CACHE ?= $(HOME)/.cache/imagekit
+# The CPU demo: torch's CPU wheel and the full flavour's packages, for Debian 12's Python.
+WHEELHOUSE ?= $(CACHE)/wheelhouse-cpu
+DEMO_MATRIX := examples/cpu.yaml
+DEMO_BASE := imagekit-base/debian:bookworm
+DEMO_PYTHON := 3.11.2
+DEMO_PACKAGES := torch==2.13.0 jupyterlab==4.6.6 tensorboard==2.21.0
 
-.PHONY: venv lint types unit test goldens schema check clean
+.PHONY: venv lint types unit test goldens schema check clean engine base wheelhouse demo
 
 $(STAMP): pyproject.toml scripts/ensure-venv.sh
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/ensure-venv.sh
@@ -22,9 +29,31 @@ types: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -m "not integration and not gpu"
 
-## make test: lint, types and the whole test suite.
-test: lint types
-	$(BIN)/pytest
+## make engine: a Docker engine that answers (installed and started as root on Debian/Ubuntu).
+engine:
+	@scripts/ensure-engine.sh
+
+## make base: the demo's Debian 12 base, bootstrapped locally unless the engine has it.
+base: $(STAMP) engine
+	@docker image inspect $(DEMO_BASE) >/dev/null 2>&1 || \
+		$(BIN)/imagekit base bootstrap --suite bookworm --tag $(DEMO_BASE)
+
+## make wheelhouse: the demo's wheels, downloaded once into $(WHEELHOUSE).
+wheelhouse: $(WHEELHOUSE)/.complete
+
+$(WHEELHOUSE)/.complete: | $(STAMP)
+	mkdir -p $(WHEELHOUSE)
+	$(BIN)/pip download --quiet --disable-pip-version-check --only-binary=:all: \
+		--python-version $(DEMO_PYTHON) --dest $(WHEELHOUSE) $(DEMO_PACKAGES)
+	touch $@
+
+## make demo: build the CPU example from nothing and print the summary.
+demo: $(STAMP) base wheelhouse
+	$(BIN)/imagekit build --matrix $(DEMO_MATRIX) --wheelhouse $(WHEELHOUSE)
+
+## make test: lint, types and the whole test suite (integration tests on a real engine).
+test: lint types base wheelhouse
+	IMAGEKIT_WHEELHOUSE=$(WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) $(BIN)/pytest
 
 ## make check: validate matrix.yaml and lint every rendered Dockerfile.
 check: $(STAMP)

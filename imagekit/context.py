@@ -47,7 +47,8 @@ def _external_files(inputs: ContextInputs) -> dict[str, Path]:
         files[CA_FILE] = inputs.ca_bundle
     if inputs.wheelhouse is not None:
         for path in sorted(inputs.wheelhouse.rglob("*")):
-            if path.is_file():
+            # Dotfiles are bookkeeping (e.g. make's `.complete` stamp), not wheels.
+            if path.is_file() and not path.name.startswith("."):
                 files[f"{WHEELHOUSE}/{path.relative_to(inputs.wheelhouse).as_posix()}"] = path
     return files
 

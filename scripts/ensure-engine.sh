@@ -54,6 +54,12 @@ install_buildx() {
     apt_install -t trixie docker-buildx
 }
 
+# mmdebstrap makes the locally bootstrapped base images (imagekit base bootstrap).
+if ! command -v mmdebstrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing mmdebstrap"
+    apt_install mmdebstrap
+fi
+
 if engine_answers; then
     exit 0
 fi

@@ -1,0 +1,163 @@
+"""Fixtures for tests against a real Docker engine.
+
+Every image these tests build goes to a repository unique to the session
+(`imagekit-it-<hex>/pytorch`), and the session removes those images, the
+containers it made and the dangling build-stage images that appeared while it
+ran. A missing engine fails the tests: CI must never pass by skipping them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_MATRIX = ROOT / "examples" / "cpu.yaml"
+
+pytestmark = pytest.mark.integration
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def engine() -> docker.DockerClient:
+    try:
+        client = docker.from_env(version="auto", timeout=900)
+        client.ping()
+    except Exception as exc:
+        pytest.fail(f"no Docker engine answers ({exc}); run `make engine` or use `make unit`")
+    return client
+
+
+@pytest.fixture(scope="session")
+def wheelhouse() -> Path:
+    default = Path.home() / ".cache" / "imagekit" / "wheelhouse-cpu"  # as in the Makefile
+    value = Path(os.environ.get("IMAGEKIT_WHEELHOUSE") or default)
+    if not (value / ".complete").is_file():
+        pytest.fail(f"no complete wheelhouse at {value}; run `make wheelhouse` (or make test)")
+    return value
+
+
+@pytest.fixture(scope="session")
+def demo_base(engine: docker.DockerClient) -> str:
+    base = os.environ.get("IMAGEKIT_DEMO_BASE", "imagekit-base/debian:bookworm")
+    try:
+        engine.images.get(base)
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"base image {base} is missing; run `make base`")
+    return base
+
+
+@dataclass
+class Session:
+    """What this test session made, so it can all be removed."""
+
+    repository: str
+    dangling_before: set[str]
+
+
+@pytest.fixture(scope="session")
+def session(engine: docker.DockerClient) -> Iterator[Session]:
+    repository = f"imagekit-it-{secrets.token_hex(4)}/pytorch"
+    before = {i.id for i in engine.images.list(filters={"dangling": True})}
+    made = Session(repository, before)
+    yield made
+    for container in engine.containers.list(all=True, filters={"label": "io.imagekit.test"}):
+        container.remove(force=True)
+    for image in engine.images.list():
+        if any(
+            t.startswith(f"{repository}:") or t.startswith(f"{repository}-") for t in image.tags
+        ):
+            engine.images.remove(image.id, force=True)
+    for image in engine.images.list(filters={"dangling": True}):
+        if image.id not in before and image.labels.get("io.imagekit.stage"):
+            with contextlib.suppress(docker.errors.APIError):
+                engine.images.remove(image.id, force=True)
+
+
+def matrix_text(repository: str, base: str, extra_releases: str = "") -> str:
+    """The demo matrix, pointed at this session's repository and base."""
+    text = DEMO_MATRIX.read_text()
+    text = text.replace("repository: imagekit-demo/pytorch", f"repository: {repository}")
+    text = text.replace('"imagekit-base/debian:bookworm"', f'"{base}"')
+    if extra_releases:
+        text = text.replace("releases:\n", "releases:\n" + extra_releases, 1)
+    return text
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def imagekit(*args: str, env: dict[str, str] | None = None, timeout_s: int = 1800) -> CliResult:
+    """Run the CLI in a child process, as a user would."""
+    full_env = {**os.environ, "CI": "true", **(env or {})}
+    done = subprocess.run(
+        [sys.executable, "-m", "imagekit", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout_s,
+        cwd=ROOT,
+    )
+    return CliResult(done.returncode, done.stdout, done.stderr)
+
+
+@dataclass
+class DemoBuild:
+    matrix: Path
+    results: Path
+    run: Path
+    records: dict[str, dict]
+    marker: str
+    first: CliResult
+
+
+@pytest.fixture(scope="session")
+def demo_build(
+    tmp_path_factory: pytest.TempPathFactory,
+    session: Session,
+    wheelhouse: Path,
+    demo_base: str,
+) -> DemoBuild:
+    """The CPU demo matrix built once (slim and full), with a marked CA bundle."""
+    folder = tmp_path_factory.mktemp("demo")
+    matrix = folder / "matrix.yaml"
+    matrix.write_text(matrix_text(session.repository, demo_base))
+    marker = f"IMAGEKIT-CA-MARKER-{secrets.token_hex(8)}"
+    ca = folder / "proxy-ca.crt"
+    ca.write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text() + f"# {marker}\n")
+    results = folder / "results"
+    first = imagekit(
+        "build",
+        "--matrix",
+        str(matrix),
+        "--wheelhouse",
+        str(wheelhouse),
+        "--ca-cert",
+        str(ca),
+        "--results",
+        str(results),
+        "--json",
+    )
+    assert first.code == 0, first.stderr[-3000:]
+    run = json.loads(first.stdout)["run_id"]
+    records = {p.stem: json.loads(p.read_text()) for p in (results / run / "images").glob("*.json")}
+    return DemoBuild(matrix, results, results / run, records, marker, first)

@@ -1,0 +1,227 @@
+"""imagekit build on a real engine, with the CPU demo cell (torch 2.13.0 CPU, Debian 12)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.integration.conftest import DemoBuild, Session, imagekit, matrix_text
+
+SLIM = "2.13.0-cpu-py3.11-slim"
+FULL = "2.13.0-cpu-py3.11-full"
+
+
+def test_slim_and_full_of_the_cpu_cell_build(
+    demo_build: DemoBuild, engine: docker.DockerClient, session: Session
+) -> None:
+    assert set(demo_build.records) == {SLIM, FULL}
+    for name, flavour in ((SLIM, "slim"), (FULL, "full")):
+        build = demo_build.records[name]["build"]
+        assert build["status"] == "built", build["message"]
+        assert build["size_bytes"] < build["size_budget_bytes"]
+        assert build["layer_count"] >= 3
+        assert build["largest_layers"][0]["size_bytes"] > 100_000_000  # the venv
+        image = engine.images.get(build["image_id"])
+        labels = image.labels
+        assert labels["io.imagekit.torch"] == "2.13.0"
+        assert labels["io.imagekit.flavour"] == flavour
+        assert labels["io.imagekit.input-hash"] == build["input_hash"]
+        assert f"{session.repository}:2.13.0-cpu-py3.11-{flavour}" in image.tags
+        assert image.attrs["Config"]["User"] == "1000:100"
+        assert Path(build["log_path"]).read_text().count("Step ") > 5
+
+
+def test_the_torch_inside_is_the_cpu_wheel_and_runs_as_the_non_root_user(
+    demo_build: DemoBuild, engine: docker.DockerClient
+) -> None:
+    image = demo_build.records[SLIM]["build"]["image_id"]
+    out = engine.containers.run(
+        image,
+        ["python", "-c", "import os, torch; print(torch.__version__, os.getuid(), os.getcwd())"],
+        remove=True,
+        labels={"io.imagekit.test": "1"},
+    )
+    assert out.decode().split() == ["2.13.0+cpu", "1000", "/workspace"]
+
+
+def test_a_second_build_reports_both_images_up_to_date(
+    demo_build: DemoBuild, wheelhouse: Path
+) -> None:
+    ca = demo_build.matrix.parent / "proxy-ca.crt"
+    again = imagekit(
+        "build",
+        "--matrix",
+        str(demo_build.matrix),
+        "--wheelhouse",
+        str(wheelhouse),
+        "--ca-cert",
+        str(ca),
+        "--results",
+        str(demo_build.results),
+        "--json",
+    )
+    assert again.code == 0, again.stderr[-2000:]
+    statuses = {r["name"]: r["status"] for r in json.loads(again.stdout)["results"]}
+    assert statuses == {SLIM: "up-to-date", FULL: "up-to-date"}
+    assert "up-to-date" in again.stderr
+
+
+def test_full_contains_every_layer_of_its_slim(
+    demo_build: DemoBuild, engine: docker.DockerClient
+) -> None:
+    slim = engine.images.get(demo_build.records[SLIM]["build"]["image_id"])
+    full = engine.images.get(demo_build.records[FULL]["build"]["image_id"])
+    slim_layers = slim.attrs["RootFS"]["Layers"]
+    full_layers = full.attrs["RootFS"]["Layers"]
+    assert full_layers[: len(slim_layers)] == slim_layers
+    assert len(full_layers) > len(slim_layers)
+
+
+def _layer_texts(engine: docker.DockerClient, image_id: str) -> list[tuple[str, bytes]]:
+    """Every file of every layer of `docker save IMAGE`, as (name, bytes)."""
+    saved = b"".join(engine.images.get(image_id).save(named=False))
+    found = []
+    with tarfile.open(fileobj=io.BytesIO(saved)) as outer:
+        found += _members(outer)
+    return found
+
+
+def _members(outer: tarfile.TarFile) -> list[tuple[str, bytes]]:
+    found = []
+    for member in outer.getmembers():
+        if not member.name.endswith(".tar") and "/layer" not in member.name:
+            data = outer.extractfile(member)
+            if data is not None:
+                found.append((member.name, data.read()))
+            continue
+        layer = outer.extractfile(member)
+        if layer is None:
+            continue
+        with tarfile.open(fileobj=io.BytesIO(layer.read())) as inner:
+            for item in inner.getmembers():
+                if item.isfile():
+                    content = inner.extractfile(item)
+                    found.append((f"{member.name}:{item.name}", content.read() if content else b""))
+    return found
+
+
+@pytest.mark.parametrize("name", [SLIM, FULL])
+def test_the_ca_bundle_is_in_no_layer_of_the_final_image(
+    demo_build: DemoBuild, engine: docker.DockerClient, name: str
+) -> None:
+    marker = demo_build.marker.encode()
+    files = _layer_texts(engine, demo_build.records[name]["build"]["image_id"])
+    assert len(files) > 1000
+    assert [n for n, data in files if marker in data] == []
+    assert [n for n, _ in files if n.endswith("ca-bundle.crt")] == []
+
+
+def test_a_broken_cell_fails_alone_while_another_cell_still_builds(
+    tmp_path: Path, session: Session, wheelhouse: Path, demo_base: str
+) -> None:
+    # torch 2.12.1 is a real release, but the wheelhouse does not hold it: pip fails.
+    broken = '  - torch: "2.12.1"\n    cuda: [cpu]\n    flavours: [slim]\n'
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(matrix_text(session.repository.replace("/", "-broken/"), demo_base, broken))
+    result = imagekit(
+        "build",
+        "--matrix",
+        str(matrix),
+        "--wheelhouse",
+        str(wheelhouse),
+        "--no-ca-cert",
+        "--flavour",
+        "slim",
+        "--jobs",
+        "2",
+        "--results",
+        str(tmp_path / "results"),
+        "--json",
+    )
+    assert result.code == 4
+    statuses = {r["name"]: r for r in json.loads(result.stdout)["results"]}
+    assert statuses["2.12.1-cpu-py3.11-slim"]["status"] == "failed"
+    assert "torch==2.12.1" in statuses["2.12.1-cpu-py3.11-slim"]["message"]
+    assert "last lines of the build log" in statuses["2.12.1-cpu-py3.11-slim"]["message"]
+    assert statuses[SLIM]["status"] == "built"
+    assert "1 of 2 images failed" in result.stderr
+
+
+def test_a_dead_engine_exits_3_with_how_to_start_one(tmp_path: Path) -> None:
+    result = imagekit(
+        "build",
+        "--matrix",
+        "examples/cpu.yaml",
+        "--no-ca-cert",
+        env={"DOCKER_HOST": f"unix://{tmp_path}/no-such.sock"},
+    )
+    assert result.code == 3
+    assert "no Docker engine answers" in result.stderr
+    assert "make engine" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_input_is_reported_before_any_engine_call(tmp_path: Path) -> None:
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(Path("examples/cpu.yaml").read_text().replace('"2.13.0"', '"2.13.9"'))
+    result = imagekit(
+        "build",
+        "--matrix",
+        str(matrix),
+        "--no-ca-cert",
+        env={"DOCKER_HOST": f"unix://{tmp_path}/no-such.sock"},
+    )
+    assert result.code == 2
+    assert f"{matrix}:" in result.stderr and "torch 2.13.9 is not a release" in result.stderr
+
+
+def test_a_missing_base_image_fails_with_a_hint_and_no_pull(
+    tmp_path: Path, session: Session, wheelhouse: Path
+) -> None:
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(matrix_text(session.repository, "imagekit-base/nothing:here"))
+    result = imagekit(
+        "build", "--matrix", str(matrix), "--no-ca-cert", "--results", str(tmp_path), "--json"
+    )
+    assert result.code == 4
+    rows = json.loads(result.stdout)["results"]
+    assert rows[0]["status"] == "failed"
+    assert "imagekit base bootstrap" in rows[0]["message"]
+    assert rows[1]["status"] == "skipped"
+
+
+def test_gc_removes_imagekit_leftovers_and_nothing_else(engine: docker.DockerClient) -> None:
+    ours = engine.containers.create(
+        "imagekit-base/debian:bookworm",
+        ["true"],
+        labels={"io.imagekit.run-id": "test-gc", "io.imagekit.test": "1"},
+    )
+    theirs = engine.containers.create(
+        "imagekit-base/debian:bookworm", ["true"], labels={"io.imagekit.test": "1"}
+    )
+    try:
+        listed = imagekit("gc", "--dry-run")
+        assert listed.code == 0
+        assert ours.id[:12] in listed.stdout and theirs.id[:12] not in listed.stdout
+        removed = imagekit("gc")
+        assert removed.code == 0
+        with pytest.raises(docker.errors.NotFound):
+            engine.containers.get(ours.id)
+        assert engine.containers.get(theirs.id).id == theirs.id
+    finally:
+        theirs.remove(force=True)
+        with contextlib.suppress(docker.errors.NotFound):
+            ours.remove(force=True)
+
+
+def test_no_build_container_is_left_behind(
+    demo_build: DemoBuild, engine: docker.DockerClient
+) -> None:
+    leftovers = engine.containers.list(all=True, filters={"label": "io.imagekit.stage"})
+    assert leftovers == []
