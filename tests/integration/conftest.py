@@ -78,10 +78,9 @@ def session(engine: docker.DockerClient) -> Iterator[Session]:
     yield made
     for container in engine.containers.list(all=True, filters={"label": "io.imagekit.test"}):
         container.remove(force=True)
+    namespace = repository.split("/")[0]  # also covers the -broken/ and -bake/ variants
     for image in engine.images.list():
-        if any(
-            t.startswith(f"{repository}:") or t.startswith(f"{repository}-") for t in image.tags
-        ):
+        if any(t.split("/")[0].startswith(namespace) for t in image.tags):
             engine.images.remove(image.id, force=True)
     for image in engine.images.list(filters={"dangling": True}):
         if image.id not in before and image.labels.get("io.imagekit.stage"):
