@@ -12,7 +12,7 @@ DEMO_BASE := imagekit-base/debian:bookworm
 DEMO_PYTHON := 3.11.2
 DEMO_PACKAGES := torch==2.13.0 jupyterlab==4.6.6 tensorboard==2.21.0
 
-.PHONY: venv lint types unit test goldens schema check clean engine base wheelhouse demo
+.PHONY: venv lint types unit test goldens schema check clean engine base wheelhouse demo bench
 
 $(STAMP): pyproject.toml scripts/ensure-venv.sh
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/ensure-venv.sh
@@ -70,3 +70,7 @@ schema: $(STAMP)
 
 clean:
 	rm -rf $(VENV) out results .mypy_cache .ruff_cache .pytest_cache .hypothesis
+
+## make bench: build speed and size figures, measured side by side (several minutes).
+bench: $(STAMP) base wheelhouse
+	$(BIN)/python scripts/bench.py --wheelhouse $(WHEELHOUSE) --base $(DEMO_BASE)
