@@ -1,0 +1,189 @@
+"""Probes as the host sees them (pure): metadata, expected values, and the runner's output.
+
+A probe's metadata is the `PROBE = {...}` literal of its file, read with `ast`
+so the host never imports torch. The in-container runner (`probes/_runner.py`)
+prints one JSON line per event; `parse_events` turns them into one result per
+probe, and a probe that started but never reported becomes `timeout` or
+`error`, never a pass.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from imagekit.errors import InputError
+
+STATUSES = ("pass", "fail", "skip", "error", "timeout")
+DEFAULT_PROBES = ("env", "autograd", "matmul", "higher_order", "ddp", "cudnn")
+MIN_SHM_BYTES = 1 << 30
+RUNNER = "_runner.py"
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """A probe's metadata."""
+
+    name: str
+    needs_gpu: bool
+    min_gpus: int
+    timeout_s: float
+    flavours: tuple[str, ...]
+    shm_bytes: int = 0
+
+
+def read_spec(path: Path) -> ProbeSpec:
+    """The `PROBE` literal of one probe file, without importing it."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "PROBE" for t in node.targets
+        ):
+            try:
+                data = ast.literal_eval(node.value)
+            except ValueError as exc:
+                raise InputError(
+                    f"{path}:{node.lineno}: PROBE must be a plain literal ({exc})",
+                    "write numbers and strings out; no expressions",
+                ) from None
+            return ProbeSpec(
+                name=str(data["name"]),
+                needs_gpu=bool(data.get("needs_gpu", False)),
+                min_gpus=int(data.get("min_gpus", 0)),
+                timeout_s=float(data.get("timeout_s", 120)),
+                flavours=tuple(data.get("flavours", ("slim", "full"))),
+                shm_bytes=int(data.get("shm_bytes", 0)),
+            )
+    raise InputError(f"{path} has no PROBE = {{...}} literal")
+
+
+def discover(folder: Path) -> dict[str, ProbeSpec]:
+    """Every probe in `folder` (files not starting with `_`), by name."""
+    specs = {}
+    for path in sorted(folder.glob("*.py")):
+        if not path.name.startswith("_"):
+            spec = read_spec(path)
+            specs[spec.name] = spec
+    return specs
+
+
+def select(available: dict[str, ProbeSpec], asked: list[str] | None) -> list[ProbeSpec]:
+    """The probes to run, in the order asked (default: all, in DEFAULT_PROBES order)."""
+    names = asked or [n for n in DEFAULT_PROBES if n in available] + sorted(
+        set(available) - set(DEFAULT_PROBES)
+    )
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise InputError(
+            f"unknown probe(s): {', '.join(unknown)}",
+            f"available: {', '.join(sorted(available))}",
+        )
+    return [available[n] for n in names]
+
+
+def expected_from_labels(labels: dict[str, str], *, container: bool = True) -> dict[str, Any]:
+    """What the env probe compares against, from an image's own imagekit labels."""
+    get = labels.get
+    expected: dict[str, Any] = {}
+    if get("io.imagekit.torch"):
+        expected["torch"] = get("io.imagekit.torch")
+        # A CPU image must report no CUDA; a CUDA image the CUDA of its label.
+        expected["cuda"] = get("io.imagekit.cuda") or None
+    if get("io.imagekit.python"):
+        expected["python"] = get("io.imagekit.python")
+    for key in ("cudnn", "nccl"):
+        if get(f"io.imagekit.{key}"):
+            expected[key] = get(f"io.imagekit.{key}")
+    if get("io.imagekit.cuda-archs"):
+        expected["archs"] = get("io.imagekit.cuda-archs", "").split()
+    if container:
+        expected["require_non_root"] = True
+        expected["min_shm_bytes"] = MIN_SHM_BYTES
+    return expected
+
+
+@dataclass
+class RunnerOutput:
+    """What the runner said: the device it chose and one result per probe."""
+
+    device: str
+    device_reason: str
+    results: list[dict[str, Any]]
+
+
+def _synthetic(probe: str, status: str, reason: str) -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "probe": probe,
+        "status": status,
+        "reason": reason,
+        "device": "",
+        "checks": [],
+        "metrics": {},
+        "facts": {},
+        "duration_s": 0.0,
+    }
+
+
+def parse_events(
+    text: str,
+    probes: list[str],
+    *,
+    timed_out: bool = False,
+    exit_code: int | None = None,
+    stderr: str = "",
+) -> RunnerOutput:
+    """One result per asked probe from the runner's stdout, whatever happened to it.
+
+    A probe that started and never reported gets `timeout` when the run was
+    killed for time, else `error` naming the exit code and the last stderr line;
+    a probe that never started gets the same status with "not reached".
+    """
+    device, reason = "", ""
+    results: dict[str, dict[str, Any]] = {}
+    started: list[str] = []
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        kind = event.pop("event", None)
+        if kind == "device":
+            device, reason = str(event.get("device", "")), str(event.get("reason", ""))
+        elif kind == "start":
+            started.append(str(event.get("probe")))
+        elif kind == "result" and event.get("status") in STATUSES:
+            results[str(event["probe"])] = event
+    last_err = next((x for x in reversed(stderr.strip().splitlines()) if x.strip()), "")
+    ordered = []
+    for probe in probes:
+        if probe in results:
+            ordered.append(results[probe])
+            continue
+        was_running = started and started[-1] == probe
+        if timed_out:
+            why = "the run hit its time limit" + (" in this probe" if was_running else "")
+            ordered.append(
+                _synthetic(probe, "timeout", why if was_running else "not reached: " + why)
+            )
+        else:
+            died = f"the probe process died (exit code {exit_code})"
+            if last_err:
+                died += f": {last_err[-300:]}"
+            ordered.append(
+                _synthetic(probe, "error", died if was_running else "not reached: " + died)
+            )
+    return RunnerOutput(device, reason, ordered)
+
+
+def overall(results: list[dict[str, Any]], required: list[str] | None = None) -> str:
+    """pass when every required probe (default: all) passed or was skipped for a reason."""
+    considered = [r for r in results if required is None or r["probe"] in required]
+    if any(r["status"] in ("fail", "error", "timeout") for r in considered):
+        return "fail"
+    return "pass"

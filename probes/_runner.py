@@ -1,0 +1,82 @@
+"""Run several probes in one Python process (one `import torch`), one JSON line per event.
+
+Usage: python _runner.py --device auto|cpu|cuda --probes env,autograd [--expected JSON]
+
+Prints `{"event": "start", "probe": NAME}` before each probe and
+`{"event": "result", ...}` after it, flushing each line, so that the host keeps
+every finished result even if a later probe hangs or kills the process.
+Standard library only (torch is imported by the probes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from _probekit import error, skip  # noqa: E402 - needs the path above
+
+
+def emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(event, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def load(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"imagekit_probe_{name}", f"{HERE}/{name}.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no probe named {name!r} in {HERE}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pick_device(asked: str) -> tuple[str, str]:
+    """The device to use and why; `auto` means cuda when a GPU is visible."""
+    if asked != "auto":
+        return asked, f"asked for {asked}"
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return "cuda", f"{torch.cuda.device_count()} GPU(s) visible"
+        return "cpu", "no GPU visible"
+    except Exception as exc:
+        return "cpu", f"torch did not import: {exc}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--probes", required=True)
+    parser.add_argument("--expected", default="{}")
+    args = parser.parse_args()
+    expected = json.loads(args.expected)
+    device, why = pick_device(args.device)
+    emit({"event": "device", "device": device, "reason": why})
+    worst = 0
+    for name in [p for p in args.probes.split(",") if p]:
+        emit({"event": "start", "probe": name, "time": time.time()})
+        try:
+            module = load(name)
+            needs_gpu = bool(getattr(module, "PROBE", {}).get("needs_gpu"))
+            if needs_gpu and not device.startswith("cuda"):
+                report = skip(name, f"needs a GPU; running on {device} ({why})")
+            else:
+                report = module.run(device, expected)
+        except Exception as exc:
+            report = error(name, exc)
+        emit({"event": "result", **report})
+        worst = max(worst, {"pass": 0, "skip": 0, "fail": 1}.get(report["status"], 2))
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(main())
