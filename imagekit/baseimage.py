@@ -23,7 +23,7 @@ from pathlib import Path
 import docker
 
 from imagekit.engine import engine_errors
-from imagekit.errors import ImagekitError, InputError
+from imagekit.errors import ExitCode, ImagekitError, InputError
 
 DEFAULT_INCLUDE = ("python3", "python3-venv", "ca-certificates")
 DEBIAN_SUITES = {"bullseye", "bookworm", "trixie", "sid", "forky"}
@@ -36,7 +36,9 @@ PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class BootstrapError(ImagekitError):
-    """mmdebstrap could not make the root filesystem."""
+    """mmdebstrap could not make the root filesystem, or the engine refused it."""
+
+    exit_code = ExitCode.BUILD_FAILED
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,14 @@ def bootstrap(client: docker.DockerClient, request: BootstrapRequest) -> str:
         image_id = _docker_archive(rootfs, config, request.tag, archive)
         rootfs.unlink()
         with engine_errors(f"loading {request.tag}"), archive.open("rb") as handle:
-            for _ in client.api.load_image(handle, quiet=True):
-                pass
+            # The engine answers 200 and reports a refused archive as an item of
+            # the stream, which docker-py does not raise for: look at every item.
+            for item in client.api.load_image(handle, quiet=True):
+                if isinstance(item, dict) and ("error" in item or "errorDetail" in item):
+                    detail = item.get("errorDetail") or {}
+                    why = str(item.get("error") or detail.get("message") or "load failed")
+                    raise BootstrapError(
+                        f"the engine did not load {request.tag}: {why.strip()}",
+                        "see the engine's log (journalctl -u docker) for why it refused it",
+                    )
     return image_id

@@ -78,11 +78,13 @@ def budget_problem(size_bytes: int, budget_bytes: int) -> str | None:
 
 
 def _step_reporter(events: EventSink, name: str) -> Any:
-    last = {"step": ""}
+    # Keyed by the step number too: two steps in a row with the same instruction
+    # (`RUN true` twice) are still two steps.
+    last: dict[str, tuple[int, str]] = {"step": (0, "")}
 
     def on_line(log: BuildLog, line: str) -> None:
-        if log.step and log.step != last["step"]:
-            last["step"] = log.step
+        if log.step and (log.step_index, log.step) != last["step"]:
+            last["step"] = (log.step_index, log.step)
             events(Event("step", name, f"step {log.step_index}/{log.step_count}: {log.step}"))
 
     return on_line
@@ -117,7 +119,12 @@ class BuildRun:
         result.duration_s = round(time.monotonic() - started, 3)
         self.run.update_image(plan.name, "build", asdict(result))
         self.run.update_image(plan.name, "plan", _plan_record(plan))
-        self.events(Event("finished", plan.name, _summary(result), {"status": result.status}))
+        data: dict[str, Any] = {"status": result.status}
+        if result.log_path and Path(result.log_path).is_file():
+            # The views fold this log (GitHub Actions `::group::`); the builder wrote it.
+            log_text = Path(result.log_path).read_text(encoding="utf-8", errors="replace")
+            data["log_lines"] = log_text.splitlines()
+        self.events(Event("finished", plan.name, _summary(result), data))
         return result
 
     def _build_one(self, plan: ImagePlan) -> ImageResult:
@@ -239,9 +246,9 @@ class BuildRun:
         if slim not in self.results:
             return "wait"
         if not self.results[slim].ok:
-            return (
-                f"not built: its slim image failed ({self.results[slim].message.splitlines()[0]})"
-            )
+            # A builder may fail without a message; that must not end the whole run.
+            why = self.results[slim].message.splitlines()
+            return "not built: its slim image failed" + (f" ({why[0]})" if why else "")
         return None
 
     def _skip(self, plan: ImagePlan, why: str) -> None:

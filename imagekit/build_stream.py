@@ -15,6 +15,8 @@ from typing import Any
 
 TAIL_LINES = 50
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+# BuildKit's plain progress: "#7 [builder 3/5] RUN pip install ..."
+_BUILDKIT_STEP = re.compile(r"^#\d+ \[(?:[\w.-]+ )?(\d+)/(\d+)\] (.*)$")
 _SUCCESS = re.compile(r"^Successfully built ([0-9a-f]{12,64})$")
 
 
@@ -62,7 +64,7 @@ class BuildLog:
     def _take(self, line: str) -> None:
         self.lines.append(line)
         self.tail.append(line)
-        if match := _STEP.match(line):
+        if match := _STEP.match(line) or _BUILDKIT_STEP.match(line):
             self.step_index, self.step_count = int(match.group(1)), int(match.group(2))
             self.step = match.group(3)
         elif (match := _SUCCESS.match(line)) and self.image_id is None:

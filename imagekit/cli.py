@@ -692,12 +692,15 @@ def verify_command(
         2 << 30
     ),
     structure: Annotated[bool, typer.Option(help="Run the structure checks (testinfra).")] = True,
+    probes_dir: Annotated[
+        Path | None, typer.Option(help="Run the probes of this folder instead of imagekit's.")
+    ] = None,
     results: ResultsOption = Path("results"),
     json_out: JsonOption = False,
 ) -> None:
     """Run the probes inside each image and record the results."""
     from imagekit.engine import connect, engine_info
-    from imagekit.resources import probes_dir
+    from imagekit.resources import probes_dir as bundled_probes
     from imagekit.results import RunFolder
     from imagekit.summary import summary_rows
     from imagekit.verify import Target, VerifyRun, VerifySettings
@@ -711,8 +714,14 @@ def verify_command(
             loaded = load_matrix(matrix)
             plans = loaded.select(only, flavour.value if flavour else None)
             targets = [Target(p.name, p.reference, p.required_probes) for p in plans]
+        folder = probes_dir or bundled_probes()
+        if not (folder / "_runner.py").is_file():
+            raise InputError(
+                f"--probes-dir {folder} has no _runner.py",
+                "copy imagekit's probes/ folder and add your probes beside them",
+            )
         settings = VerifySettings(
-            probes_dir=probes_dir(),
+            probes_dir=folder,
             probes=tuple(p for p in (probes or "").split(",") if p),
             gpus=gpus.value,
             timeout_s=timeout_s,

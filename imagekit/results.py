@@ -12,7 +12,6 @@ import os
 import platform
 import secrets
 import socket
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,15 +21,23 @@ from imagekit import __version__
 
 
 def new_run_id(now_s: float | None = None) -> str:
-    """`20261130T010203Z-1a2b`: sortable by time, unique across parallel CI jobs."""
+    """`20261130T010203Z-1a2b3c4d`: sortable by time, unique across parallel CI jobs.
+
+    32 random bits: with 16, a few dozen jobs starting in the same second
+    already collide with a chance of a few percent.
+    """
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now_s))
-    return f"{stamp}-{secrets.token_hex(2)}"
+    return f"{stamp}-{secrets.token_hex(4)}"
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` in one step (temp file in the same folder + rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    # Not mkstemp: it makes the file 0600, and the rename would then leave results
+    # unreadable to anyone but their writer. 0o666 less the umask is what a plain
+    # open(path, "w") gives; O_EXCL keeps the temp name private to this call.
+    tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -56,9 +63,20 @@ class RunFolder:
 
     @classmethod
     def create(cls, results_dir: Path, run_id: str | None = None) -> RunFolder:
-        """Make `results_dir/<run-id>/` (a new id unless one is given)."""
+        """Make `results_dir/<run-id>/` (a new id unless one is given).
+
+        A new id never reuses an existing folder: two runs that drew the same id
+        would otherwise write into one folder and mix their records.
+        """
         rid = run_id or new_run_id()
         root = results_dir / rid
+        while run_id is None:
+            try:
+                root.mkdir(parents=True)
+                break
+            except FileExistsError:
+                rid = new_run_id()
+                root = results_dir / rid
         (root / "images").mkdir(parents=True, exist_ok=True)
         (root / "logs").mkdir(parents=True, exist_ok=True)
         return cls(root, rid)

@@ -1,0 +1,322 @@
+"""Base bootstrap: suites, the mmdebstrap command, the image config and the docker-archive.
+
+mmdebstrap never runs here: `bootstrap` is driven with a stand-in that writes a tiny
+root filesystem tar, and an engine stand-in that only reads the archive it is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from imagekit import baseimage
+from imagekit.baseimage import (
+    DEBIAN_SUITES,
+    DEFAULT_INCLUDE,
+    UBUNTU_SUITES,
+    BootstrapError,
+    BootstrapRequest,
+    _docker_archive,
+    bootstrap,
+    distribution,
+    image_config,
+    mmdebstrap_command,
+)
+from imagekit.errors import InputError
+
+TAG = "imagekit-base/debian:bookworm"
+CREATED = "2023-11-14T22:13:20Z"
+
+
+def rootfs_tar(path: Path, mtime: float | None = None) -> Path:
+    """A tiny root filesystem tar with fixed member metadata."""
+    with tarfile.open(path, "w") as archive:
+        for name, data in [("etc/os-release", b"ID=debian\n"), ("bin/true", b"\x7fELF")]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 0
+            archive.addfile(info, io.BytesIO(data))
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_archive(path: Path) -> dict[str, bytes]:
+    with tarfile.open(path) as archive:
+        return {
+            m.name: archive.extractfile(m).read()  # type: ignore[union-attr]
+            for m in archive.getmembers()
+            if m.isfile()
+        }
+
+
+# Suites -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "suite,expected",
+    [
+        ("bullseye", "debian"),
+        ("bookworm", "debian"),
+        ("trixie", "debian"),
+        ("sid", "debian"),
+        ("jammy", "ubuntu"),
+        ("noble", "ubuntu"),
+    ],
+)
+def test_distribution_of_known_suites(suite: str, expected: str) -> None:
+    assert distribution(suite) == expected
+
+
+@pytest.mark.parametrize("suite", ["xenial", "Bookworm", "debian-12", ""])
+def test_unknown_suite_is_an_input_error_listing_the_known_suites(suite: str) -> None:
+    with pytest.raises(InputError) as caught:
+        distribution(suite)
+
+    assert repr(suite) in caught.value.message
+    for known in DEBIAN_SUITES | UBUNTU_SUITES:
+        assert known in caught.value.hint
+
+
+# The mmdebstrap command -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "request_,mirror",
+    [
+        (BootstrapRequest("bookworm", TAG), "http://deb.debian.org/debian"),
+        (BootstrapRequest("noble", "base/ubuntu:noble"), "http://archive.ubuntu.com/ubuntu"),
+        (
+            BootstrapRequest(
+                "bookworm", TAG, mirror="http://snapshot.debian.org/archive/debian/20250101T000000Z"
+            ),
+            "http://snapshot.debian.org/archive/debian/20250101T000000Z",
+        ),
+    ],
+    ids=["debian-default", "ubuntu-default", "explicit-mirror"],
+)
+def test_mmdebstrap_command_writes_a_tar_of_the_suite_from_its_mirror(
+    request_: BootstrapRequest, mirror: str
+) -> None:
+    command = mmdebstrap_command(request_, Path("/tmp/out/rootfs.tar"))
+
+    assert command[0] == "mmdebstrap"
+    assert "--format=tar" in command
+    assert "--variant=minbase" in command
+    assert "--include=python3,python3-venv,ca-certificates" in command
+    assert command[-3:] == [request_.suite, "/tmp/out/rootfs.tar", mirror]
+
+
+def test_mmdebstrap_command_takes_the_variant_and_packages_asked_for() -> None:
+    request = BootstrapRequest("trixie", TAG, include=("python3", "git"), variant="apt")
+
+    command = mmdebstrap_command(request, Path("rootfs.tar"))
+
+    assert "--variant=apt" in command
+    assert "--include=python3,git" in command
+
+
+def test_mmdebstrap_command_has_no_include_when_no_packages_are_asked_for() -> None:
+    command = mmdebstrap_command(BootstrapRequest("bookworm", TAG, include=()), Path("r.tar"))
+
+    assert not any(arg.startswith("--include") for arg in command)
+
+
+def test_mmdebstrap_command_for_an_unknown_suite_is_refused() -> None:
+    with pytest.raises(InputError, match="unknown suite 'buster'"):
+        mmdebstrap_command(BootstrapRequest("buster", TAG), Path("r.tar"))
+
+
+# The image config ---------------------------------------------------------------
+
+
+def test_image_config_is_byte_identical_for_the_same_inputs() -> None:
+    request = BootstrapRequest("bookworm", TAG)
+
+    assert image_config(request, "ab" * 32, CREATED) == image_config(request, "ab" * 32, CREATED)
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        (BootstrapRequest("trixie", TAG), "ab" * 32, CREATED),
+        (BootstrapRequest("bookworm", TAG, include=("python3",)), "ab" * 32, CREATED),
+        (BootstrapRequest("bookworm", TAG), "cd" * 32, CREATED),
+        (BootstrapRequest("bookworm", TAG), "ab" * 32, "2024-01-01T00:00:00Z"),
+    ],
+    ids=["suite", "include", "layer", "created"],
+)
+def test_image_config_changes_with_each_input(
+    changed: tuple[BootstrapRequest, str, str],
+) -> None:
+    assert image_config(*changed) != image_config(
+        BootstrapRequest("bookworm", TAG), "ab" * 32, CREATED
+    )
+
+
+def test_image_config_describes_one_layer_with_python_friendly_defaults() -> None:
+    config = json.loads(image_config(BootstrapRequest("bookworm", TAG), "ab" * 32, CREATED))
+
+    assert config["created"] == CREATED
+    assert config["history"][0]["created"] == CREATED
+    assert config["rootfs"] == {"type": "layers", "diff_ids": ["sha256:" + "ab" * 32]}
+    assert config["config"]["Cmd"] == ["bash"]
+    assert "LANG=C.UTF-8" in config["config"]["Env"]
+    assert config["config"]["Labels"]["io.imagekit.base.suite"] == "bookworm"
+    assert config["config"]["Labels"]["io.imagekit.base.include"] == ",".join(DEFAULT_INCLUDE)
+
+
+# The docker-archive ---------------------------------------------------------------
+
+
+def test_docker_archive_image_id_is_the_sha256_of_its_config(tmp_path: Path) -> None:
+    rootfs = rootfs_tar(tmp_path / "rootfs.tar")
+    layer_sha = sha256(rootfs.read_bytes())
+    config = image_config(BootstrapRequest("bookworm", TAG), layer_sha, CREATED)
+
+    image_id = _docker_archive(rootfs, config, TAG, tmp_path / "image.tar")
+
+    files = read_archive(tmp_path / "image.tar")
+    (manifest,) = json.loads(files["manifest.json"])
+    assert manifest["RepoTags"] == [TAG]
+    assert image_id == "sha256:" + sha256(files[manifest["Config"]])
+    assert files[manifest["Config"]] == config
+    (layer,) = manifest["Layers"]
+    # The engine checks the layer against the config's diff_id when it loads it.
+    assert "sha256:" + sha256(files[layer]) == json.loads(config)["rootfs"]["diff_ids"][0]
+
+
+def test_docker_archive_ids_are_identical_for_identical_inputs(tmp_path: Path) -> None:
+    # Same content, different file times: as two mmdebstrap runs with SOURCE_DATE_EPOCH.
+    first = rootfs_tar(tmp_path / "a.tar", mtime=1_000_000)
+    second = rootfs_tar(tmp_path / "b.tar", mtime=2_000_000)
+    config = image_config(BootstrapRequest("bookworm", TAG), sha256(first.read_bytes()), CREATED)
+
+    one = _docker_archive(first, config, TAG, tmp_path / "one.tar")
+    two = _docker_archive(second, config, TAG, tmp_path / "two.tar")
+
+    assert one == two
+    assert read_archive(tmp_path / "one.tar") == read_archive(tmp_path / "two.tar")
+
+
+# bootstrap, with stand-ins for mmdebstrap and the engine ---------------------------
+
+
+class FakeApi:
+    def __init__(self, answer: list[dict[str, Any]]) -> None:
+        self.answer = answer
+        self.loaded: bytes | None = None
+
+    def load_image(self, data: Any, quiet: bool = False) -> Any:
+        self.loaded = data.read()
+        return iter(self.answer)
+
+
+def fake_mmdebstrap(
+    monkeypatch: pytest.MonkeyPatch, returncode: int = 0, stderr: str = ""
+) -> list[dict[str, Any]]:
+    """Stand in for mmdebstrap; returns the list its calls are recorded in."""
+    calls: list[dict[str, Any]] = []
+
+    def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        calls.append({"command": command, **kwargs})
+        if returncode == 0:
+            rootfs_tar(Path(command[-2]))
+        return subprocess.CompletedProcess(command, returncode, "", stderr)
+
+    monkeypatch.setattr(baseimage.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(baseimage.subprocess, "run", run)
+    return calls
+
+
+def loaded_config(api: FakeApi, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    assert api.loaded is not None
+    (tmp_path / "loaded.tar").write_bytes(api.loaded)
+    files = read_archive(tmp_path / "loaded.tar")
+    (manifest,) = json.loads(files["manifest.json"])
+    config = files[manifest["Config"]]
+    return "sha256:" + sha256(config), json.loads(config)
+
+
+def test_bootstrap_loads_the_archive_and_returns_its_image_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = fake_mmdebstrap(monkeypatch)
+    api = FakeApi([{"stream": f"Loaded image: {TAG}\n"}])
+    request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000)
+
+    image_id = bootstrap(SimpleNamespace(api=api), request)  # type: ignore[arg-type]
+
+    config_id, config = loaded_config(api, tmp_path)
+    assert image_id == config_id
+    assert config["created"] == CREATED  # from SOURCE_DATE_EPOCH, not the clock
+    (call,) = calls
+    assert call["env"]["SOURCE_DATE_EPOCH"] == "1700000000"
+    assert call["command"][-3] == "bookworm"
+
+
+def test_bootstrap_twice_with_the_same_epoch_gives_the_same_image_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_mmdebstrap(monkeypatch)
+    request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000)
+
+    ids = {
+        bootstrap(SimpleNamespace(api=FakeApi([])), request)  # type: ignore[arg-type]
+        for _ in range(2)
+    }
+
+    assert len(ids) == 1
+
+
+def test_bootstrap_without_mmdebstrap_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(baseimage.shutil, "which", lambda name: None)
+
+    with pytest.raises(InputError, match="mmdebstrap is not installed") as caught:
+        bootstrap(SimpleNamespace(api=FakeApi([])), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]
+
+    assert "apt-get install mmdebstrap" in caught.value.hint
+
+
+def test_bootstrap_failure_of_mmdebstrap_shows_its_last_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stderr = "\n".join(f"I: line {i}" for i in range(40)) + "\nE: cannot reach the mirror"
+    fake_mmdebstrap(monkeypatch, returncode=25, stderr=stderr)
+    api = FakeApi([])
+
+    with pytest.raises(BootstrapError) as caught:
+        bootstrap(SimpleNamespace(api=api), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]
+
+    message = caught.value.message
+    assert message.startswith("mmdebstrap failed for bookworm (exit 25):")
+    assert message.splitlines()[-1] == "E: cannot reach the mirror"
+    assert "I: line 0" not in message.splitlines()
+    assert "--mirror" in caught.value.hint
+    assert api.loaded is None
+
+
+def test_bootstrap_fails_when_the_engine_refuses_the_archive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # docker-py does not raise for an error reported inside the load stream.
+    fake_mmdebstrap(monkeypatch)
+    refused = "archive/tar: invalid tar header"
+    api = FakeApi([{"errorDetail": {"message": refused}, "error": refused}])
+
+    with pytest.raises(BootstrapError, match=refused):
+        bootstrap(SimpleNamespace(api=api), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]

@@ -1,0 +1,96 @@
+"""The engine adapter without an engine: a missing engine is a hint, not a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from imagekit.engine import ImageFacts, connect
+from imagekit.errors import EngineUnavailableError, ExitCode
+
+# `docker image inspect imagekit-demo/pytorch:2.13.0-cpu-py3.11-slim`, trimmed.
+INSPECT: dict[str, Any] = {
+    "Id": "sha256:6a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3",
+    "RepoTags": [
+        "imagekit-demo/pytorch:2.13.0-cpu-py3.11-slim",
+        "imagekit-demo/pytorch:latest-slim",
+    ],
+    "RepoDigests": [],
+    "Parent": "",
+    "Created": "2025-11-30T01:02:03.123456789Z",
+    "Architecture": "amd64",
+    "Os": "linux",
+    "Size": 1_234_567_890,
+    "Config": {
+        "Env": ["PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin"],
+        "Cmd": ["python3"],
+        "Labels": {
+            "io.imagekit.flavour": "slim",
+            "io.imagekit.input-hash": "sha256:" + "0" * 64,
+            "io.imagekit.managed": "true",
+        },
+    },
+    "RootFS": {
+        "Type": "layers",
+        "Layers": ["sha256:" + "1" * 64, "sha256:" + "2" * 64, "sha256:" + "3" * 64],
+    },
+    "Metadata": {"LastTagTime": "2025-11-30T01:05:00Z"},
+}
+
+
+def test_connect_to_a_missing_socket_names_docker_host_and_says_how_to_start_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = f"unix://{tmp_path / 'docker.sock'}"
+    monkeypatch.setenv("DOCKER_HOST", host)
+    for name in ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"):
+        monkeypatch.delenv(name, raising=False)
+
+    with pytest.raises(EngineUnavailableError) as caught:
+        connect(timeout_s=5)
+
+    error = caught.value
+    assert host in error.message
+    assert "while connecting" in error.message
+    assert "make engine" in error.hint
+    assert error.exit_code is ExitCode.ENGINE_UNAVAILABLE
+    assert "\n" not in error.message  # one line, no traceback text
+
+
+def test_image_facts_from_a_recorded_inspect() -> None:
+    facts = ImageFacts.from_attrs(INSPECT)
+
+    assert facts == ImageFacts(
+        id=INSPECT["Id"],
+        tags=(
+            "imagekit-demo/pytorch:2.13.0-cpu-py3.11-slim",
+            "imagekit-demo/pytorch:latest-slim",
+        ),
+        labels=INSPECT["Config"]["Labels"],
+        size_bytes=1_234_567_890,
+        layers=("sha256:" + "1" * 64, "sha256:" + "2" * 64, "sha256:" + "3" * 64),
+        created="2025-11-30T01:02:03.123456789Z",
+    )
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"Id": "sha256:abc"},
+        {"Id": "sha256:abc", "RepoTags": None, "Config": None, "Size": None, "RootFS": None},
+        {"Id": "sha256:abc", "Config": {"Labels": None}, "RootFS": {"Layers": None}},
+    ],
+    ids=["missing", "null", "null-inside"],
+)
+def test_image_facts_of_a_dangling_image_with_nothing_set(attrs: dict[str, Any]) -> None:
+    facts = ImageFacts.from_attrs(attrs)
+
+    assert (facts.id, facts.tags, facts.labels, facts.size_bytes, facts.layers) == (
+        "sha256:abc",
+        (),
+        {},
+        0,
+        (),
+    )

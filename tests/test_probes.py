@@ -1,0 +1,253 @@
+"""Probes: their metadata, the runner protocol, host mode, and the reports made of results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from imagekit.errors import InputError
+from imagekit.hostprobe import run_host
+from imagekit.probes import discover, expected_from_labels, overall, parse_events, read_spec, select
+from imagekit.resources import probes_dir
+from imagekit.summary import changes, junit, markdown
+
+torch = pytest.importorskip("torch", reason="host-mode tests need torch (make test installs it)")
+
+PROBES = probes_dir()
+
+
+def test_probe_metadata_is_read_without_importing_torch() -> None:
+    specs = discover(PROBES)
+    assert set(specs) == {"env", "autograd", "matmul", "higher_order", "ddp", "cudnn"}
+    assert specs["cudnn"].needs_gpu and not specs["autograd"].needs_gpu
+    assert specs["ddp"].shm_bytes == 1 << 30
+    assert [s.name for s in select(specs, None)] == [
+        "env",
+        "autograd",
+        "matmul",
+        "higher_order",
+        "ddp",
+        "cudnn",
+    ]
+
+
+def test_a_probe_whose_metadata_is_not_a_literal_is_reported_with_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text('X = 1\nPROBE = {"name": "bad", "timeout_s": 2 * 60}\n')
+    with pytest.raises(InputError, match=r"bad.py:2: PROBE must be a plain literal"):
+        read_spec(bad)
+
+
+def test_asking_for_an_unknown_probe_lists_the_known_ones() -> None:
+    with pytest.raises(InputError) as caught:
+        select(discover(PROBES), ["autograd", "gpu_burn"])
+    assert "gpu_burn" in caught.value.message and "autograd" in caught.value.hint
+
+
+def test_expected_values_come_from_the_labels() -> None:
+    labels = {
+        "io.imagekit.torch": "2.14.1",
+        "io.imagekit.cuda": "13.0",
+        "io.imagekit.cudnn": "9.24.0.43",
+        "io.imagekit.nccl": "2.30.7",
+        "io.imagekit.python": "3.12",
+        "io.imagekit.cuda-archs": "sm_80 sm_90",
+    }
+    expected = expected_from_labels(labels)
+    assert expected["torch"] == "2.14.1" and expected["cuda"] == "13.0"
+    assert expected["archs"] == ["sm_80", "sm_90"]
+    assert expected["require_non_root"] and expected["min_shm_bytes"] == 1 << 30
+    cpu = expected_from_labels({"io.imagekit.torch": "2.13.0"}, container=False)
+    assert cpu == {"torch": "2.13.0", "cuda": None}
+
+
+def _event(**fields: object) -> str:
+    return json.dumps(fields)
+
+
+def _result(probe: str, status: str) -> str:
+    return _event(
+        event="result",
+        probe=probe,
+        status=status,
+        reason="",
+        checks=[],
+        metrics={},
+        facts={},
+        duration_s=0.1,
+        schema_version=1,
+    )
+
+
+@pytest.mark.parametrize(
+    "timed_out,exit_code,expected",
+    [
+        (True, None, ("timeout", "the run hit its time limit in this probe")),
+        (False, 137, ("error", "the probe process died (exit code 137): Killed")),
+    ],
+)
+def test_a_probe_that_started_and_never_reported_is_never_a_pass(
+    timed_out: bool, exit_code: int | None, expected: tuple[str, str]
+) -> None:
+    text = "\n".join(
+        [
+            _event(event="device", device="cpu", reason="no GPU visible"),
+            _event(event="start", probe="autograd"),
+            _result("autograd", "pass"),
+            _event(event="start", probe="ddp"),
+            "noise that is not JSON",
+        ]
+    )
+    out = parse_events(
+        text,
+        ["autograd", "ddp", "matmul"],
+        timed_out=timed_out,
+        exit_code=exit_code,
+        stderr="Killed\n",
+    )
+    assert out.device == "cpu"
+    statuses = [(r["probe"], r["status"]) for r in out.results]
+    assert statuses == [("autograd", "pass"), ("ddp", expected[0]), ("matmul", expected[0])]
+    assert out.results[1]["reason"] == expected[1]
+    assert out.results[2]["reason"].startswith("not reached: ")
+    assert overall(out.results) == "fail"
+    assert overall(out.results, ["autograd"]) == "pass"
+
+
+def test_host_mode_runs_the_suite_with_the_textbook_values() -> None:
+    output, wall_s = run_host(
+        PROBES,
+        ["env", "autograd", "higher_order", "matmul", "cudnn"],
+        {},
+        device="cpu",
+        timeout_s=300,
+    )
+    by = {r["probe"]: r for r in output.results}
+    assert {p: r["status"] for p, r in by.items()} == {
+        "env": "pass",
+        "autograd": "pass",
+        "higher_order": "pass",
+        "matmul": "pass",
+        "cudnn": "skip",
+    }
+    checks = {c["name"]: c for c in by["autograd"]["checks"]}
+    assert checks["dy/dx"]["detail"].startswith("expected 3.0, saw 3.0")
+    assert checks["dy/dw"]["detail"].startswith("expected 2.0, saw 2.0")
+    assert checks["dy/db"]["detail"].startswith("expected 1.0, saw 1.0")
+    second = {c["name"]: c for c in by["higher_order"]["checks"]}["d2y/dx2 of x^3 at 1"]
+    assert second["detail"].startswith("expected 6.0, saw 6.0")
+    assert by["env"]["facts"]["torch"] == torch.__version__
+    assert wall_s > 0
+
+
+def test_env_compares_with_what_it_was_told_and_names_both_values() -> None:
+    output, _ = run_host(
+        PROBES, ["env"], {"torch": "9.9.9", "cuda": None}, device="cpu", timeout_s=120
+    )
+    env = output.results[0]
+    assert env["status"] == "fail"
+    check = next(c for c in env["checks"] if c["name"] == "torch version")
+    assert check["detail"] == f"expected '9.9.9', saw '{torch.__version__.split('+')[0]}'"
+
+
+def test_ddp_averages_gradients_over_two_gloo_ranks() -> None:
+    output, _ = run_host(PROBES, ["ddp"], {}, device="cpu", timeout_s=180)
+    ddp = output.results[0]
+    assert ddp["status"] == "pass", ddp
+    assert ddp["facts"]["backend"] == "gloo" and ddp["facts"]["world_size"] == 2
+    names = [c["name"] for c in ddp["checks"]]
+    assert "rank 1 gradients are the average over ranks" in names
+
+
+def test_a_ddp_rank_that_never_joins_gives_timeout_not_a_hang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("IMAGEKIT_DDP_DROP_RANKS", "1")
+    output, wall_s = run_host(
+        PROBES, ["ddp"], {"ddp_init_timeout_s": 5}, device="cpu", timeout_s=120
+    )
+    ddp = output.results[0]
+    assert ddp["status"] == "timeout"
+    assert "could not join within 5s" in ddp["reason"]
+    assert wall_s < 90
+
+
+def test_a_run_over_its_time_limit_is_killed_and_reported(tmp_path: Path) -> None:
+    folder = tmp_path / "probes"
+    folder.mkdir()
+    for name in ("_runner.py", "_probekit.py", "autograd.py"):
+        (folder / name).write_text((PROBES / name).read_text())
+    (folder / "hang.py").write_text(
+        'PROBE = {"name": "hang", "timeout_s": 1}\n\n'
+        "def run(device, expected):\n    import time\n    time.sleep(600)\n"
+    )
+    output, wall_s = run_host(folder, ["autograd", "hang"], {}, device="cpu", timeout_s=15)
+    assert [r["status"] for r in output.results] == ["pass", "timeout"]
+    assert wall_s < 60
+
+
+def test_imagekit_probe_imports_neither_docker_nor_jinja2() -> None:
+    script = (
+        "import sys\n"
+        "from imagekit.cli import main\n"
+        "sys.argv = ['imagekit', 'probe', '--probes', 'autograd', '--json']\n"
+        "try:\n    main()\nexcept SystemExit as exit:\n    code = exit.code\n"
+        "print('LOADED', [m for m in ('docker', 'jinja2') if m in sys.modules], code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert "LOADED [] 0" in done.stdout, done.stderr[-2000:]
+
+
+def _record(probe_statuses: dict[str, str], metric: float = 10.0) -> dict:
+    return {
+        "verify": {
+            "level": "cpu",
+            "status": "pass"
+            if all(s in ("pass", "skip") for s in probe_statuses.values())
+            else "fail",
+            "probes": [
+                {
+                    "probe": p,
+                    "status": s,
+                    "reason": "why" if s != "pass" else "",
+                    "duration_s": 0.5,
+                    "checks": [{"name": "c", "ok": s == "pass", "detail": "d"}],
+                    "metrics": {"matmul_warm_median_ms": metric},
+                }
+                for p, s in probe_statuses.items()
+            ],
+            "structure": [{"name": "non-root", "ok": True, "detail": "1000"}],
+        }
+    }
+
+
+def test_junit_has_a_testcase_per_image_and_probe() -> None:
+    records = {
+        "a": _record({"env": "pass", "matmul": "fail", "cudnn": "skip"}),
+        "b": _record({"env": "timeout"}),
+    }
+    text = junit(records, "run1")
+    assert 'tests="6"' in text and 'failures="1"' in text
+    assert 'errors="1"' in text and 'skipped="1"' in text
+    assert '<testcase classname="a" name="matmul"' in text
+
+
+def test_markdown_summary_lists_what_did_not_pass_with_its_reason() -> None:
+    text = markdown({"a": _record({"env": "pass", "matmul": "fail"})}, "run1")
+    assert "| a | cpu | fail | pass | FAIL | ok | 10.0 |" in text
+    assert "- **a** `matmul` fail: why (c: d)" in text
+
+
+def test_changes_reports_a_probe_that_stopped_passing_and_a_slower_metric() -> None:
+    old = {"a": _record({"env": "pass", "matmul": "pass"}, metric=10.0)}
+    new = {"a": _record({"env": "fail", "matmul": "pass"}, metric=15.0)}
+    found = changes(old, new, threshold=0.2)
+    assert "a env: passed, now fail (why)" in found
+    assert any("matmul_warm_median_ms 10 -> 15 (+50%, worse)" in line for line in found)
+    assert changes(old, old) == []

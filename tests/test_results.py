@@ -1,0 +1,149 @@
+"""The results folder: run ids, atomic writes and per-image records."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from imagekit import results
+from imagekit.results import RunFolder, new_run_id, write_atomic, write_json
+
+RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]+$")
+
+
+def test_run_id_carries_the_utc_time_it_was_made() -> None:
+    run_id = new_run_id(now_s=1_764_464_523.9)  # 2025-11-30 01:02:03 UTC
+
+    assert RUN_ID.match(run_id)
+    assert run_id.startswith("20251130T010203Z-")
+
+
+def test_run_ids_sort_in_the_order_they_were_made() -> None:
+    times = [0, 59, 3_600, 86_399, 1_000_000_000, 1_764_464_523, 4_102_444_800]
+
+    ids = [new_run_id(now_s=t) for t in times]
+
+    assert sorted(reversed(ids)) == ids
+
+
+def test_run_ids_made_in_the_same_second_are_unique() -> None:
+    ids = {new_run_id(now_s=1_764_464_523) for _ in range(200)}
+
+    assert len(ids) == 200
+
+
+def test_run_folder_is_created_with_images_and_logs(tmp_path: Path) -> None:
+    run = RunFolder.create(tmp_path / "results")
+
+    assert RUN_ID.match(run.run_id)
+    assert run.root == tmp_path / "results" / run.run_id
+    assert (run.root / "images").is_dir()
+    assert (run.root / "logs").is_dir()
+    assert run.image_file("a-slim") == run.root / "images" / "a-slim.json"
+    assert run.log_file("a-slim") == run.root / "logs" / "a-slim.build.log"
+    assert run.log_file("a-slim", "verify") == run.root / "logs" / "a-slim.verify.log"
+
+
+def test_two_runs_never_share_a_folder_even_when_their_ids_collide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: Iterator[str] = iter(["20251130T010203Z-aaaa", "20251130T010203Z-aaaa", "second"])
+    monkeypatch.setattr(results, "new_run_id", lambda now_s=None: next(made))
+
+    first = RunFolder.create(tmp_path)
+    second = RunFolder.create(tmp_path)
+
+    assert first.run_id == "20251130T010203Z-aaaa"
+    assert second.run_id == "second"
+    assert first.root != second.root
+
+
+def test_a_given_run_id_reuses_its_folder(tmp_path: Path) -> None:
+    first = RunFolder.create(tmp_path, "fixed")
+    first.update_image("a-slim", "build", {"status": "built"})
+
+    again = RunFolder.create(tmp_path, "fixed")
+
+    assert again.root == first.root
+    assert json.loads(again.image_file("a-slim").read_text())["build"]["status"] == "built"
+
+
+def test_write_atomic_replaces_the_whole_file_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "record.json"
+    write_atomic(path, "a much longer first version of the file\n" * 10)
+
+    write_atomic(path, "short\n")
+
+    assert path.read_text(encoding="utf-8") == "short\n"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["record.json"]
+
+
+def test_write_atomic_gives_the_file_the_mode_of_an_ordinary_write(tmp_path: Path) -> None:
+    ordinary = tmp_path / "ordinary.json"
+    ordinary.write_text("{}\n", encoding="utf-8")
+
+    atomic = tmp_path / "atomic.json"
+    write_atomic(atomic, "{}\n")
+
+    assert atomic.stat().st_mode == ordinary.stat().st_mode
+
+
+def test_failed_write_keeps_the_old_content_and_leaves_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "record.json"
+    write_atomic(path, "old\n")
+
+    def refuse(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(results.os, "replace", refuse)
+    with pytest.raises(OSError, match="No space left"):
+        write_atomic(path, "new\n")
+
+    assert path.read_text(encoding="utf-8") == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["record.json"]
+
+
+def test_write_json_is_indented_and_key_sorted(tmp_path: Path) -> None:
+    path = tmp_path / "data.json"
+
+    write_json(path, {"b": 1, "a": {"d": 2, "c": 3}})
+
+    assert path.read_text(encoding="utf-8") == (
+        '{\n  "a": {\n    "c": 3,\n    "d": 2\n  },\n  "b": 1\n}\n'
+    )
+
+
+def test_update_image_sets_one_section_and_keeps_the_others(tmp_path: Path) -> None:
+    run = RunFolder.create(tmp_path, "run")
+    run.update_image("a-slim", "plan", {"name": "a-slim"})
+    run.update_image("a-slim", "build", {"status": "failed"})
+
+    run.update_image("a-slim", "build", {"status": "built"})
+    run.update_image("a-slim", "verify", {"passed": True})
+
+    record = json.loads(run.image_file("a-slim").read_text(encoding="utf-8"))
+    assert record == {
+        "build": {"status": "built"},
+        "plan": {"name": "a-slim"},
+        "verify": {"passed": True},
+    }
+
+
+def test_write_run_records_the_command_engine_and_extras(tmp_path: Path) -> None:
+    run = RunFolder.create(tmp_path, "run")
+
+    run.write_run("build", {"server_version": "28.0.1"}, {"matrix": "matrix.yaml"})
+
+    data = json.loads((run.root / "run.json").read_text(encoding="utf-8"))
+    assert data["schema_version"] == 1
+    assert data["run_id"] == "run"
+    assert data["command"] == "build"
+    assert data["engine"] == {"server_version": "28.0.1"}
+    assert data["matrix"] == "matrix.yaml"
+    assert set(data["host"]) == {"hostname", "platform", "python"}
