@@ -47,12 +47,19 @@ $(WHEELHOUSE)/.complete: | $(STAMP)
 		--python-version $(DEMO_PYTHON) --dest $(WHEELHOUSE) $(DEMO_PACKAGES)
 	touch $@
 
-## make demo: build the CPU example from nothing and print the summary.
+## make demo: build the CPU example from nothing, verify it and print the report.
 demo: $(STAMP) base wheelhouse
 	$(BIN)/imagekit build --matrix $(DEMO_MATRIX) --wheelhouse $(WHEELHOUSE)
+	$(BIN)/imagekit verify --matrix $(DEMO_MATRIX)
+
+# Host-mode probe tests run in the test venv: the CPU torch from the demo wheelhouse.
+$(VENV)/.torch-installed: $(WHEELHOUSE)/.complete
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-index \
+		--find-links $(WHEELHOUSE) torch==2.13.0
+	touch $@
 
 ## make test: lint, types and the whole test suite (integration tests on a real engine).
-test: lint types base wheelhouse
+test: lint types base wheelhouse $(VENV)/.torch-installed
 	IMAGEKIT_WHEELHOUSE=$(WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) $(BIN)/pytest
 
 ## make check: validate matrix.yaml and lint every rendered Dockerfile.

@@ -8,8 +8,9 @@ waits for the `slim` image of its cell.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,44 +200,59 @@ class BuildRun:
     # The run --------------------------------------------------------------------
 
     def execute(self) -> list[ImageResult]:
-        """Build every plan, slim before the full of its cell, `jobs` at a time."""
+        """Build every plan, slim before the full of its cell, `jobs` at a time.
+
+        Builds run in daemon threads and the main thread waits in short slices, so
+        Ctrl-C ends the run at once: the process exits, its connections close, and
+        the engine cancels the builds and removes their intermediate containers.
+        """
         pending = list(self.plans)
         selected_slims = {p.cell.id for p in pending if p.flavour == "slim"}
-        running: dict[Future[ImageResult], ImagePlan] = {}
+        jobs = max(1, self.settings.jobs)
+        done: queue.Queue[tuple[ImagePlan, ImageResult | BaseException]] = queue.Queue()
+        running: set[str] = set()
         stop = False
-        with ThreadPoolExecutor(max_workers=max(1, self.settings.jobs)) as pool:
+        while pending or running:
+            for plan in list(pending):
+                if stop or len(running) >= jobs:
+                    break
+                waiting_on = self._waits_for(plan, selected_slims)
+                if waiting_on == "wait":
+                    continue
+                pending.remove(plan)
+                if waiting_on is not None:
+                    self._skip(plan, waiting_on)
+                    continue
+                running.add(plan.name)
+                threading.Thread(
+                    target=self._build_into, args=(plan, done), name=plan.name, daemon=True
+                ).start()
+            if stop and not running:
+                for plan in pending:
+                    self._skip(plan, "not built: --fail-fast stopped the run")
+                pending.clear()
+                break
+            if not running:
+                continue
             try:
-                while pending or running:
-                    for plan in list(pending):
-                        if stop or len(running) >= max(1, self.settings.jobs):
-                            break
-                        waiting_on = self._waits_for(plan, selected_slims)
-                        if waiting_on == "wait":
-                            continue
-                        pending.remove(plan)
-                        if waiting_on is not None:
-                            self._skip(plan, waiting_on)
-                            continue
-                        running[pool.submit(self.build_one, plan)] = plan
-                    if stop and not running:
-                        for plan in pending:
-                            self._skip(plan, "not built: --fail-fast stopped the run")
-                        pending.clear()
-                        break
-                    if not running:
-                        continue
-                    done, _ = wait(running, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        plan = running.pop(future)
-                        result = future.result()
-                        self.results[plan.name] = result
-                        if not result.ok and self.settings.fail_fast:
-                            stop = True
-            except BaseException:
-                for future in running:
-                    future.cancel()
-                raise
+                plan, outcome = done.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            running.discard(plan.name)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            self.results[plan.name] = outcome
+            if not outcome.ok and self.settings.fail_fast:
+                stop = True
         return [self.results[p.name] for p in self.plans if p.name in self.results]
+
+    def _build_into(
+        self, plan: ImagePlan, done: queue.Queue[tuple[ImagePlan, ImageResult | BaseException]]
+    ) -> None:
+        try:
+            done.put((plan, self.build_one(plan)))
+        except BaseException as exc:  # re-raised in the main thread
+            done.put((plan, exc))
 
     def _waits_for(self, plan: ImagePlan, selected_slims: set[str]) -> str | None:
         """ "wait" while the slim of a full plan is building; a reason to skip if it failed."""

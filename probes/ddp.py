@@ -47,8 +47,8 @@ def _model(torch: Any) -> Any:
     return torch.nn.Linear(4, 1).double()
 
 
-def worker(rank: int, world: int, port: int, backend: str, init_timeout_s: float) -> None:
-    """One rank: a DDP step, then report its gradients and parameters as JSON."""
+def worker(rank: int, world: int, port: int, backend: str, init_timeout_s: float) -> dict[str, Any]:
+    """One rank: a DDP step; returns its gradients and whether parameters agree."""
     from datetime import timedelta
 
     import torch
@@ -65,9 +65,8 @@ def worker(rank: int, world: int, port: int, backend: str, init_timeout_s: float
             world_size=world,
             timeout=timedelta(seconds=init_timeout_s),
         )
-    except Exception as exc:
-        print(json.dumps({"rank": rank, "init_error": f"{type(exc).__name__}: {exc}"[:500]}))
-        return
+    except Exception as exc:  # reported to the parent as data
+        return {"rank": rank, "init_error": f"{type(exc).__name__}: {exc}"[:500]}
     model = _model(torch).to(device)
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[rank] if backend == "nccl" else None
@@ -95,7 +94,97 @@ def worker(rank: int, world: int, port: int, backend: str, init_timeout_s: float
         seconds = (time.perf_counter() - started) / runs
         report["busbw_gbps"] = BUS_BYTES * 2 * (world - 1) / world / seconds / 1e9
     dist.destroy_process_group()
-    print(json.dumps(report))
+    return report
+
+
+def _spawn_ranks(
+    started: int, world: int, port: int, backend: str, init_timeout_s: float
+) -> list[dict[str, Any]] | str:
+    """Ranks as fresh processes (NCCL: CUDA must not be initialised before the fork)."""
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--worker",
+                str(rank),
+                str(world),
+                str(port),
+                backend,
+                str(init_timeout_s),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(started)
+    ]
+    reports = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=init_timeout_s + 120)
+            lines = [line for line in out.splitlines() if line.startswith("{")]
+            if not lines:
+                return f"error: a rank exited {proc.returncode}: {err[-800:]}"
+            reports.append(json.loads(lines[-1]))
+    except subprocess.TimeoutExpired:
+        return "timeout: ranks did not finish in time"
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return reports
+
+
+def _forked_rank(channel: Any, *args: Any) -> None:
+    import torch
+
+    # The parent's OpenMP pool does not survive fork; these tensors are tiny anyway.
+    torch.set_num_threads(1)
+    try:
+        channel.put(worker(*args))
+    except Exception as exc:  # reported to the parent as data
+        channel.put({"rank": args[0], "error": f"{type(exc).__name__}: {exc}"[:800]})
+
+
+def _fork_ranks(
+    started: int, world: int, port: int, backend: str, init_timeout_s: float
+) -> list[dict[str, Any]] | str:
+    """Ranks forked from this process: torch is imported already, so they start at once."""
+    import multiprocessing
+    import queue
+
+    context = multiprocessing.get_context("fork")
+    channel = context.Queue()
+    procs = [
+        context.Process(
+            target=_forked_rank,
+            args=(channel, rank, world, port, backend, init_timeout_s),
+            daemon=True,
+        )
+        for rank in range(started)
+    ]
+    for proc in procs:
+        proc.start()
+    deadline = time.monotonic() + init_timeout_s + 120
+    reports: list[dict[str, Any]] = []
+    try:
+        while len(reports) < started:
+            try:
+                reports.append(channel.get(timeout=max(0.1, deadline - time.monotonic())))
+            except queue.Empty:
+                return "timeout: ranks did not finish in time"
+    finally:
+        for proc in procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    failed = [r for r in reports if "error" in r]
+    if failed:
+        return f"error: rank {failed[0]['rank']} failed: {failed[0]['error']}"
+    return sorted(reports, key=lambda r: int(r["rank"]))
 
 
 def _expected_grads(torch: Any, world: int) -> list[list[float]]:
@@ -126,39 +215,11 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     # never joins ends in `timeout` instead of a hang.
     started_ranks = world - int(os.environ.get("IMAGEKIT_DDP_DROP_RANKS", "0"))
     port = _free_port()
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                os.path.abspath(__file__),
-                "--worker",
-                str(rank),
-                str(world),
-                str(port),
-                backend,
-                str(init_timeout_s),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(started_ranks)
-    ]
-    reports = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=init_timeout_s + 120)
-            lines = [line for line in out.splitlines() if line.startswith("{")]
-            if not lines:
-                return result("ddp", "error", f"a rank exited {proc.returncode}: {err[-800:]}", rec)
-            reports.append(json.loads(lines[-1]))
-    except subprocess.TimeoutExpired:
-        return result("ddp", "timeout", "ranks did not finish in time", rec)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    launch = _fork_ranks if backend == "gloo" else _spawn_ranks
+    reports = launch(started_ranks, world, port, backend, init_timeout_s)
+    if isinstance(reports, str):
+        status = "timeout" if reports.startswith("timeout") else "error"
+        return result("ddp", status, reports.split(": ", 1)[-1], rec)
     init_errors = [r for r in reports if "init_error" in r]
     if init_errors:
         reason = f"rank {init_errors[0]['rank']} could not join within {init_timeout_s:.0f}s: "
@@ -199,6 +260,6 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         rank, world, port, backend, timeout_s = sys.argv[2:7]
-        worker(int(rank), int(world), int(port), backend, float(timeout_s))
+        print(json.dumps(worker(int(rank), int(world), int(port), backend, float(timeout_s))))
     else:
         main_for("ddp", run)

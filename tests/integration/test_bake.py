@@ -106,3 +106,37 @@ def test_a_real_bake_builds_the_slim_target_with_the_ca_as_a_secret(
     assert out.decode().strip() == "2.13.0+cpu"
     saved = b"".join(image.save(named=False))
     assert marker.encode() not in saved  # layers are uncompressed tars in docker save
+
+
+def test_imagekit_build_with_buildx_builds_then_reports_up_to_date(
+    tmp_path: Path, session: Session, demo_base: str, wheelhouse: Path, engine: docker.DockerClient
+) -> None:
+    repository = session.repository.replace("/", "-buildx/")
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(matrix_text(repository, demo_base))
+    args = [
+        "build",
+        "--matrix",
+        str(matrix),
+        "--builder",
+        "buildx",
+        "--flavour",
+        "slim",
+        "--wheelhouse",
+        str(wheelhouse),
+        "--no-ca-cert",
+        "--results",
+        str(tmp_path),
+        "--json",
+    ]
+    first = imagekit(*args)
+    assert first.code == 0, first.stderr[-3000:]
+    row = json.loads(first.stdout)["results"][0]
+    assert row["status"] == "built"
+    log = Path(row["log_path"]).read_text()
+    assert "--mount=type=cache" in log or "[builder" in log  # BuildKit's own progress output
+    image = engine.images.get(row["image_id"])
+    assert image.labels["io.imagekit.input-hash"] == row["input_hash"]
+    again = imagekit(*args)
+    assert again.code == 0
+    assert json.loads(again.stdout)["results"][0]["status"] == "up-to-date"

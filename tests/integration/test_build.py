@@ -225,3 +225,60 @@ def test_no_build_container_is_left_behind(
 ) -> None:
     leftovers = engine.containers.list(all=True, filters={"label": "io.imagekit.stage"})
     assert leftovers == []
+
+
+def test_ctrl_c_during_a_build_exits_130_and_leaves_no_container(
+    tmp_path: Path, session: Session, wheelhouse: Path, demo_base: str, engine: docker.DockerClient
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.integration.conftest import ROOT
+
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(matrix_text(session.repository.replace("/", "-sigint/"), demo_base))
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "imagekit",
+            "build",
+            "--matrix",
+            str(matrix),
+            "--no-cache",
+            "--flavour",
+            "slim",
+            "--wheelhouse",
+            str(wheelhouse),
+            "--no-ca-cert",
+            "--results",
+            str(tmp_path / "results"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CI": "true"},
+    )
+    try:
+        deadline = time.monotonic() + 300
+        # Interrupt while pip runs inside a labelled intermediate container of the builder stage.
+        while time.monotonic() < deadline:
+            if engine.containers.list(filters={"label": "io.imagekit.stage"}):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the build never reached its pip step")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr[-2000:]
+    deadline = time.monotonic() + 60  # the engine cancels the build and removes its container
+    while engine.containers.list(all=True, filters={"label": "io.imagekit.stage"}):
+        assert time.monotonic() < deadline, "a build container outlived the interrupted build"
+        time.sleep(1)
