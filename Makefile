@@ -12,7 +12,7 @@ DEMO_BASE := imagekit-base/debian:bookworm
 DEMO_PYTHON := 3.11.2
 DEMO_PACKAGES := torch==2.13.0 jupyterlab==4.6.6 tensorboard==2.21.0
 
-.PHONY: venv lint types unit test goldens schema check clean engine base wheelhouse demo bench
+.PHONY: venv lint types unit test goldens schema check clean engine base wheelhouse demo bench browser
 
 $(STAMP): pyproject.toml scripts/ensure-venv.sh
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/ensure-venv.sh
@@ -58,8 +58,17 @@ $(VENV)/.torch-installed: $(WHEELHOUSE)/.complete
 		--find-links $(WHEELHOUSE) torch==2.13.0
 	touch $@
 
+## make browser: headless Chromium for the JupyterLab browser test (root on Debian/Ubuntu).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "make browser: installing chromium" >&2; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+		else echo "make browser: install chromium (the JupyterLab browser test needs it)" >&2; exit 1; fi; }
+
 ## make test: lint, types and the whole test suite (integration tests on a real engine).
-test: lint types base wheelhouse $(VENV)/.torch-installed
+test: lint types base wheelhouse browser $(VENV)/.torch-installed
 	IMAGEKIT_WHEELHOUSE=$(WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) $(BIN)/pytest
 
 ## make check: validate matrix.yaml and lint every rendered Dockerfile.

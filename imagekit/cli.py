@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from imagekit.errors import (
     ImagekitError,
     InputError,
     ProbeFailedError,
+    PublishError,
 )
 
 if TYPE_CHECKING:  # imported lazily: `imagekit probe` must not load jinja2 or docker
@@ -136,10 +138,12 @@ def matrix_command(
 
     with _guard():
         loaded = load_matrix(matrix)
-        plans = loaded.select(only, flavour.value if flavour else None)
-        if fmt is MatrixFormat.github:
+        github = fmt is MatrixFormat.github
+        plans = loaded.select(only, flavour.value if flavour else None, allow_empty=github)
+        if github:
             include = [plan_row(p) for p in plans]
-            typer.echo(json.dumps({"include": include}, sort_keys=True))
+            # Compact, one line: what $GITHUB_OUTPUT and fromJSON() take.
+            typer.echo(json.dumps({"include": include}, sort_keys=True, separators=(",", ":")))
         elif fmt is MatrixFormat.json:
             _print_json([plan_row(p) for p in plans])
         else:
@@ -883,6 +887,219 @@ def _load_run(folder: Path) -> dict[str, dict[str, Any]]:
     if not images.is_dir():
         raise InputError(f"{folder} is not an imagekit run folder (no images/)")
     return {p.stem: json.loads(p.read_text()) for p in sorted(images.glob("*.json"))}
+
+
+# tags and publish --------------------------------------------------------------
+
+
+@app.command("tags")
+def tags_command(
+    matrix: MatrixOption = Path("matrix.yaml"),
+    only: OnlyOption = None,
+    flavour: FlavourOption = None,
+    registry: Annotated[str | None, typer.Option(help="Push to this registry instead.")] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """List every tag publish would push: versioned (immutable) and aliases (may move)."""
+    from imagekit.matrix import load_matrix
+    from imagekit.publish import retarget
+    from imagekit.report import table
+
+    with _guard():
+        plans = load_matrix(matrix).select(only, flavour.value if flavour else None)
+        rows = []
+        for plan in plans:
+            repository = retarget(plan.repository, registry)
+            rows.append([plan.name, f"{repository}:{plan.tag}", "versioned"])
+            rows += [[plan.name, f"{repository}:{alias}", "alias"] for alias in plan.aliases]
+        if json_out:
+            _print_json([{"image": r[0], "tag": r[1], "kind": r[2]} for r in rows])
+        else:
+            typer.echo(table(["IMAGE", "TAG", "KIND"], rows))
+
+
+@app.command("publish")
+def publish_command(
+    matrix: MatrixOption = Path("matrix.yaml"),
+    only: OnlyOption = None,
+    flavour: FlavourOption = None,
+    registry: Annotated[
+        str | None, typer.Option(help="Push to this registry instead of the matrix's.")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option(help="Check everything, push nothing.")] = False,
+    force: Annotated[
+        bool, typer.Option(help="Publish despite the gate (recorded in the results).")
+    ] = False,
+    candidate: Annotated[
+        str | None, typer.Option(help="Push only TAG-candidate-ID (CI, before GPU runs).")
+    ] = None,
+    from_candidate: Annotated[
+        str | None, typer.Option(help="Pull TAG-candidate-ID and publish it (CI promotion).")
+    ] = None,
+    attempts: Annotated[int, typer.Option(min=1, max=10, help="Tries per tag.")] = 4,
+    backoff_s: Annotated[float, typer.Option(help="First retry delay; doubles each time.")] = 2.0,
+    results: ResultsOption = Path("results"),
+    json_out: JsonOption = False,
+) -> None:
+    """Push the tags of images that passed verification (exit 6 if any is refused or fails)."""
+    from imagekit.engine import connect, engine_info
+    from imagekit.matrix import load_matrix
+    from imagekit.publish import DRY_RUN, PUBLISHED, UNCHANGED, PublishRun, PublishSettings
+    from imagekit.report import table
+    from imagekit.results import RunFolder
+
+    with _guard():
+        plans = load_matrix(matrix).select(only, flavour.value if flavour else None)
+        client = connect()
+        run = RunFolder.create(results)
+        run.write_run("publish", engine_info(client), {"registry": registry, "force": force})
+        settings = PublishSettings(
+            results_dir=results,
+            registry=registry,
+            dry_run=dry_run,
+            force=force,
+            attempts=attempts,
+            backoff_s=backoff_s,
+        )
+        publisher = PublishRun(client, settings, run, _plain_view())
+        done = [publisher.publish_one(plan) for plan in plans]
+        if json_out:
+            _print_json({"run_id": run.run_id, "images": [r.__dict__ for r in done]})
+        else:
+            rows = [
+                [
+                    r.name,
+                    r.status + (" (forced)" if r.forced else ""),
+                    ", ".join(t["tag"].rsplit(":", 1)[1] + "=" + t["status"] for t in r.tags),
+                    "; ".join(r.reasons)[:100],
+                ]
+                for r in done
+            ]
+            typer.echo(table(["IMAGE", "STATUS", "TAGS", "REASONS"], rows))
+        _say(f"results: {run.root / 'publish.json'}")
+        bad = [r for r in done if r.status not in (PUBLISHED, UNCHANGED, DRY_RUN)]
+        if bad:
+            raise PublishError(
+                f"{len(bad)} of {len(done)} images not published: "
+                + "; ".join(f"{r.name}: {r.status}" for r in bad),
+                "verify them first (imagekit verify), or see the reasons above",
+            )
+
+
+# run -------------------------------------------------------------------------
+
+
+@app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def run_command(
+    image: Annotated[str, typer.Argument(help="A full image (any image for --shell / -- CMD).")],
+    command: Annotated[
+        list[str] | None, typer.Argument(help="After --: a command to run instead of a service.")
+    ] = None,
+    jupyter: Annotated[bool, typer.Option("--jupyter", help="JupyterLab (the default).")] = False,
+    ssh: Annotated[bool, typer.Option("--ssh", help="sshd, key only.")] = False,
+    tensorboard: Annotated[bool, typer.Option("--tensorboard", help="TensorBoard.")] = False,
+    shell: Annotated[bool, typer.Option("--shell", help="An interactive shell.")] = False,
+    authorized_keys: Annotated[
+        Path | None, typer.Option(help="Public keys for --ssh (default: ~/.ssh/id_*.pub).")
+    ] = None,
+    workspace: Annotated[
+        Path, typer.Option(help="Folder mounted at /workspace (default: here).")
+    ] = Path("."),
+    gpus: Annotated[GpusChoice, typer.Option(help="auto: GPUs when the engine has them.")] = (
+        GpusChoice.auto
+    ),
+    port: Annotated[
+        list[str] | None, typer.Option(help="HOST:CONTAINER port mapping (repeatable).")
+    ] = None,
+) -> None:
+    """Start JupyterLab, sshd or TensorBoard in an image (or a shell / a command)."""
+    from imagekit import workstation
+    from imagekit.engine import connect, engine_info
+
+    with _guard():
+        chosen = [
+            n
+            for n, on in (
+                ("jupyter", jupyter),
+                ("ssh", ssh),
+                ("tensorboard", tensorboard),
+                ("shell", shell),
+            )
+            if on
+        ]
+        if len(chosen) > 1 or (chosen and command):
+            raise InputError("pick one of --jupyter, --ssh, --tensorboard, --shell or -- CMD")
+        service = chosen[0] if chosen else ("command" if command else "jupyter")
+        if not workspace.is_dir():
+            raise InputError(f"--workspace {workspace} is not a folder")
+        ports = {}
+        for item in port or ():
+            host, sep, inside = item.partition(":")
+            if not sep or not host.isdigit() or not inside.isdigit():
+                raise InputError(f"--port {item!r} is not HOST:CONTAINER", "e.g. --port 18888:8888")
+            ports[int(inside)] = int(host)
+        client = connect()
+        use_gpus = gpus is GpusChoice.all or (
+            gpus is GpusChoice.auto and any("nvidia" in r for r in engine_info(client)["runtimes"])
+        )
+        if service in ("shell", "command"):
+            _exec_docker_run(
+                image, ["shell"] if service == "shell" else list(command or []), workspace, use_gpus
+            )
+        keys = authorized_keys or (workstation.default_public_key() if service == "ssh" else None)
+        request = workstation.RunRequest(
+            image=image,
+            service=service,
+            workspace=workspace,
+            gpus=use_gpus,
+            host_ports=ports,
+            user=workstation.host_user(),
+            authorized_keys=keys,
+        )
+        container = workstation.start(client, request)
+        try:
+            _say(f"started {container.short_id} ({service}); waiting for it to answer ...")
+            workstation.wait_ready(container, request)
+            output = container.exec_run(["id", "-un"]).output
+            name = output.decode().strip() if isinstance(output, bytes) else ""
+            typer.echo(workstation.how_to_reach(request, name or "user"))
+            _say("Ctrl-C stops and removes the container")
+            for chunk in container.logs(stream=True, follow=True, since=int(time.time())):
+                sys.stderr.write(chunk.decode("utf-8", "replace"))
+            container.reload()
+            raise InputError(f"the container stopped (exit {container.attrs['State']['ExitCode']})")
+        finally:
+            workstation.remove(container)
+
+
+def _exec_docker_run(image: str, args: list[str], workspace: Path, gpus: bool) -> None:
+    """Interactive runs belong to the docker CLI, which owns the terminal; replace this process."""
+    import shutil
+
+    from imagekit.workstation import SHM_BYTES, host_user
+
+    docker_cli = shutil.which("docker")
+    if docker_cli is None:
+        raise InputError("--shell and -- CMD need the docker CLI on PATH")
+    argv = [
+        docker_cli,
+        "run",
+        "--rm",
+        "-i",
+        "--shm-size",
+        str(SHM_BYTES),
+        "-v",
+        f"{workspace.resolve()}:/workspace",
+        "--label",
+        "io.imagekit.run-id=run-cli",
+    ]
+    if sys.stdin.isatty():
+        argv.append("-t")
+    if (user := host_user()) is not None:
+        argv += ["--user", user]
+    if gpus:
+        argv += ["--gpus", "all"]
+    os.execvp(docker_cli, [*argv, image, *args])
 
 
 def main() -> None:

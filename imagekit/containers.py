@@ -100,6 +100,9 @@ def run_probes(
                     entrypoint=[],  # full images start services by default; probes need none
                     labels={**labels, RUN_LABEL: labels.get(RUN_LABEL, "")},
                     shm_size=shm_bytes,
+                    # An init as PID 1: it reaps the DDP ranks, and a probe process that is
+                    # killed dies (signals to PID 1 itself would be ignored).
+                    init=True,
                     network_mode="none",  # probes need no network; DDP uses loopback
                     device_requests=requests_,
                     detach=True,

@@ -105,7 +105,10 @@ def write_context(
     folder.mkdir(parents=True)
     (folder / "Dockerfile").write_text(rendered.dockerfile, encoding="utf-8")
     for name, text in rendered.files.items():
-        (folder / name).write_text(text, encoding="utf-8")
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        # COPY keeps the mode a context file has: scripts must arrive executable.
+        path.chmod(0o755 if name.endswith(".sh") else 0o644)
     for name, path in _external_files(inputs).items():
         _link_or_copy(path, folder / name)
     (folder / PLAN_FILE).write_text(_plan_json(rendered, inputs), encoding="utf-8")

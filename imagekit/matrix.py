@@ -49,14 +49,21 @@ class Matrix:
     latest: Cell
     warnings: tuple[Problem, ...] = ()
 
-    def select(self, only: list[str] | None = None, flavour: str | None = None) -> list[ImagePlan]:
-        """The plans picked by `--only` selectors and `--flavour`; an error if none are."""
+    def select(
+        self,
+        only: list[str] | None = None,
+        flavour: str | None = None,
+        *,
+        allow_empty: bool = False,
+    ) -> list[ImagePlan]:
+        """The plans picked by `--only` selectors and `--flavour`; an error if none are,
+        unless `allow_empty` (a CI matrix may legitimately be empty)."""
         picked = [
             p
             for p in self.plans
             if matches(only or [], p) and (flavour is None or p.flavour == flavour)
         ]
-        if not picked:
+        if not picked and not allow_empty:
             names = ", ".join(c.id for c in self.cells)
             raise InputError(
                 f"no image matches --only {' '.join(only or [])} --flavour {flavour or 'any'}",

@@ -122,6 +122,15 @@ def requirements(plan: ImagePlan) -> dict[str, str]:
     return {"requirements-full.txt": _requirements_text(lines, f"full {cell.id}")}
 
 
+FULL_FILES = ("entrypoint.sh", "healthcheck.sh", "sshd_config.in")
+
+
+def full_files() -> dict[str, str]:
+    """The workstation files a full image carries (templates/full/), by context name."""
+    folder = templates_dir() / "full"
+    return {name: (folder / name).read_text(encoding="utf-8") for name in FULL_FILES}
+
+
 def _requirements_text(lines: list[str], what: str) -> str:
     head = f"# Rendered by imagekit for {what}; do not edit by hand.\n"
     return head + "".join(f"{line}\n" for line in lines)
@@ -132,6 +141,8 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
     options = options or RenderOptions()
     cell = plan.cell
     files = requirements(plan)
+    if plan.flavour == "full":
+        files |= full_files()
     slim_extra = (PYPI_INDEX_URL,) if plan.packages and plan.flavour == "slim" else ()
     labels = image_labels(plan, options)
     what = f"CUDA {cell.cuda}" if cell.cuda else "CPU"

@@ -25,6 +25,9 @@ def plan_row(plan: ImagePlan) -> dict[str, Any]:
         "tag": plan.tag,
         "aliases": list(plan.aliases),
         "reference": plan.reference,
+        "repository": plan.repository,
+        "slim_reference": plan.slim_reference,
+        "slim_tag": plan.slim_reference.rsplit(":", 1)[1],
         "min_driver": cell.min_driver or "",
         "gpu": cell.cuda is not None,
     }

@@ -71,6 +71,8 @@ def main() -> int:
                 report = skip(name, f"needs a GPU; running on {device} ({why})")
             else:
                 report = module.run(device, expected)
+            if not isinstance(report, dict) or report.get("status") is None:
+                raise TypeError(f"probe {name} returned no report")
         except Exception as exc:
             report = error(name, exc)
         emit({"event": "result", **report})

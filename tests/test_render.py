@@ -349,3 +349,42 @@ def test_ca_bundle_defaults_from_pip_cert_then_ssl_cert_file_then_requests(
 def test_a_ca_variable_naming_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"\$PIP_CERT names"):
         resolve_ca_bundle(None, {"PIP_CERT": str(tmp_path / "nope")})
+
+
+def test_full_carries_the_workstation_entrypoint_healthcheck_and_ports(
+    default_matrix: Matrix, tmp_path: Path
+) -> None:
+    rendered = render_image(plan_named(default_matrix, "2.15.0-cpu-py3.12-full"))
+    text = rendered.dockerfile
+    assert {"entrypoint.sh", "healthcheck.sh", "sshd_config.in"} <= set(rendered.files)
+    assert 'ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/imagekit-entrypoint"]' in text
+    assert 'CMD ["jupyter"]' in text
+    assert "EXPOSE 8888 6006 2222" in text
+    assert 'CMD ["/usr/local/bin/imagekit-healthcheck"]' in text
+    assert "libnss-wrapper" in text
+    folder = write_context(rendered, tmp_path)
+    assert (folder / "entrypoint.sh").stat().st_mode & 0o777 == 0o755
+    assert (folder / "sshd_config.in").stat().st_mode & 0o777 == 0o644
+    config = rendered.files["sshd_config.in"]
+    for line in (
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "PermitRootLogin no",
+        "X11Forwarding no",
+    ):
+        assert line in config
+
+
+def test_slim_has_no_entrypoint_ports_or_healthcheck(default_matrix: Matrix) -> None:
+    text = render_image(plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")).dockerfile
+    for word in ("EXPOSE", "HEALTHCHECK", "ENTRYPOINT", "jupyter", "sshd"):
+        assert word not in text
+    assert "chmod 2775 /home/ml" in text  # any --user UID:100 can write HOME
+
+
+def test_base_overrides_map_a_matrix_base_to_a_local_one(default_matrix: Matrix) -> None:
+    plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
+    options = RenderOptions(base_overrides=(("ubuntu:24.04", "imagekit-base/ubuntu:noble"),))
+    rendered = render_image(plan, options)
+    assert rendered.build_args == {"BASE_IMAGE": "imagekit-base/ubuntu:noble"}
+    assert rendered.labels["org.opencontainers.image.base.name"] == "imagekit-base/ubuntu:noble"

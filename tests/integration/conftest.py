@@ -81,7 +81,11 @@ def session(engine: docker.DockerClient) -> Iterator[Session]:
     namespace = repository.split("/")[0]  # also covers the -broken/ and -bake/ variants
     for image in engine.images.list():
         if any(t.split("/")[0].startswith(namespace) for t in image.tags):
-            engine.images.remove(image.id, force=True)
+            # A test that failed half-way may leave a container of the image running.
+            for container in engine.containers.list(all=True, filters={"ancestor": image.id}):
+                container.remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):
+                engine.images.remove(image.id, force=True)
     for image in engine.images.list(filters={"dangling": True}):
         if image.id not in before and image.labels.get("io.imagekit.stage"):
             with contextlib.suppress(docker.errors.APIError):
@@ -160,3 +164,20 @@ def demo_build(
     run = json.loads(first.stdout)["run_id"]
     records = {p.stem: json.loads(p.read_text()) for p in (results / run / "images").glob("*.json")}
     return DemoBuild(matrix, results, results / run, records, marker, first)
+
+
+@pytest.fixture(scope="session")
+def demo_verify(demo_build: DemoBuild, session: Session) -> dict:
+    """The demo matrix verified once."""
+    result = imagekit(
+        "verify",
+        "--matrix",
+        str(demo_build.matrix),
+        "--results",
+        str(demo_build.results),
+        "--json",
+    )
+    assert result.code == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    run = demo_build.results / data["run_id"]
+    return {"run": run, "data": data, "stderr": result.stderr}

@@ -45,23 +45,6 @@ def run(device, expected):
 """
 
 
-@pytest.fixture(scope="module")
-def demo_verify(demo_build: DemoBuild, session: Session) -> dict:
-    """The demo matrix verified once."""
-    result = imagekit(
-        "verify",
-        "--matrix",
-        str(demo_build.matrix),
-        "--results",
-        str(demo_build.results),
-        "--json",
-    )
-    assert result.code == 0, result.stderr[-3000:]
-    data = json.loads(result.stdout)
-    run = demo_build.results / data["run_id"]
-    return {"run": run, "data": data, "stderr": result.stderr}
-
-
 @pytest.fixture
 def probes_with(tmp_path: Path):
     """A copy of imagekit's probes plus extra probe files."""
@@ -272,7 +255,7 @@ def test_ctrl_c_keeps_finished_results_and_leaves_no_container(
             "--probes",
             "autograd,hang",
             "--timeout-s",
-            "300",
+            "15",
             "--no-structure",
             "--results",
             str(results),

@@ -1,0 +1,17 @@
+#!/bin/bash
+# HEALTHCHECK of imagekit full images: healthy when every service the entrypoint started answers.
+services=$(cat /tmp/imagekit/services 2>/dev/null) || { echo "no services started"; exit 0; }
+for service in $services; do
+    case "$service" in
+        jupyter)
+            curl -fsS -o /dev/null --max-time 4 "http://127.0.0.1:${JUPYTER_PORT:-8888}/api" \
+                || { echo "jupyter: no answer on ${JUPYTER_PORT:-8888}"; exit 1; } ;;
+        ssh)
+            (exec 3<>"/dev/tcp/127.0.0.1/${SSH_PORT:-2222}") 2>/dev/null \
+                || { echo "sshd: no answer on ${SSH_PORT:-2222}"; exit 1; } ;;
+        tensorboard)
+            curl -fsS -o /dev/null --max-time 4 "http://127.0.0.1:${TENSORBOARD_PORT:-6006}/" \
+                || { echo "tensorboard: no answer on ${TENSORBOARD_PORT:-6006}"; exit 1; } ;;
+    esac
+done
+echo "healthy:" $services

@@ -1,0 +1,402 @@
+"""imagekit publish against a real registry (Debian's docker-registry on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.integration.conftest import DemoBuild, Session, imagekit
+
+SLIM = "2.13.0-cpu-py3.11-slim"
+SLIM_TAG = "2.13.0-cpu-py3.11-slim"
+ALIAS = "2.13-cpu-slim"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        pytest.fail("docker-registry is not installed; run `make engine`")
+    folder = tmp_path_factory.mktemp("registry")
+    port = free_port()
+    config = folder / "config.yml"
+    config.write_text(
+        "version: 0.1\n"
+        "log: {level: warn}\n"
+        f"storage: {{filesystem: {{rootdirectory: {folder / 'data'}}}, "
+        "delete: {enabled: true}}\n"
+        f"http: {{addr: 127.0.0.1:{port}}}\n"
+    )
+    process = subprocess.Popen(
+        [binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    host = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://{host}/v2/", timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                process.kill()
+                pytest.fail("docker-registry did not start")
+            time.sleep(0.2)
+    yield host
+    process.terminate()
+    process.wait(timeout=10)
+
+
+class FaultyProxy:
+    """A proxy in front of the registry that answers some manifest PUTs with a fault."""
+
+    def __init__(self, upstream: str, status: int, times: int, body: bytes = b"") -> None:
+        self.upstream, self.status, self.remaining, self.body = upstream, status, times, body
+        self.faults = 0
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                data = self.rfile.read(length) if length else None
+                if self.command == "PUT" and "/manifests/" in self.path and proxy.remaining != 0:
+                    proxy.remaining -= 1
+                    proxy.faults += 1
+                    self.send_response(proxy.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(proxy.body)))
+                    self.end_headers()
+                    self.wfile.write(proxy.body)
+                    return
+                request = urllib.request.Request(
+                    f"http://{proxy.upstream}{self.path}",
+                    data=data,
+                    method=self.command,
+                    headers={k: v for k, v in self.headers.items() if k.lower() != "host"},
+                )
+                try:
+                    response = urllib.request.urlopen(request, timeout=120)
+                except urllib.error.HTTPError as exc:
+                    response = exc
+                body = response.read()
+                self.send_response(
+                    response.status if hasattr(response, "status") else response.code
+                )
+                for key, value in response.headers.items():
+                    if key.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        if key.lower() == "location":
+                            value = value.replace(proxy.upstream, f"127.0.0.1:{proxy.port}")
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def published(demo_verify: dict, demo_build: DemoBuild, registry: str) -> dict:
+    """The verified demo slim, published once to the module's registry."""
+    result = imagekit(
+        "publish",
+        "--matrix",
+        str(demo_build.matrix),
+        "--only",
+        SLIM,
+        "--registry",
+        registry,
+        "--results",
+        str(demo_build.results),
+        "--json",
+    )
+    assert result.code == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)["images"][0]
+
+
+def head_digest(reference: str) -> str:
+    host, _, rest = reference.partition("/")
+    path, _, tag = rest.rpartition(":")
+    request = urllib.request.Request(
+        f"http://{host}/v2/{path}/manifests/{tag}",
+        method="HEAD",
+        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return str(response.headers["Docker-Content-Digest"])
+
+
+def test_a_verified_image_is_pushed_and_its_digest_read_back(
+    published: dict, demo_build: DemoBuild, registry: str, session: Session
+) -> None:
+    assert published["status"] == "published"
+    assert published["image_id"] == demo_build.records[SLIM]["build"]["image_id"]
+    tags = {t["tag"]: t for t in published["tags"]}
+    versioned = f"{registry}/{session.repository}:{SLIM_TAG}"
+    assert tags[versioned]["status"] == "published"
+    assert tags[versioned]["digest"] == head_digest(versioned)
+    assert tags[f"{registry}/{session.repository}:{ALIAS}"]["moved_from"] is None
+    manifest = json.loads(Path(published["manifest_file"]).read_text())
+    assert manifest["digest"] == tags[versioned]["digest"]
+    assert any(
+        p["name"] == "torch" and p["version"] == "2.13.0+cpu" for p in manifest["python_packages"]
+    )
+    assert any(p["name"] == "libc6" for p in manifest["os_packages"])
+    sbom = json.loads(Path(published["sbom_file"]).read_text())
+    assert sbom["bomFormat"] == "CycloneDX"
+    assert sbom["metadata"]["component"]["version"] == tags[versioned]["digest"]
+    assert any(c["purl"].startswith("pkg:pypi/torch@2.13.0") for c in sbom["components"])
+
+
+def test_a_second_publish_of_the_same_image_is_a_no_op(
+    published: dict, demo_build: DemoBuild, registry: str, session: Session
+) -> None:
+    again = imagekit(
+        "publish",
+        "--matrix",
+        str(demo_build.matrix),
+        "--only",
+        SLIM,
+        "--registry",
+        registry,
+        "--results",
+        str(demo_build.results),
+        "--json",
+    )
+    assert again.code == 0, again.stderr[-2000:]
+    tags = {t["tag"]: t for t in json.loads(again.stdout)["images"][0]["tags"]}
+    versioned = tags[f"{registry}/{session.repository}:{SLIM_TAG}"]
+    assert versioned["status"] == "unchanged" and versioned["attempts"] == 0
+
+
+@pytest.mark.parametrize("case", ["no results", "failing results", "another image id"])
+def test_publishing_is_refused_without_passing_results_for_this_image(
+    case: str, demo_verify: dict, demo_build: DemoBuild, registry: str, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    source = demo_verify["run"] / "images" / f"{SLIM}.json"
+    if case != "no results":
+        record = json.loads(source.read_text())
+        if case == "failing results":
+            for probe in record["verify"]["probes"]:
+                if probe["probe"] == "autograd":
+                    probe["status"] = "fail"
+        else:
+            record["verify"]["image_id"] = "sha256:" + "0" * 64
+        (results / "run1" / "images").mkdir(parents=True)
+        (results / "run1" / "images" / f"{SLIM}.json").write_text(json.dumps(record))
+    result = imagekit(
+        "publish",
+        "--matrix",
+        str(demo_build.matrix),
+        "--only",
+        SLIM,
+        "--registry",
+        registry,
+        "--results",
+        str(results),
+        "--json",
+    )
+    assert result.code == 6
+    reasons = " ".join(json.loads(result.stdout)["images"][0]["reasons"])
+    expected = {
+        "no results": "no verify results for image",
+        "failing results": "autograd fail",
+        "another image id": "belong to other image ids",
+    }[case]
+    assert expected in reasons
+    assert "not published" in result.stderr
+
+
+def _push_other(engine: docker.DockerClient, slim_id: str, reference: str) -> str:
+    """Push another image (slim's layers, a different config) as `reference`."""
+    import io
+    import tarfile
+
+    dockerfile = f"FROM {slim_id}\nLABEL io.imagekit.test-other=1\n".encode()
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as archive:
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        archive.addfile(info, io.BytesIO(dockerfile))
+    context.seek(0)
+    image, _ = engine.images.build(
+        fileobj=context, custom_context=True, rm=True, labels={"io.imagekit.test": "1"}
+    )
+    repository, _, tag = reference.rpartition(":")
+    image.tag(repository, tag)
+    for item in engine.api.push(repository, tag, stream=True, decode=True):
+        assert "error" not in item, item
+    engine.images.remove(reference)
+    return str(image.id)
+
+
+def test_a_versioned_tag_with_other_content_is_never_overwritten(
+    published: dict,
+    demo_build: DemoBuild,
+    registry: str,
+    session: Session,
+    engine: docker.DockerClient,
+) -> None:
+    slim_id = demo_build.records[SLIM]["build"]["image_id"]
+    other = _push_other(engine, slim_id, f"{registry}/taken/{session.repository}:{SLIM_TAG}")
+    result = imagekit(
+        "publish",
+        "--matrix",
+        str(demo_build.matrix),
+        "--only",
+        SLIM,
+        "--registry",
+        f"{registry}/taken",
+        "--results",
+        str(demo_build.results),
+        "--json",
+    )
+    assert result.code == 6
+    reason = json.loads(result.stdout)["images"][0]["reasons"][0]
+    assert "already exists with other content" in reason
+    assert other in reason and slim_id in reason
+    engine.images.remove(other, force=True)
+
+
+def test_an_alias_move_is_recorded_with_the_old_digest(
+    published: dict,
+    demo_build: DemoBuild,
+    registry: str,
+    session: Session,
+    engine: docker.DockerClient,
+) -> None:
+    slim_id = demo_build.records[SLIM]["build"]["image_id"]
+    alias = f"{registry}/moving/{session.repository}:{ALIAS}"
+    other = _push_other(engine, slim_id, alias)
+    old = head_digest(alias)
+    result = imagekit(
+        "publish",
+        "--matrix",
+        str(demo_build.matrix),
+        "--only",
+        SLIM,
+        "--registry",
+        f"{registry}/moving",
+        "--results",
+        str(demo_build.results),
+        "--json",
+    )
+    assert result.code == 0, result.stderr[-2000:]
+    tags = {t["tag"]: t for t in json.loads(result.stdout)["images"][0]["tags"]}
+    assert tags[alias]["moved_from"] == old
+    assert tags[alias]["digest"] == head_digest(alias) != old
+    engine.images.remove(other, force=True)
+
+
+def test_a_503_once_is_retried_and_the_attempts_recorded(
+    published: dict, demo_build: DemoBuild, registry: str, session: Session
+) -> None:
+    proxy = FaultyProxy(registry, 503, times=1, body=b'{"errors":[{"code":"UNAVAILABLE"}]}')
+    try:
+        result = imagekit(
+            "publish",
+            "--matrix",
+            str(demo_build.matrix),
+            "--only",
+            SLIM,
+            "--registry",
+            f"127.0.0.1:{proxy.port}",
+            "--results",
+            str(demo_build.results),
+            "--backoff-s",
+            "0.5",
+            "--json",
+        )
+    finally:
+        proxy.close()
+    assert result.code == 0, result.stderr[-2000:]
+    assert proxy.faults == 1
+    tags = json.loads(result.stdout)["images"][0]["tags"]
+    retried = [t for t in tags if t.get("attempts", 0) == 2]
+    assert len(retried) == 1 and "503" in retried[0]["errors"][0]
+
+
+def test_a_denied_push_fails_at_once_without_retries(
+    published: dict, demo_build: DemoBuild, registry: str
+) -> None:
+    denied = (
+        b'{"errors":[{"code":"DENIED","message":"requested access to the resource is denied"}]}'
+    )
+    proxy = FaultyProxy(registry, 403, times=-1, body=denied)
+    try:
+        result = imagekit(
+            "publish",
+            "--matrix",
+            str(demo_build.matrix),
+            "--only",
+            SLIM,
+            "--registry",
+            f"127.0.0.1:{proxy.port}",
+            "--results",
+            str(demo_build.results),
+            "--json",
+        )
+    finally:
+        proxy.close()
+    assert result.code == 6
+    image = json.loads(result.stdout)["images"][0]
+    assert image["status"] == "failed"
+    failed = [t for t in image["tags"] if t["status"] == "failed"]
+    assert failed[0]["attempts"] == 1 and failed[0]["error"].startswith("permanent:")
+    assert "denied" in failed[0]["error"]
+
+
+def test_a_registry_that_is_down_fails_with_a_clear_error_and_nothing_pushed(
+    demo_verify: dict, demo_build: DemoBuild
+) -> None:
+    result = imagekit(
+        "publish",
+        "--matrix",
+        str(demo_build.matrix),
+        "--only",
+        SLIM,
+        "--registry",
+        f"127.0.0.1:{free_port()}",
+        "--results",
+        str(demo_build.results),
+        "--json",
+    )
+    assert result.code == 6
+    image = json.loads(result.stdout)["images"][0]
+    assert image["status"] == "failed" and image["tags"] == []
+    assert "cannot reach the registry" in image["reasons"][-1]
+
+
+def test_tags_lists_versioned_tags_and_aliases(demo_build: DemoBuild, session: Session) -> None:
+    result = imagekit("tags", "--matrix", str(demo_build.matrix), "--json")
+    assert result.code == 0
+    rows = {(r["tag"], r["kind"]) for r in json.loads(result.stdout)}
+    assert (f"{session.repository}:{SLIM_TAG}", "versioned") in rows
+    assert (f"{session.repository}:latest", "alias") in rows
