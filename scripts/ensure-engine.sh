@@ -54,10 +54,15 @@ install_buildx() {
     apt_install -t trixie docker-buildx
 }
 
-# mmdebstrap makes the locally bootstrapped base images (imagekit base bootstrap).
-if ! command -v mmdebstrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing mmdebstrap"
-    apt_install mmdebstrap
+# Tools beside the engine: mmdebstrap makes the locally bootstrapped base images (imagekit base
+# bootstrap); docker-registry is the real registry the publish tests start on 127.0.0.1.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    for tool in mmdebstrap docker-registry; do
+        if ! command -v "$tool" >/dev/null 2>&1; then
+            say "installing $tool"
+            apt_install "$tool"
+        fi
+    done
 fi
 
 if engine_answers; then

@@ -79,13 +79,18 @@ def session(engine: docker.DockerClient) -> Iterator[Session]:
     for container in engine.containers.list(all=True, filters={"label": "io.imagekit.test"}):
         container.remove(force=True)
     namespace = repository.split("/")[0]  # also covers the -broken/ and -bake/ variants
-    for image in engine.images.list():
-        if any(t.split("/")[0].startswith(namespace) for t in image.tags):
-            # A test that failed half-way may leave a container of the image running.
-            for container in engine.containers.list(all=True, filters={"ancestor": image.id}):
-                container.remove(force=True)
-            with contextlib.suppress(docker.errors.NotFound):
-                engine.images.remove(image.id, force=True)
+
+    def made_here(image: docker.models.images.Image) -> bool:
+        named = any(namespace in t for t in image.tags)  # also 127.0.0.1:PORT/<namespace>...
+        return named or image.labels.get("io.imagekit.test") == "1"
+
+    mine = [i for i in engine.images.list() if made_here(i)]
+    # Children before parents; a test that failed half-way may leave a container running.
+    for image in sorted(mine, key=lambda i: i.attrs["Created"], reverse=True):
+        for container in engine.containers.list(all=True, filters={"ancestor": image.id}):
+            container.remove(force=True)
+        with contextlib.suppress(docker.errors.APIError):
+            engine.images.remove(image.id, force=True)
     for image in engine.images.list(filters={"dangling": True}):
         if image.id not in before and image.labels.get("io.imagekit.stage"):
             with contextlib.suppress(docker.errors.APIError):

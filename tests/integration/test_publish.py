@@ -253,7 +253,6 @@ def _push_other(engine: docker.DockerClient, slim_id: str, reference: str) -> st
     image.tag(repository, tag)
     for item in engine.api.push(repository, tag, stream=True, decode=True):
         assert "error" not in item, item
-    engine.images.remove(reference)
     return str(image.id)
 
 
