@@ -22,6 +22,7 @@ from pathlib import Path
 
 import docker
 
+from imagekit.context import file_sha256
 from imagekit.engine import engine_errors
 from imagekit.errors import ExitCode, ImagekitError, InputError
 
@@ -63,14 +64,6 @@ def distribution(suite: str) -> str:
     raise InputError(f"unknown suite {suite!r}", f"known suites: {known}")
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def image_config(request: BootstrapRequest, layer_sha: str, created: str) -> bytes:
     """The image config: one layer, a PATH, a shell; canonical JSON so it hashes stably."""
     config = {
@@ -100,7 +93,7 @@ def image_config(request: BootstrapRequest, layer_sha: str, created: str) -> byt
 
 def _docker_archive(rootfs_tar: Path, config: bytes, tag: str, out: Path) -> str:
     """Write a docker-archive holding one layer; returns the image id."""
-    layer_sha = _sha256_file(rootfs_tar)
+    layer_sha = file_sha256(rootfs_tar)
     config_sha = hashlib.sha256(config).hexdigest()
     manifest = [
         {"Config": f"{config_sha}.json", "RepoTags": [tag], "Layers": [f"{layer_sha}/layer.tar"]}
@@ -175,7 +168,7 @@ def bootstrap(client: docker.DockerClient, request: BootstrapRequest) -> str:
                 f"mmdebstrap failed for {request.suite} (exit {done.returncode}):\n{tail}",
                 "check --mirror (it must serve this suite) and that you are root",
             )
-        config = image_config(request, _sha256_file(rootfs), created)
+        config = image_config(request, file_sha256(rootfs), created)
         archive = Path(tmp) / "image.tar"
         image_id = _docker_archive(rootfs, config, request.tag, archive)
         rootfs.unlink()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import tarfile
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import requests.exceptions
 
 from imagekit.engine import RUN_LABEL, engine_errors
 from imagekit.errors import EngineUnavailableError
+from imagekit.probes import runner_command
 
 PROBE_DIR = "/tmp/imagekit-probes"
 KILL_GRACE_S = 10
@@ -78,16 +78,7 @@ def run_probes(
     labels: dict[str, str],
 ) -> ContainerRun:
     """Run `probes` in one container of `image`; the container is gone when this returns."""
-    command = [
-        "python3",
-        f"{PROBE_DIR}/_runner.py",
-        "--device",
-        device,
-        "--probes",
-        ",".join(probes),
-        "--expected",
-        json.dumps(expected, sort_keys=True),
-    ]
+    command = runner_command("python3", PROBE_DIR, probes, dict(expected), device)
     requests_ = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else []
     started = time.monotonic()
     container = None

@@ -33,7 +33,8 @@ class ContextInputs:
     ca_bundle: Path | None = None
 
 
-def _file_digest(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in blocks (wheels are big)."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -65,7 +66,7 @@ def input_hash(
     for name, text in rendered.files.items():
         entries[name] = hashlib.sha256(text.encode()).hexdigest()
     for name, path in _external_files(inputs).items():
-        entries[name] = _file_digest(path)
+        entries[name] = file_sha256(path)
     document = {
         "files": dict(sorted(entries.items())),
         "build_args": rendered.build_args,

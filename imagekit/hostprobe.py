@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from imagekit.probes import RUNNER, RunnerOutput, parse_events
+from imagekit.probes import RunnerOutput, parse_events, runner_command
 
 
 def run_host(
@@ -26,18 +26,9 @@ def run_host(
     python: str | None = None,
 ) -> tuple[RunnerOutput, float]:
     """Run `probes` with `python` (default: this interpreter); results and wall seconds."""
-    import json
-
-    command = [
-        python or sys.executable,
-        str(probes_dir / RUNNER),
-        "--device",
-        device,
-        "--probes",
-        ",".join(probes),
-        "--expected",
-        json.dumps(expected, sort_keys=True),
-    ]
+    command = runner_command(
+        python or sys.executable, str(probes_dir), probes, dict(expected), device
+    )
     started = time.monotonic()
     process = subprocess.Popen(
         command,

@@ -84,6 +84,22 @@ def select(available: dict[str, ProbeSpec], asked: list[str] | None) -> list[Pro
     return [available[n] for n in names]
 
 
+def runner_command(
+    python: str, probes_dir: str, probes: list[str], expected: dict[str, Any], device: str
+) -> list[str]:
+    """The command line that runs `probes` through the runner, in a container or here."""
+    return [
+        python,
+        f"{probes_dir}/{RUNNER}",
+        "--device",
+        device,
+        "--probes",
+        ",".join(probes),
+        "--expected",
+        json.dumps(expected, sort_keys=True),
+    ]
+
+
 def expected_from_labels(labels: dict[str, str], *, container: bool = True) -> dict[str, Any]:
     """What the env probe compares against, from an image's own imagekit labels."""
     get = labels.get

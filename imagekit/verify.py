@@ -112,35 +112,28 @@ class VerifyRun:
         expected = expected_from_labels(labels)
         run_labels = {RUN_LABEL: self.run.run_id, "io.imagekit.image": target.name}
         shm = max([self.settings.shm_bytes, *(s.shm_bytes for s in chosen)])
-        try:
-            outcome = run_probes(
+
+        def probe_run(gpus: bool) -> Any:
+            return run_probes(
                 self.client,
                 facts.id,
                 self.settings.probes_dir,
                 names,
                 expected,
-                device="cuda" if self.use_gpus else "cpu",
-                gpus=self.use_gpus,
+                device="cuda" if gpus else "cpu",
+                gpus=gpus,
                 timeout_s=timeout_s,
                 shm_bytes=shm,
                 labels=run_labels,
             )
+
+        try:
+            outcome = probe_run(self.use_gpus)
         except GpuUnavailableError:
             if self.settings.gpus != "auto":
                 raise
-            self.use_gpus = False
-            outcome = run_probes(
-                self.client,
-                facts.id,
-                self.settings.probes_dir,
-                names,
-                expected,
-                device="cpu",
-                gpus=False,
-                timeout_s=timeout_s,
-                shm_bytes=shm,
-                labels=run_labels,
-            )
+            self.use_gpus = False  # --gpus auto: the CPU probes still tell a lot
+            outcome = probe_run(False)
         parsed = parse_events(
             outcome.stdout,
             names,

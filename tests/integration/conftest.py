@@ -86,13 +86,21 @@ def session(engine: docker.DockerClient) -> Iterator[Session]:
 
     mine = [i for i in engine.images.list() if made_here(i)]
     # Children before parents; a test that failed half-way may leave a container running.
+    # Tags are removed one by one: an image that also carries a tag this session did not make
+    # (a base image, say) keeps that tag and stays.
     for image in sorted(mine, key=lambda i: i.attrs["Created"], reverse=True):
         for container in engine.containers.list(all=True, filters={"ancestor": image.id}):
             container.remove(force=True)
-        with contextlib.suppress(docker.errors.APIError):
-            engine.images.remove(image.id, force=True)
+        ours = [t for t in image.tags if namespace in t]
+        for tag in ours or [image.id]:
+            with contextlib.suppress(docker.errors.APIError):
+                engine.api.remove_image(tag, force=not ours)
+    # Build stages, and images left untagged above, that appeared during this session.
     for image in engine.images.list(filters={"dangling": True}):
-        if image.id not in before and image.labels.get("io.imagekit.stage"):
+        labels = image.labels
+        if image.id not in before and (
+            labels.get("io.imagekit.stage") or labels.get("io.imagekit.cell")
+        ):
             with contextlib.suppress(docker.errors.APIError):
                 engine.images.remove(image.id, force=True)
 
