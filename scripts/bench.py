@@ -73,14 +73,27 @@ def venv_bytes(client: docker.DockerClient, image: str) -> int:
     return int(out.decode().split()[0])
 
 
-def remove_images(client: docker.DockerClient, repository: str) -> None:
-    """Remove the bench's images, children before parents."""
-    mine = [i for i in client.images.list() if any(t.startswith(repository) for t in i.tags)]
-    for image in sorted(mine, key=lambda i: i.attrs["Created"], reverse=True):
-        try:
-            client.images.remove(image.id, force=True)
-        except docker.errors.APIError as exc:
-            print(f"bench: could not remove {image.tags}: {exc}", file=sys.stderr)
+def remove_images(client: docker.DockerClient, repository: str, before: set[str]) -> None:
+    """Remove the bench's images and the build stages it left (which are their children),
+    in passes until nothing more goes."""
+    while True:
+        mine = [
+            i
+            for i in client.images.list(all=True)
+            if any(t.startswith(repository) for t in i.tags)
+            or (i.id not in before and not i.tags and i.labels.get("io.imagekit.stage"))
+        ]
+        removed = 0
+        for image in mine:
+            try:
+                client.images.remove(image.id, force=True)
+                removed += 1
+            except docker.errors.APIError:
+                continue  # a child still holds it; the next pass gets it
+        if not mine or not removed:
+            for image in mine:
+                print(f"bench: could not remove {image.tags}", file=sys.stderr)
+            return
 
 
 def verify_json(image: str, results: Path, *args: str) -> dict:
@@ -147,6 +160,7 @@ def main() -> int:
 
     client = docker.from_env(version="auto", timeout=1800)
     repository = f"imagekit-bench-{secrets.token_hex(3)}/pytorch"
+    before = {i.id for i in client.images.list(all=True)}
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="imagekit-bench-") as tmp:
         work = Path(tmp)
@@ -189,7 +203,7 @@ def main() -> int:
             verify = verify_figures(client, slim_ref, work)
         finally:
             probe.write_text(original)
-            remove_images(client, repository)
+            remove_images(client, repository, before)
 
     figures = {
         "cold_build_s": round(cold_s, 1),
