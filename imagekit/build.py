@@ -20,7 +20,7 @@ import docker
 from imagekit.build_stream import BuildLog
 from imagekit.builders import Builder, BuildRequest
 from imagekit.context import ContextInputs, input_hash, write_context
-from imagekit.engine import INPUT_HASH_LABEL, MANAGED_LABEL, history, inspect_image
+from imagekit.engine import INPUT_HASH_LABEL, MANAGED_LABEL, history, inspect_image, pull_image
 from imagekit.events import Event, EventSink
 from imagekit.plan import ImagePlan
 from imagekit.render import RenderOptions, render_image
@@ -41,6 +41,9 @@ class BuildSettings:
     jobs: int = 1
     no_cache: bool = False
     fail_fast: bool = False
+    # Pull a missing base image (where a registry is reachable, e.g. CI); off by default so
+    # that an air-gapped build fails at once with a hint instead of waiting on DNS.
+    pull: bool = False
     extra_labels: tuple[tuple[str, str], ...] = ()
 
 
@@ -135,14 +138,21 @@ class BuildRun:
         rendered = render_image(plan, s.options)
         parent_ref = rendered.build_args.get("BASE_IMAGE") or rendered.build_args["SLIM_IMAGE"]
         parent = inspect_image(self.client, parent_ref)
+        pulled = ""
+        if parent is None and s.pull and plan.flavour == "slim":
+            pulled = pull_image(self.client, parent_ref)
+            parent = inspect_image(self.client, parent_ref)
         if parent is None:
             what = "base image" if plan.flavour == "slim" else "slim image of this cell"
             hint = (
-                "bootstrap one (`imagekit base bootstrap`) or map it with --base-override"
+                "pull it with --pull, bootstrap one (`imagekit base bootstrap`) or map it "
+                "with --base-override"
                 if plan.flavour == "slim"
                 else "build the slim flavour first (drop --flavour full)"
             )
             result.message = f"the {what} {parent_ref} is not in the engine; {hint}"
+            if pulled:
+                result.message += f" (pull failed: {pulled})"
             return result
         digest = input_hash(rendered, s.inputs, {"parent_image_id": parent.id})
         result.input_hash = digest

@@ -358,6 +358,9 @@ def build_command(
     jobs: Annotated[int, typer.Option(min=1, max=32, help="Images built at once.")] = 1,
     no_cache: Annotated[bool, typer.Option(help="Rebuild every step.")] = False,
     fail_fast: Annotated[bool, typer.Option(help="Stop at the first failed image.")] = False,
+    pull: Annotated[
+        bool, typer.Option(help="Pull a base image the engine lacks (needs a registry).")
+    ] = False,
     wheelhouse: WheelhouseOption = None,
     ca_cert: CaCertOption = None,
     no_ca_cert: NoCaCertOption = False,
@@ -412,6 +415,7 @@ def build_command(
             jobs=jobs,
             no_cache=no_cache,
             fail_fast=fail_fast,
+            pull=pull,
             extra_labels=tuple(extra_labels.items()),
         )
         chosen = BuildxBuilder() if use_buildx else SdkBuilder(client)

@@ -102,6 +102,21 @@ def inspect_image(client: docker.DockerClient, reference: str) -> ImageFacts | N
             raise
 
 
+def pull_image(client: docker.DockerClient, reference: str) -> str:
+    """Pull `reference`; "" when it worked, else the engine's reason."""
+    name, sep, tag = reference.rpartition(":")
+    if not sep or "/" in tag:
+        name, tag = reference, "latest"
+    with engine_errors(f"pulling {reference}"):
+        try:
+            for item in client.api.pull(name, tag, stream=True, decode=True):
+                if "error" in item or "errorDetail" in item:
+                    return str((item.get("errorDetail") or {}).get("message") or item["error"])
+        except docker.errors.APIError as exc:
+            return _short(exc)
+    return ""
+
+
 @dataclass(frozen=True)
 class Layer:
     """One layer of an image's history: the instruction that made it and its size."""

@@ -208,6 +208,7 @@ def run_build(
     jobs: int = 1,
     fail_fast: bool = False,
     no_cache: bool = False,
+    pull: bool = False,
 ) -> Outcome:
     settings = BuildSettings(
         options=RenderOptions(),
@@ -216,6 +217,7 @@ def run_build(
         jobs=jobs,
         fail_fast=fail_fast,
         no_cache=no_cache,
+        pull=pull,
     )
     run = RunFolder.create(tmp_path / "results")
     events: list[Event] = []
@@ -587,3 +589,34 @@ def test_finished_event_carries_the_build_log_for_github_folding(
     assert lines[start + 1 : end] == run.log_file(CPU_SLIM).read_text().splitlines()
     assert "ERROR: No matching distribution found for torch==9.9.9" in lines[start:end]
     assert lines[-1] == f"{CPU_FULL}: not built: its slim image failed ({PIP_FAILURE})"
+
+
+# Pulling a missing base -------------------------------------------------------------
+
+
+def test_a_missing_base_is_pulled_only_when_asked(
+    tmp_path: Path, engine: FakeEngine, cpu: list[ImagePlan], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    del engine.images[CPU_BASE]
+    pulls: list[str] = []
+
+    def fake_pull(client: object, reference: str) -> str:
+        pulls.append(reference)
+        engine.add(reference, "sha256:" + "d" * 64)
+        return ""
+
+    monkeypatch.setattr(build, "pull_image", fake_pull)
+    without = run_build(tmp_path / "a", FakeBuilder(engine), cpu[:1])
+    assert without.by_name(CPU_SLIM).status == FAILED and pulls == []
+    assert "--pull" in without.by_name(CPU_SLIM).message
+    pulled = run_build(tmp_path / "b", FakeBuilder(engine), cpu[:1], pull=True)
+    assert pulls == [CPU_BASE] and pulled.by_name(CPU_SLIM).status == BUILT
+
+
+def test_a_failed_pull_is_named_in_the_failure(
+    tmp_path: Path, engine: FakeEngine, cpu: list[ImagePlan], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    del engine.images[CPU_BASE]
+    monkeypatch.setattr(build, "pull_image", lambda client, ref: "dial tcp: lookup registry")
+    done = run_build(tmp_path, FakeBuilder(engine), cpu[:1], pull=True)
+    assert "pull failed: dial tcp: lookup registry" in done.by_name(CPU_SLIM).message
