@@ -1,0 +1,30 @@
+"""The `imagekit` command line: parse options, call one function, print, map errors to exit codes.
+
+stdout carries data (tables, `--json`); stderr carries messages for people.
+Expected failures print one message with a hint and exit with their kind's code;
+`--debug` adds the traceback. Each module registers its commands on the one app;
+none imports docker or jinja2 at start-up (`imagekit probe` runs without them).
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib import import_module
+
+from imagekit.cli.common import app, say
+from imagekit.errors import ExitCode
+
+# Each module registers its commands; this order is the order `imagekit --help` lists them.
+for _module in ("matrix", "build", "verify", "publish", "run"):
+    import_module(f"imagekit.cli.{_module}")
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        say("interrupted")
+        sys.exit(int(ExitCode.INTERRUPTED))

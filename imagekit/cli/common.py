@@ -1,0 +1,213 @@
+"""What the CLI's commands share: the app, error handling and exit codes, common options,
+the render inputs of render/build/bake, and the progress views."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from imagekit import __version__
+from imagekit.errors import (
+    ExitCode,
+    ImagekitError,
+    InputError,
+)
+
+if TYPE_CHECKING:  # imported lazily: `imagekit probe` must not load jinja2 or docker
+    from imagekit.context import ContextInputs
+    from imagekit.render import RenderOptions
+
+app = typer.Typer(
+    name="imagekit",
+    help="Build and validate PyTorch GPU container images from a version matrix.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+)
+compat_app = typer.Typer(help="Show and explain the compatibility data.", no_args_is_help=False)
+app.add_typer(compat_app, name="compat")
+
+
+@dataclass
+class _State:
+    debug: bool = False
+
+
+STATE = _State()
+
+MatrixOption = Annotated[
+    Path, typer.Option("--matrix", "-m", help="The matrix file.", show_default=True)
+]
+OnlyOption = Annotated[
+    list[str] | None,
+    typer.Option("--only", help="Pick images by name, cell id or tag prefix (repeatable)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+
+
+class FlavourChoice(StrEnum):
+    slim = "slim"
+    full = "full"
+
+
+class MatrixFormat(StrEnum):
+    table = "table"
+    json = "json"
+    github = "github"
+
+
+FlavourOption = Annotated[
+    FlavourChoice | None, typer.Option("--flavour", help="Only this flavour.")
+]
+
+
+def say(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+@contextmanager
+def guard() -> Iterator[None]:
+    """Turn expected failures into a message and an exit code."""
+    try:
+        yield
+    except ImagekitError as exc:
+        if STATE.debug:
+            traceback.print_exc()
+        say(f"error: {exc.format()}")
+        raise typer.Exit(int(exc.exit_code)) from None
+    except KeyboardInterrupt:
+        say("interrupted")
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"imagekit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    STATE.debug = debug
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+# inputs shared by render, build and bake ------------------------------------------
+
+WheelhouseOption = Annotated[
+    Path | None, typer.Option(help="Install from these wheels only (offline).")
+]
+CaCertOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Extra CA bundle for pip (builder stages only). "
+        "Default: $PIP_CERT, $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE."
+    ),
+]
+NoCaCertOption = Annotated[bool, typer.Option(help="Use no extra CA bundle.")]
+PipIndexOption = Annotated[str | None, typer.Option(help="Mirror for every package index.")]
+ExtraIndexOption = Annotated[
+    list[str] | None, typer.Option(help="Additional package index (repeatable).")
+]
+CreatedOption = Annotated[str | None, typer.Option(help="org.opencontainers.image.created")]
+RevisionOption = Annotated[str | None, typer.Option(help="org.opencontainers.image.revision")]
+BaseOverrideOption = Annotated[
+    list[str] | None,
+    typer.Option(help="Use a local base instead: IMAGE=LOCAL_IMAGE (repeatable)."),
+]
+
+
+def render_inputs(
+    wheelhouse: Path | None,
+    ca_cert: Path | None,
+    no_ca_cert: bool,
+    pip_index_url: str | None,
+    extra_index_url: list[str] | None,
+    buildkit: bool,
+    created: str | None,
+    revision: str | None,
+    base_override: list[str] | None,
+) -> tuple[RenderOptions, ContextInputs]:
+    """Check the render options a user gave and turn them into values."""
+    from imagekit.context import ContextInputs, resolve_ca_bundle
+    from imagekit.render import RenderOptions
+
+    ca = None if no_ca_cert else resolve_ca_bundle(ca_cert)
+    if wheelhouse is not None and not wheelhouse.is_dir():
+        raise InputError(f"--wheelhouse {wheelhouse} is not a folder")
+    overrides = []
+    for item in base_override or ():
+        source, sep, target = item.partition("=")
+        if not sep or not source or not target:
+            raise InputError(
+                f"--base-override {item!r} is not IMAGE=LOCAL_IMAGE",
+                "e.g. --base-override ubuntu:24.04=imagekit-base/ubuntu:noble",
+            )
+        overrides.append((source, target))
+    options = RenderOptions(
+        wheelhouse=wheelhouse is not None,
+        ca_bundle=ca is not None,
+        pip_index_url=pip_index_url,
+        extra_index_urls=tuple(extra_index_url or ()),
+        buildkit=buildkit,
+        created=created,
+        revision=revision,
+        base_overrides=tuple(overrides),
+    )
+    return options, ContextInputs(wheelhouse=wheelhouse, ca_bundle=ca)
+
+
+ResultsOption = Annotated[
+    Path, typer.Option(help="Folder that receives results/<run-id>/.", envvar="IMAGEKIT_RESULTS")
+]
+
+
+class GpusChoice(StrEnum):
+    auto = "auto"
+    all = "all"
+    none = "none"
+
+
+ProbesOption = Annotated[
+    str | None, typer.Option(help="Comma-separated probes (default: all that apply).")
+]
+TimeoutOption = Annotated[
+    float | None, typer.Option(help="Time limit per image in seconds (default: from the probes).")
+]
+
+
+@contextmanager
+def event_view() -> Iterator[Any]:
+    """A live table on a terminal, plain lines otherwise."""
+    from imagekit.events import LiveView, PlainView
+
+    if sys.stderr.isatty() and os.environ.get("CI") is None:
+        with LiveView() as view:
+            yield view
+    else:
+        yield PlainView()
+
+
+def plain_view() -> Any:
+    from imagekit.events import PlainView
+
+    return PlainView()
