@@ -18,7 +18,19 @@ from typing import Any
 from imagekit.errors import InputError
 
 STATUSES = ("pass", "fail", "skip", "error", "timeout")
-DEFAULT_PROBES = ("env", "autograd", "matmul", "higher_order", "ddp", "cudnn")
+DEFAULT_PROBES = (
+    "env",
+    "cuda_stack",
+    "autograd",
+    "matmul",
+    "higher_order",
+    "ddp",
+    "cudnn",
+    "cuda_extension",
+)
+# The rungs of verification, lowest first: `static` inspects the image's stack without running a
+# workload, `cpu` runs the workloads on the CPU, `gpu` on a GPU. Each probe belongs to one.
+LEVELS = ("static", "cpu", "gpu")
 MIN_SHM_BYTES = 1 << 30
 RUNNER = "_runner.py"
 
@@ -33,6 +45,7 @@ class ProbeSpec:
     timeout_s: float
     flavours: tuple[str, ...]
     shm_bytes: int = 0
+    level: str = "cpu"
 
 
 def read_spec(path: Path) -> ProbeSpec:
@@ -49,9 +62,17 @@ def read_spec(path: Path) -> ProbeSpec:
                     f"{path}:{node.lineno}: PROBE must be a plain literal ({exc})",
                     "write numbers and strings out; no expressions",
                 ) from None
+            needs_gpu = bool(data.get("needs_gpu", False))
+            level = str(data.get("level", "gpu" if needs_gpu else "cpu"))
+            if level not in LEVELS:
+                raise InputError(
+                    f"{path}:{node.lineno}: PROBE level {level!r} is not one of {LEVELS}",
+                    "static: inspects without a workload; cpu: runs on a CPU; gpu: needs a GPU",
+                )
             return ProbeSpec(
                 name=str(data["name"]),
-                needs_gpu=bool(data.get("needs_gpu", False)),
+                needs_gpu=needs_gpu,
+                level=level,
                 min_gpus=int(data.get("min_gpus", 0)),
                 timeout_s=float(data.get("timeout_s", 120)),
                 flavours=tuple(data.get("flavours", ("slim", "full"))),

@@ -11,6 +11,7 @@ from _probekit import Recorder, main_for
 
 PROBE = {
     "name": "env",
+    "level": "static",
     "needs_gpu": False,
     "min_gpus": 0,
     "timeout_s": 60,
@@ -60,7 +61,8 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     shm = os.statvfs("/dev/shm")
     facts["shm_bytes"] = shm.f_frsize * shm.f_blocks
     facts["cuda_available"] = torch.cuda.is_available()
-    facts["arch_list"] = torch.cuda.get_arch_list() if torch.version.cuda else []
+    # The compiled list, read from the binary: get_arch_list() is empty without a GPU.
+    facts["arch_list"] = torch._C._cuda_getArchFlags().split() if torch.version.cuda else []
     cudnn_runtime = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     facts["cudnn"] = cudnn_text(cudnn_runtime)
     try:
@@ -94,7 +96,9 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     if want("python"):
         rec.equal("python", ".".join(facts["python"].split(".")[:2]), want("python"))
     if want("cudnn"):
-        rec.equal("cuDNN runtime version", facts["cudnn"], want("cudnn"))
+        # The library reports major.minor.patch; the label carries the wheel's 4-part version.
+        expect = ".".join(str(want("cudnn")).split(".")[:3])
+        rec.equal("cuDNN runtime version", facts["cudnn"], expect)
     if facts["cudnn"] and facts["cudnn_compiled"]:
         # A second cuDNN earlier on the library path shows up here as a different version.
         same = facts["cudnn_compiled"].split(".")[:2] == facts["cudnn"].split(".")[:2]
@@ -105,13 +109,6 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
         )
     if want("nccl"):
         rec.equal("NCCL version", facts["nccl"], want("nccl"))
-    if want("archs"):
-        missing = [a for a in want("archs") if a not in facts["arch_list"]]
-        rec.check(
-            "compiled GPU architectures cover the label",
-            not missing,
-            f"missing {missing}; compiled {facts['arch_list']}",
-        )
     if want("glibc_floor"):
         seen = facts["glibc"].split()[-1] if facts["glibc"] else "0"
         ok = tuple(map(int, seen.split("."))) >= tuple(map(int, want("glibc_floor").split(".")))

@@ -22,17 +22,42 @@ PROBES = probes_dir()
 
 def test_probe_metadata_is_read_without_importing_torch() -> None:
     specs = discover(PROBES)
-    assert set(specs) == {"env", "autograd", "matmul", "higher_order", "ddp", "cudnn"}
-    assert specs["cudnn"].needs_gpu and not specs["autograd"].needs_gpu
-    assert specs["ddp"].shm_bytes == 1 << 30
-    assert [s.name for s in select(specs, None)] == [
+    assert set(specs) == {
         "env",
+        "cuda_stack",
         "autograd",
         "matmul",
         "higher_order",
         "ddp",
         "cudnn",
+        "cuda_extension",
+    }
+    assert specs["cudnn"].needs_gpu and not specs["autograd"].needs_gpu
+    assert specs["ddp"].shm_bytes == 1 << 30
+    assert [s.name for s in select(specs, None)] == [
+        "env",
+        "cuda_stack",
+        "autograd",
+        "matmul",
+        "higher_order",
+        "ddp",
+        "cudnn",
+        "cuda_extension",
     ]
+    # The rungs: inspection without a workload, CPU workloads, GPU workloads.
+    levels = {name: spec.level for name, spec in specs.items()}
+    assert levels["env"] == levels["cuda_stack"] == levels["cuda_extension"] == "static"
+    assert levels["autograd"] == levels["ddp"] == "cpu"
+    assert levels["cudnn"] == "gpu"
+    assert specs["cuda_extension"].flavours == ("full",)
+
+
+def test_a_probe_with_an_unknown_level_is_refused_with_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text('PROBE = {"name": "bad", "level": "warp"}\n')
+    with pytest.raises(InputError) as caught:
+        read_spec(bad)
+    assert f"{bad}:1:" in caught.value.format() and "static" in caught.value.format()
 
 
 def test_a_probe_whose_metadata_is_not_a_literal_is_reported_with_its_line(tmp_path: Path) -> None:

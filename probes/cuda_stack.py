@@ -1,0 +1,219 @@
+"""The CUDA stack is whole and the one the labels promise, proven without a GPU.
+
+Reads on the CPU what a GPU run would depend on: the CUDA torch was built for, the cuDNN and
+NCCL libraries (their own version calls and their wheels' versions), the compiled GPU
+architectures, that every shared library of the torch and nvidia packages finds its
+dependencies, and that no second copy of cuDNN or NCCL can shadow the wheels'.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from _probekit import Recorder, main_for, skip
+
+PROBE = {
+    "name": "cuda_stack",
+    "level": "static",
+    "needs_gpu": False,
+    "min_gpus": 0,
+    "timeout_s": 180,
+    "flavours": ["slim", "full"],
+}
+
+# Libraries the NVIDIA driver provides: the container toolkit mounts them from the host when a
+# container is started with GPUs, so on a machine without a GPU they are rightly absent.
+DRIVER_LIBRARY = re.compile(
+    r"^lib(cuda|cudadebugger|nvidia-[a-z0-9-]+|nvcuvid|nvoptix|nvrtc-builtins-driver)\.so"
+)
+
+# Plugins loaded with dlopen only when a user configures that transport, each needing system
+# libraries a CUDA runtime image does not carry (MPI, InfiniBand verbs, libfabric, UCX, PMIx).
+# Their unresolved dependencies are reported as facts, not failures.
+OPTIONAL_PLUGIN = re.compile(
+    r"^(nvshmem_bootstrap_(mpi|shmem|pmix|pmi2?)|nvshmem_transport_(ibrc|ibdevx|ibgda|libfabric|ucx))"
+    r"|^libcufile_rdma\.so"
+)
+
+# System directories where a distribution or a vendor installer puts shared libraries.
+SYSTEM_LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local", "/opt")
+SHADOW_NAME = re.compile(r"^lib(cudnn|nccl)([_a-z0-9]*)?\.so")
+
+
+def site_packages() -> Path:
+    """The site-packages folder torch is installed in."""
+    import torch
+
+    return Path(torch.__file__).resolve().parent.parent
+
+
+def shared_objects(roots: list[Path]) -> list[Path]:
+    """Every ELF shared object (by name) under `roots`, symlinks left out."""
+    found = []
+    for root in roots:
+        for path in sorted(root.rglob("*.so*")):
+            if path.is_file() and not path.is_symlink() and re.search(r"\.so(\.\d+)*$", path.name):
+                found.append(path)
+    return found
+
+
+def unresolved(path: Path) -> list[str]:
+    """The dependencies of `path` that the dynamic loader cannot find (per `ldd`)."""
+    out = subprocess.run(
+        ["ldd", str(path)], capture_output=True, text=True, check=False, timeout=60
+    ).stdout
+    return [line.split()[0] for line in out.splitlines() if "=> not found" in line]
+
+
+def distribution_version(prefix: str) -> tuple[str, str] | None:
+    """(name, version) of the installed distribution whose name starts with `prefix`."""
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name == prefix or name.startswith(prefix + "-cu"):
+            return name, dist.version
+    return None
+
+
+def loaded_libraries(pattern: str) -> list[str]:
+    """Paths of the shared objects mapped into this process whose name matches `pattern`."""
+    seen = []
+    with open("/proc/self/maps", encoding="utf-8") as handle:
+        for line in handle:
+            parts = line.split(maxsplit=5)  # address perms offset dev inode [path]
+            path = parts[5].strip() if len(parts) == 6 else ""
+            if path.startswith("/") and re.match(pattern, os.path.basename(path)):
+                seen.append(os.path.realpath(path))
+    return sorted(set(seen))
+
+
+def stray_copies(own: Path) -> list[str]:
+    """cuDNN or NCCL libraries outside this environment's wheels (system dirs, ldconfig)."""
+    dirs = [*SYSTEM_LIBRARY_DIRS, *filter(None, os.environ.get("LD_LIBRARY_PATH", "").split(":"))]
+    found: set[str] = set()
+    for top in dirs:
+        for folder, subdirs, files in os.walk(top):
+            if Path(folder).resolve() == own or own in Path(folder).resolve().parents:
+                subdirs[:] = []
+                continue
+            found.update(os.path.join(folder, f) for f in files if SHADOW_NAME.match(f))
+    try:
+        cache = subprocess.run(
+            ["ldconfig", "-p"], capture_output=True, text=True, check=False, timeout=30
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        cache = ""
+    for line in cache.splitlines():
+        name = line.strip().split(" ", 1)[0]
+        if SHADOW_NAME.match(name) and "=>" in line:
+            found.add(line.rsplit("=>", 1)[1].strip())
+    return sorted(p for p in found if own not in Path(os.path.realpath(p)).parents)
+
+
+def version_text(parts: Any) -> str:
+    """(2, 30, 7) -> "2.30.7"."""
+    return ".".join(str(p) for p in parts)
+
+
+def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    want = expected.get
+    if torch.version.cuda is None and not want("cuda"):
+        return skip("cuda_stack", "a CPU build of torch: there is no CUDA stack to check")
+    rec = Recorder("cuda_stack", device)
+    facts = rec.facts
+    facts["cuda"] = torch.version.cuda
+    rec.equal("torch is built for the CUDA of the label", torch.version.cuda, want("cuda"))
+    if torch.version.cuda is None:
+        return rec.report()
+
+    # cuDNN and NCCL: the wheel installed, and what the loaded library itself reports.
+    cudnn_lib = torch.backends.cudnn.version()
+    facts["cudnn_library"] = (
+        f"{cudnn_lib // 10000}.{cudnn_lib % 10000 // 100}.{cudnn_lib % 100}" if cudnn_lib else None
+    )
+    facts["nccl_library"] = version_text(torch.cuda.nccl.version())
+    for key, library in (("cudnn", "cudnn_library"), ("nccl", "nccl_library")):
+        wheel = distribution_version(f"nvidia-{key}")
+        facts[f"{key}_wheel"] = f"{wheel[0]}=={wheel[1]}" if wheel else None
+        if want(key):
+            rec.equal(f"{key} wheel version", wheel[1] if wheel else None, want(key))
+            expect = ".".join(str(want(key)).split(".")[:3])
+            rec.equal(f"{key} library reports its wheel's version", facts[library], expect)
+
+    # Compiled architectures: read from the binary, which needs no GPU.
+    flags = torch._C._cuda_getArchFlags().split()
+    facts["arch_flags"] = flags
+    if want("archs"):
+        missing = [a for a in want("archs") if a not in flags]
+        rec.check(
+            "compiled GPU architectures cover the label",
+            not missing,
+            f"missing {missing}" if missing else f"{len(want('archs'))} covered by {flags}",
+        )
+
+    # Every shared library of the torch and nvidia packages finds its dependencies.
+    site = site_packages()
+    roots = [p for p in (site / "torch", site / "nvidia") if p.is_dir()]
+    libraries = shared_objects(roots)
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        deps = dict(zip(libraries, pool.map(unresolved, libraries), strict=True))
+    # A library without a RUNPATH finds a sibling only once that sibling is loaded (torch loads
+    # the nvidia libraries by path): the sibling exists, so nothing is missing.
+    present = {p.name for root in roots for p in root.rglob("*.so*")}
+    broken, optional, siblings, driver = {}, {}, {}, set()
+    for path, names in deps.items():
+        driver.update(n for n in names if DRIVER_LIBRARY.match(n))
+        names_left = [n for n in names if not DRIVER_LIBRARY.match(n)]
+        where = str(path.relative_to(site))
+        if OPTIONAL_PLUGIN.match(path.name):
+            if names_left:
+                optional[where] = names_left
+            continue
+        if [n for n in names_left if n in present]:
+            siblings[where] = [n for n in names_left if n in present]
+        missing = [n for n in names_left if n not in present]
+        if missing:
+            broken[where] = missing
+    facts["shared_libraries"] = len(libraries)
+    facts["driver_libraries_expected_from_host"] = sorted(driver)
+    facts["optional_plugins_missing_system_libraries"] = optional
+    facts["resolve_once_siblings_are_loaded"] = siblings
+    rec.check(
+        "every shared library under torch/ and nvidia/ resolves",
+        bool(libraries) and not broken,
+        f"{len(libraries)} libraries; unresolved: {broken}"
+        if broken
+        else f"{len(libraries)} libraries resolve",
+    )
+
+    # One cuDNN, one NCCL: the wheels'. Loaded from there, and no other copy on the system.
+    own = (site / "nvidia").resolve()
+    loaded = loaded_libraries(r"^lib(cudnn|nccl)")
+    facts["loaded_cudnn_nccl"] = loaded
+    outside = [p for p in loaded if own not in Path(p).parents]
+    rec.check(
+        "cuDNN and NCCL are loaded from the wheels",
+        bool(loaded) and not outside,
+        f"loaded from elsewhere: {outside}" if outside else f"{len(loaded)} from {own}",
+    )
+    strays = stray_copies(own)
+    facts["stray_cudnn_nccl"] = strays
+    rec.check(
+        "no second cuDNN or NCCL can shadow the wheels'",
+        not strays,
+        f"found {strays}" if strays else "none in system library folders or the ldconfig cache",
+    )
+    facts["python"] = sys.executable
+    return rec.report()
+
+
+if __name__ == "__main__":
+    main_for("cuda_stack", run)
