@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import docker
@@ -74,6 +74,7 @@ class ImageFacts:
     size_bytes: int
     layers: tuple[str, ...]
     created: str
+    env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_attrs(cls, attrs: dict[str, Any]) -> ImageFacts:
@@ -86,6 +87,7 @@ class ImageFacts:
             size_bytes=int(attrs.get("Size") or 0),
             layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
             created=str(attrs.get("Created", "")),
+            env=dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e),
         )
 
 

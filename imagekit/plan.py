@@ -50,6 +50,12 @@ def repository_problem(repository: str) -> str | None:
     return f"repository {repository!r} is not a valid Docker repository name"
 
 
+def nvidia_require_cuda(cuda: str) -> str:
+    """NVIDIA_REQUIRE_CUDA of an image built for `cuda`: the container toolkit refuses to
+    start it on a driver that cannot run that CUDA."""
+    return f"cuda>={cuda}"
+
+
 @dataclass(frozen=True)
 class Cell:
     """One buildable combination, with everything the compatibility data derives."""
@@ -75,6 +81,11 @@ class Cell:
     def variant(self) -> str:
         """`cu128` or `cpu`."""
         return variant_tag(self.cuda)
+
+    @property
+    def nvidia_require_cuda(self) -> str | None:
+        """The image's NVIDIA_REQUIRE_CUDA (None for a CPU cell)."""
+        return nvidia_require_cuda(self.cuda) if self.cuda else None
 
     @property
     def torch_minor(self) -> str:
@@ -117,6 +128,7 @@ class ImagePlan:
     uid: int
     gid: int
     source: str | None = None
+    leave_out: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

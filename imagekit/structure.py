@@ -131,7 +131,9 @@ def _checks(
 
     flavour = labels.get("io.imagekit.flavour", "")
     present = {name: root.file(path).exists for name, path in SERVICES.items()}
-    compilers = {c: root.run(f"command -v {c}").rc == 0 for c in COMPILERS}
+    # A CUDA image's full flavour carries the CUDA compiler too; its slim flavour must not.
+    wanted = (*COMPILERS, "nvcc") if labels.get("io.imagekit.cuda") else COMPILERS
+    compilers = {c: root.run(f"command -v {c}").rc == 0 for c in wanted}
     if flavour == "slim":
         add(
             "slim carries no jupyter, tensorboard or sshd",

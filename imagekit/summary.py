@@ -20,6 +20,27 @@ def _probe_cell(result: dict[str, Any]) -> str:
     return str(marks.get(result["status"], result["status"]))
 
 
+RANKS = {"none": 0, "static": 1, "cpu": 2, "gpu": 3}
+RUNG_MARKS = {"pass": "ok", "fail": "FAIL", "not run": "-", "n/a": "n/a"}
+
+
+def level_text(verify: dict[str, Any]) -> str:
+    """ "cpu (static ok, cpu ok, gpu -)": the rung reached and the state of each rung."""
+    level = str(verify.get("level", "-"))
+    rungs = verify.get("levels") or {}
+    if not rungs:
+        return level
+    marks = ", ".join(
+        f"{name} {RUNG_MARKS.get(rungs[name], rungs[name])}" for name in RANKS if name in rungs
+    )
+    return f"{level} ({marks})"
+
+
+def _inspection(verify: dict[str, Any]) -> list[dict[str, Any]]:
+    """The host-side checks of a record: structure, and labels against the data."""
+    return [*verify.get("structure", []), *verify.get("labels_agree", [])]
+
+
 def summary_rows(records: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """Header and rows: one row per verified image, one column per probe."""
     probes: list[str] = []
@@ -27,14 +48,14 @@ def summary_rows(records: dict[str, dict[str, Any]]) -> tuple[list[str], list[li
         for result in record.get("verify", {}).get("probes", []):
             if result["probe"] not in probes:
                 probes.append(result["probe"])
-    header = ["image", "level", "status", *probes, "structure", "matmul warm ms"]
+    header = ["image", "level", "status", *probes, "inspection", "matmul warm ms"]
     rows = []
     for name in sorted(records):
         verify = records[name].get("verify")
         if not verify:
             continue
         by_probe = {r["probe"]: r for r in verify.get("probes", [])}
-        structure = verify.get("structure", [])
+        structure = _inspection(verify)
         failed = [c for c in structure if not c["ok"]]
         metric = next(
             (
@@ -47,7 +68,7 @@ def summary_rows(records: dict[str, dict[str, Any]]) -> tuple[list[str], list[li
         rows.append(
             [
                 name,
-                verify.get("level", "-"),
+                level_text(verify),
                 verify.get("status", "-"),
                 *(_probe_cell(by_probe[p]) if p in by_probe else "-" for p in probes),
                 ("ok" if not failed else f"{len(failed)} FAILED") if structure else "-",
@@ -78,13 +99,17 @@ def markdown(records: dict[str, dict[str, Any]], run_id: str) -> str:
         for check in verify.get("structure", []):
             if not check["ok"]:
                 problems.append(f"- **{name}** structure: {check['name']}: {check['detail']}")
+        for check in verify.get("labels_agree", []):
+            if not check["ok"]:
+                problems.append(f"- **{name}** labels: {check['name']}: {check['detail']}")
     if problems:
         lines += ["", "### Problems", "", *problems]
     return "\n".join(lines) + "\n"
 
 
 def junit(records: dict[str, dict[str, Any]], run_id: str) -> str:
-    """junit.xml: one testcase per image x probe, plus one per image for structure checks."""
+    """junit.xml: one testcase per image x probe, plus one per image for the structure checks
+    and one for the label checks."""
     suite = ET.Element("testsuite", name=f"imagekit verify {run_id}")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_s = 0.0
@@ -113,14 +138,16 @@ def junit(records: dict[str, dict[str, Any]], run_id: str) -> str:
             elif status == "skip":
                 counts["skipped"] += 1
                 ET.SubElement(case, "skipped", message=result.get("reason", ""))
-        structure = verify.get("structure")
-        if structure:
-            case = ET.SubElement(suite, "testcase", classname=name, name="structure")
+        for kind in ("structure", "labels_agree"):
+            checks = verify.get(kind)
+            if not checks:
+                continue
+            case = ET.SubElement(suite, "testcase", classname=name, name=kind)
             counts["tests"] += 1
-            failed = [f"{c['name']}: {c['detail']}" for c in structure if not c["ok"]]
+            failed = [f"{c['name']}: {c['detail']}" for c in checks if not c["ok"]]
             if failed:
                 counts["failures"] += 1
-                ET.SubElement(case, "failure", message="structure checks failed").text = "\n".join(
+                ET.SubElement(case, "failure", message=f"{kind} checks failed").text = "\n".join(
                     failed
                 )
     for key, value in counts.items():
@@ -135,12 +162,16 @@ def junit(records: dict[str, dict[str, Any]], run_id: str) -> str:
 def changes(
     old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]], threshold: float = 0.2
 ) -> list[str]:
-    """What got worse from `old` to `new`: probes that passed and now do not, and metrics
-    that moved the wrong way by more than `threshold` (a fraction)."""
+    """What got worse from `old` to `new`: a lower level reached, probes that passed and now
+    do not, and metrics that moved the wrong way by more than `threshold` (a fraction)."""
     found = []
     for name in sorted(set(old) & set(new)):
-        before = {r["probe"]: r for r in (old[name].get("verify") or {}).get("probes", [])}
-        after = {r["probe"]: r for r in (new[name].get("verify") or {}).get("probes", [])}
+        old_verify, new_verify = old[name].get("verify") or {}, new[name].get("verify") or {}
+        was, now = old_verify.get("level", "none"), new_verify.get("level", "none")
+        if RANKS.get(now, 0) < RANKS.get(was, 0):
+            found.append(f"{name}: verified to level {was}, now only {now}")
+        before = {r["probe"]: r for r in old_verify.get("probes", [])}
+        after = {r["probe"]: r for r in new_verify.get("probes", [])}
         for probe in sorted(set(before) & set(after)):
             b, a = before[probe], after[probe]
             if b["status"] == "pass" and a["status"] != "pass":

@@ -17,10 +17,13 @@ from typing import Any
 
 import docker
 
+from imagekit.compat import load_compat
 from imagekit.containers import GpuUnavailableError, run_probes
 from imagekit.engine import RUN_LABEL, inspect_image
 from imagekit.errors import InputError
 from imagekit.events import Event, EventSink
+from imagekit.labelcheck import label_checks
+from imagekit.levels import highest, rungs
 from imagekit.probes import (
     MIN_SHM_BYTES,
     ProbeSpec,
@@ -151,11 +154,21 @@ class VerifyRun:
                 self.client, facts.id, labels, env["facts"] if env else {}, run_labels
             )
             structure = [c.as_dict() for c in checks]
+        label_agreement = [c.as_dict() for c in label_checks(labels, facts.env, load_compat())]
         required = list(target.required) or [r["probe"] for r in parsed.results]
         status = overall(parsed.results, required)
-        if any(not c["ok"] for c in structure):
+        inspection_ok = all(c["ok"] for c in (*structure, *label_agreement))
+        if not inspection_ok:
             status = "fail"
         ran_on_gpu = parsed.device.startswith("cuda")
+        state = rungs(
+            parsed.results,
+            {name: spec.level for name, spec in self.specs.items()},
+            required,
+            inspection_ok=inspection_ok,
+            ran_on_gpu=ran_on_gpu,
+            cuda_image=bool(labels.get("io.imagekit.cuda")),
+        )
         record = {
             "image_id": facts.id,
             "reference": target.reference,
@@ -163,11 +176,13 @@ class VerifyRun:
             "size_bytes": facts.size_bytes,
             "device": parsed.device,
             "device_reason": parsed.device_reason,
-            "level": ("gpu" if ran_on_gpu else "cpu") if status == "pass" else "none",
+            "level": highest(state),
+            "levels": state,
             "status": status,
             "required_probes": required,
             "probes": parsed.results,
             "structure": structure,
+            "labels_agree": label_agreement,
             "timings": {
                 "container_start_s": round(outcome.start_s, 3),
                 "probe_wall_s": round(outcome.wall_s, 3),
