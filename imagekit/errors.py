@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     BUILD_FAILED = 4
     PROBE_FAILED = 5
     PUBLISH_FAILED = 6
+    GPU_MISMATCH = 7
     INTERRUPTED = 130
 
 
@@ -99,3 +100,9 @@ class PublishError(ImagekitError):
     """Publishing was refused or failed."""
 
     exit_code = ExitCode.PUBLISH_FAILED
+
+
+class GpuMismatchError(ImagekitError):
+    """An image cannot use this host's GPUs (driver too old, architecture missing, no GPU)."""
+
+    exit_code = ExitCode.GPU_MISMATCH

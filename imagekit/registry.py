@@ -169,10 +169,8 @@ def _bearer(challenge: str, auth: dict[str, str] | None) -> str | None:
     return str(data.get("token") or data.get("access_token") or "") or None
 
 
-def remote_manifest(reference: str, auth: dict[str, str] | None = None) -> dict[str, str] | None:
-    """The registry's digest and config digest (= image id) for a tag; None if absent."""
-    host, path, tag = split_reference(reference)
-    url = f"{_scheme(host)}://{host}/v2/{path}/manifests/{tag}"
+def _get(url: str, host: str, auth: dict[str, str] | None) -> tuple[int, dict[str, str], bytes]:
+    """GET `url`, answering a Bearer challenge once; RegistryError when unreachable."""
     try:
         status, headers, body = _request(url, auth)
         if status == 401 and "Bearer" in headers.get("Www-Authenticate", ""):
@@ -187,6 +185,13 @@ def remote_manifest(reference: str, auth: dict[str, str] | None = None) -> dict[
                 status, headers, body = exc.code, dict(exc.headers), exc.read()
     except (urllib.error.URLError, OSError) as exc:
         raise RegistryError(f"cannot reach the registry {host}: {exc}") from None
+    return status, headers, body
+
+
+def remote_manifest(reference: str, auth: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The registry's digest and config digest (= image id) for a tag; None if absent."""
+    host, path, tag = split_reference(reference)
+    status, headers, body = _get(f"{_scheme(host)}://{host}/v2/{path}/manifests/{tag}", host, auth)
     if status == 404:
         return None
     if status != 200:
@@ -194,3 +199,18 @@ def remote_manifest(reference: str, auth: dict[str, str] | None = None) -> dict[
     manifest = json.loads(body)
     digest = headers.get("Docker-Content-Digest") or headers.get("docker-content-digest") or ""
     return {"digest": digest, "config": str((manifest.get("config") or {}).get("digest", ""))}
+
+
+def remote_config(reference: str, auth: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """The image config (its `config.Labels`, `config.Env`) of a tag, read from the registry
+    without pulling a layer; None when the tag is absent."""
+    manifest = remote_manifest(reference, auth)
+    if manifest is None or not manifest["config"]:
+        return None
+    host, path, _ = split_reference(reference)
+    url = f"{_scheme(host)}://{host}/v2/{path}/blobs/{manifest['config']}"
+    status, _, body = _get(url, host, auth)
+    if status != 200:
+        raise RegistryError(f"registry {host} answered {status} for the config of {reference}")
+    config: dict[str, Any] = json.loads(body)
+    return config

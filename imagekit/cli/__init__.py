@@ -15,7 +15,7 @@ from imagekit.cli.common import app, say
 from imagekit.errors import ExitCode
 
 # Each module registers its commands; this order is the order `imagekit --help` lists them.
-for _module in ("matrix", "build", "verify", "publish", "run"):
+for _module in ("matrix", "build", "verify", "publish", "run", "doctor"):
     import_module(f"imagekit.cli.{_module}")
 
 __all__ = ["app", "main"]
