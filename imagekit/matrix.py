@@ -246,6 +246,7 @@ class _Checker:
         self.check_bases()
         if spec.defaults.os not in spec.bases:
             self.fail(("defaults", "os"), self.unknown_os(spec.defaults.os), self.bases_hint())
+        self.check_leave_out()
         cells = self.expand()
         plans = self.plan(cells)
         latest = self.pick_latest(cells)
@@ -422,6 +423,22 @@ class _Checker:
                 f"{', '.join(missing)}; it covers {', '.join(built)}",
             )
 
+    def check_leave_out(self) -> None:
+        flavours = self.spec.flavours
+        if flavours.full.leave_out:
+            self.fail(
+                ("flavours", "full", "leave_out"),
+                "leave_out applies to the slim flavour only",
+                "move it under flavours.slim; full installs what slim leaves out",
+            )
+        for i, name in enumerate(flavours.slim.leave_out):
+            if name.lower().replace("_", "-") == "torch":
+                self.fail(
+                    ("flavours", "slim", "leave_out", i),
+                    "torch cannot be left out of a PyTorch image",
+                    "leave out only what torch can run without (e.g. triton)",
+                )
+
     def plan(self, cells: list[Cell]) -> list[ImagePlan]:
         spec = self.spec
         plans = []
@@ -448,6 +465,8 @@ class _Checker:
                         size_budget_bytes=fspec.size_budget_bytes,
                         packages=tuple(fspec.packages),
                         required_probes=tuple(fspec.required_probes),
+                        # full reinstalls what its slim left out, so both carry the list.
+                        leave_out=tuple(spec.flavours.slim.leave_out),
                         user_name=spec.user.name,
                         uid=spec.user.uid,
                         gid=spec.user.gid,

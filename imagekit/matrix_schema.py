@@ -78,6 +78,14 @@ class FlavourSpec(_Strict):
     required_probes: list[Text] = Field(
         default_factory=list, description="Probes that must pass before an image is published."
     )
+    leave_out: list[Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]] = Field(
+        default_factory=list,
+        description=(
+            "slim only: distributions removed from the virtualenv after torch is installed "
+            "(e.g. triton, which compiles kernels with a C compiler that slim does not carry). "
+            "Their exact versions stay recorded in the image; the full flavour installs them."
+        ),
+    )
 
 
 class Flavours(_Strict):

@@ -123,6 +123,8 @@ def requirements(plan: ImagePlan) -> dict[str, str]:
 
 
 FULL_FILES = ("entrypoint.sh", "healthcheck.sh", "sshd_config.in")
+# Run in slim's builder stage: what a runtime image does not need leaves the virtualenv.
+PRUNE_SCRIPT = "prune_venv.py"
 
 
 def full_files() -> dict[str, str]:
@@ -143,6 +145,7 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
     files = requirements(plan)
     if plan.flavour == "full":
         files |= full_files()
+    files[PRUNE_SCRIPT] = (templates_dir() / PRUNE_SCRIPT).read_text(encoding="utf-8")
     slim_extra = (PYPI_INDEX_URL,) if plan.packages and plan.flavour == "slim" else ()
     labels = image_labels(plan, options)
     what = f"CUDA {cell.cuda}" if cell.cuda else "CPU"

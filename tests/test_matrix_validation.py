@@ -1059,3 +1059,38 @@ def test_derived_facts_of_a_cpu_cell_are_empty(default_matrix: Matrix) -> None:
     assert (cell.cuda, cell.cudnn, cell.nccl, cell.min_driver) == (None, None, None, None)
     assert cell.archs == () and cell.compiler_packages == ()
     assert cell.index_url.endswith("/whl/cpu")
+
+
+# leave_out -------------------------------------------------------------------------
+
+
+def test_slim_may_leave_out_a_package_that_full_installs_back() -> None:
+    text = edit(
+        "    size_budget_bytes: 8000000000\n",
+        "    size_budget_bytes: 8000000000\n    leave_out: [triton]\n",
+    )
+    matrix = parse(text)
+    assert {p.flavour: p.leave_out for p in matrix.plans} == {
+        "slim": ("triton",),
+        "full": ("triton",),
+    }
+
+
+def test_leave_out_under_full_is_located_and_sent_to_slim() -> None:
+    text = edit(
+        "    size_budget_bytes: 11000000000\n",
+        "    size_budget_bytes: 11000000000\n    leave_out: [triton]\n",
+    )
+    problem = one_problem(text)
+    assert where(problem) == at(text, "leave_out: [triton]", "[triton]")
+    assert "slim flavour only" in problem.message and "flavours.slim" in problem.hint
+
+
+def test_torch_cannot_be_left_out() -> None:
+    text = edit(
+        "    size_budget_bytes: 8000000000\n",
+        "    size_budget_bytes: 8000000000\n    leave_out: [triton, torch]\n",
+    )
+    problem = one_problem(text)
+    assert where(problem) == at(text, "[triton, torch]", "torch]")
+    assert "torch cannot be left out" in problem.message

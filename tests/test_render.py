@@ -102,10 +102,10 @@ def test_slim_has_a_builder_stage_and_a_runtime_stage_that_only_copies_the_venv(
 
 def test_slim_requirements_pin_torch_and_nothing_brings_cuda_twice(default_matrix: Matrix) -> None:
     rendered = render_image(plan_named(default_matrix, "2.14.1-cu130-py3.12-slim"))
-    assert rendered.files == {
-        "requirements.txt": "# Rendered by imagekit for slim 2.14.1-cu130-py3.12; "
-        "do not edit by hand.\ntorch==2.14.1\n"
-    }
+    assert set(rendered.files) == {"requirements.txt", "prune_venv.py"}
+    assert rendered.files["requirements.txt"] == (
+        "# Rendered by imagekit for slim 2.14.1-cu130-py3.12; do not edit by hand.\ntorch==2.14.1\n"
+    )
     assert "ubuntu:24.04" in rendered.build_args["BASE_IMAGE"]
 
 
@@ -291,7 +291,7 @@ def test_probe_files_are_not_part_of_any_build_context(
     plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
     folder = write_context(render_image(plan), tmp_path)
     names = {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
-    assert names == {"Dockerfile", "requirements.txt", "imagekit-plan.json"}
+    assert names == {"Dockerfile", "requirements.txt", "prune_venv.py", "imagekit-plan.json"}
     assert "probes" not in render_image(plan).dockerfile
 
 
@@ -388,3 +388,45 @@ def test_base_overrides_map_a_matrix_base_to_a_local_one(default_matrix: Matrix)
     rendered = render_image(plan, options)
     assert rendered.build_args == {"BASE_IMAGE": "imagekit-base/ubuntu:noble"}
     assert rendered.labels["org.opencontainers.image.base.name"] == "imagekit-base/ubuntu:noble"
+
+
+CUDA_LOCAL = Path(__file__).resolve().parents[1] / "examples" / "cuda-local.yaml"
+
+
+def test_slim_prunes_its_venv_in_the_builder_stage_and_leaves_triton_to_full() -> None:
+    from imagekit.matrix import load_matrix
+
+    matrix = load_matrix(CUDA_LOCAL)
+    slim = render_image(plan_named(matrix, "2.14.1-cu130-py3.11-slim"))
+    builder, runtime = stages(slim.dockerfile)
+    assert "prune_venv.py /opt/venv --pack-headers --leave-out triton" in builder
+    assert "binutils" in builder and "binutils" not in runtime
+    full = render_image(plan_named(matrix, "2.14.1-cu130-py3.11-full"))
+    full_builder, _ = stages(full.dockerfile)
+    assert "-r /opt/venv/imagekit-left-out.txt" in full_builder
+    assert "--keep-static-archives" in full_builder
+    assert "-m tarfile -e /opt/venv/imagekit-headers.tar.xz /tmp/overlay" in full_builder
+    assert "prune_venv.py" in full.files
+
+
+def test_full_cuda_image_can_compile_extensions() -> None:
+    from imagekit.matrix import load_matrix
+
+    full = render_image(plan_named(load_matrix(CUDA_LOCAL), "2.14.1-cu130-py3.11-full"))
+    _, stage = stages(full.dockerfile)
+    assert "ninja-build" in stage
+    assert "ENV CUDA_HOME=/opt/venv/lib/python3.11/site-packages/nvidia/cu13" in stage
+    # -lcudart needs the unversioned name the wheels do not ship.
+    assert 'ln -s "$(basename "$lib")" "$dev"' in stage
+    requirements = full.files["requirements-full.txt"]
+    for package in ("nvidia-cuda-nvcc==13.0.*", "nvidia-nvvm==13.0.*", "nvidia-cuda-cccl==13.0.*"):
+        assert package in requirements
+
+
+def test_cuda_slim_declares_what_the_container_toolkit_checks() -> None:
+    from imagekit.matrix import load_matrix
+
+    slim = render_image(plan_named(load_matrix(CUDA_LOCAL), "2.14.1-cu130-py3.11-slim"))
+    assert 'NVIDIA_REQUIRE_CUDA="cuda>=13.0"' in slim.dockerfile
+    assert slim.labels["io.imagekit.min-driver"] == "580.65.06"
+    assert "sm_90" in slim.labels["io.imagekit.cuda-archs"].split()

@@ -1,0 +1,133 @@
+"""prune_venv.py, the builder-stage script that slims a virtualenv, on real ELF files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "templates" / "prune_venv.py"
+pytestmark = pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("gcc", "strip", "readelf")),
+    reason="needs gcc and binutils (Debian: build-essential)",
+)
+
+
+def shared_object(path: Path, *, debug: bool) -> Path:
+    source = path.with_suffix(".c")
+    source.write_text("int imagekit_answer(void) { return 42; }\n" + "static int pad[20000];\n")
+    flags = ["-g3"] if debug else []
+    subprocess.run(["gcc", "-shared", "-fPIC", *flags, "-o", str(path), str(source)], check=True)
+    source.unlink()
+    return path
+
+
+def debug_sections(path: Path) -> bool:
+    out = subprocess.run(["readelf", "-S", "-W", str(path)], capture_output=True, text=True).stdout
+    return " .debug_" in out
+
+
+def prune(root: Path, *args: str) -> dict:
+    subprocess.run([sys.executable, str(SCRIPT), str(root), *args], check=True)
+    return json.loads((root / "imagekit-pruned.json").read_text())
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    lib = tmp_path / "venv" / "lib" / "pkg"
+    lib.mkdir(parents=True)
+    shared_object(lib / "libdebug.so.1", debug=True)
+    shared_object(lib / "libplain.so", debug=False)
+    (lib / "libplain_static.a").write_bytes(b"!<arch>\n" + b"x" * 1000)
+    (lib / "libalone.a").write_bytes(b"!<arch>\n" + b"y" * 1000)  # no shared twin: kept
+    blob = bytes(range(256)) * 512
+    for name in ("libdup.so", "libdup.so.12", "libdup.so.12.4.1"):
+        (lib / name).write_bytes(blob)
+    (lib / "libother.so.12").write_bytes(blob[::-1])  # same size, other bytes: kept
+    return tmp_path / "venv"
+
+
+def test_debug_sections_go_and_the_library_still_links(venv: Path) -> None:
+    lib = venv / "lib" / "pkg"
+    before = (lib / "libdebug.so.1").stat().st_size
+    assert debug_sections(lib / "libdebug.so.1")
+    report = prune(venv)
+    assert not debug_sections(lib / "libdebug.so.1")
+    assert report["stripped"] == {
+        "lib/pkg/libdebug.so.1": before - (lib / "libdebug.so.1").stat().st_size
+    }
+    symbols = subprocess.run(
+        ["readelf", "--dyn-syms", str(lib / "libdebug.so.1")], capture_output=True, text=True
+    )
+    assert "imagekit_answer" in symbols.stdout  # the exported symbol is untouched
+    assert "lib/pkg/libplain.so" not in report["stripped"]
+
+
+def test_static_archives_with_a_shared_twin_go_others_stay(venv: Path) -> None:
+    report = prune(venv)
+    lib = venv / "lib" / "pkg"
+    assert not (lib / "libplain_static.a").exists() and (lib / "libalone.a").exists()
+    assert list(report["static_removed"]) == ["lib/pkg/libplain_static.a"]
+
+
+def test_static_archives_stay_when_asked(venv: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            str(venv),
+            "--keep-static-archives",
+            "--report",
+            "other.json",
+        ],
+        check=True,
+    )
+    assert (venv / "lib" / "pkg" / "libplain_static.a").exists()
+    assert not (venv / "imagekit-pruned.json").exists()
+    assert json.loads((venv / "other.json").read_text())["static_removed"] == {}
+
+
+def test_identical_copies_become_symlinks_to_the_most_specific_name(venv: Path) -> None:
+    report = prune(venv)
+    lib = venv / "lib" / "pkg"
+    assert not (lib / "libdup.so.12.4.1").is_symlink()
+    for name in ("libdup.so", "libdup.so.12"):
+        assert (lib / name).is_symlink() and (lib / name).readlink() == Path("libdup.so.12.4.1")
+        assert (lib / name).read_bytes() == (lib / "libdup.so.12.4.1").read_bytes()
+    assert not (lib / "libother.so.12").is_symlink()
+    assert set(report["linked"]) == {"lib/pkg/libdup.so", "lib/pkg/libdup.so.12"}
+    assert report["saved_bytes"] >= 2 * 256 * 512
+
+
+def test_headers_are_packed_and_unpack_to_the_same_files(venv: Path, tmp_path: Path) -> None:
+    include = venv / "lib" / "python3.11" / "site-packages" / "torch" / "include" / "c10"
+    include.mkdir(parents=True)
+    (include / "macros.h").write_text("#define C10_X 1\n" * 2000)
+    nested = venv / "lib" / "python3.11" / "site-packages" / "nvidia" / "cu13" / "include"
+    nested.mkdir(parents=True)
+    (nested / "cuda_runtime.h").write_text("/* cuda */\n" * 2000)
+    report = prune(venv, "--pack-headers")
+    assert set(report["headers_packed"]) == {
+        "lib/python3.11/site-packages/torch/include",
+        "lib/python3.11/site-packages/nvidia/cu13/include",
+    }
+    assert not include.exists() and not nested.exists()
+    archive = venv / "imagekit-headers.tar.xz"
+    assert 0 < report["headers_archive_bytes"] == archive.stat().st_size < 2000
+    # What full does: unpack into its overlay, which lands over the venv.
+    overlay = tmp_path / "overlay"
+    subprocess.run([sys.executable, "-m", "tarfile", "-e", str(archive), str(overlay)], check=True)
+    restored = overlay / "lib" / "python3.11" / "site-packages" / "torch" / "include" / "c10"
+    assert (restored / "macros.h").read_text() == "#define C10_X 1\n" * 2000
+
+
+def test_without_pack_headers_headers_stay(venv: Path) -> None:
+    include = venv / "lib" / "python3.11" / "site-packages" / "torch" / "include"
+    include.mkdir(parents=True)
+    (include / "x.h").write_text("int x;\n")
+    report = prune(venv)
+    assert (include / "x.h").exists() and report["headers_packed"] == {}
