@@ -52,6 +52,7 @@ class BootstrapRequest:
     include: tuple[str, ...] = DEFAULT_INCLUDE
     variant: str = "minbase"
     source_date_epoch: int | None = None
+    docs: bool = False
 
 
 def distribution(suite: str) -> str:
@@ -77,6 +78,7 @@ def image_config(request: BootstrapRequest, layer_sha: str, created: str) -> byt
                 "io.imagekit.base.suite": request.suite,
                 "io.imagekit.base.include": ",".join(request.include),
                 "io.imagekit.base.variant": request.variant,
+                "io.imagekit.base.docs": "yes" if request.docs else "no",
             },
         },
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_sha}"]},
@@ -122,12 +124,27 @@ class _BytesReader:
         return chunk
 
 
+# What Debian's own `-slim` images leave out: manuals, info pages, translations and package
+# docs, but not the copyright files (licences must ship). The rule stays in the image
+# (/etc/dpkg/dpkg.cfg.d/), so packages installed later, in the full flavour, obey it too.
+SLIM_DPKG_OPTIONS = (
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/locale/*",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+    "path-exclude=/usr/share/lintian/*",
+)
+
+
 def mmdebstrap_command(request: BootstrapRequest, out_tar: Path) -> list[str]:
     """The mmdebstrap command line that writes the root filesystem tar."""
     mirror = request.mirror or DEFAULT_MIRRORS[distribution(request.suite)]
     command = ["mmdebstrap", "--quiet", f"--variant={request.variant}", "--format=tar"]
     if request.include:
         command.append("--include=" + ",".join(request.include))
+    if not request.docs:
+        command += [f"--dpkgopt={option}" for option in SLIM_DPKG_OPTIONS]
     # Drop caches and logs that differ between runs and nobody needs in an image.
     command += [
         "--customize-hook=rm -rf $1/var/cache/apt/* $1/var/lib/apt/lists/* $1/var/log/*",

@@ -128,6 +128,17 @@ def test_mmdebstrap_command_takes_the_variant_and_packages_asked_for() -> None:
     assert "--include=python3,git" in command
 
 
+def test_bases_leave_out_docs_but_keep_copyright_files_unless_asked() -> None:
+    slim = mmdebstrap_command(BootstrapRequest("bookworm", TAG), Path("r.tar"))
+    assert "--dpkgopt=path-exclude=/usr/share/doc/*" in slim
+    assert "--dpkgopt=path-include=/usr/share/doc/*/copyright" in slim
+    assert slim.index("--dpkgopt=path-exclude=/usr/share/doc/*") < slim.index(
+        "--dpkgopt=path-include=/usr/share/doc/*/copyright"
+    )  # dpkg applies the last matching rule
+    with_docs = mmdebstrap_command(BootstrapRequest("bookworm", TAG, docs=True), Path("r.tar"))
+    assert not any(arg.startswith("--dpkgopt") for arg in with_docs)
+
+
 def test_mmdebstrap_command_has_no_include_when_no_packages_are_asked_for() -> None:
     command = mmdebstrap_command(BootstrapRequest("bookworm", TAG, include=()), Path("r.tar"))
 

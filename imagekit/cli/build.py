@@ -215,6 +215,10 @@ def base_bootstrap_command(
         str, typer.Option(help="Comma-separated packages to add.")
     ] = "python3,python3-venv,ca-certificates",
     variant: Annotated[str, typer.Option(help="mmdebstrap variant.")] = "minbase",
+    docs: Annotated[
+        bool,
+        typer.Option(help="Keep manuals, translations and package docs (as -slim images do not)."),
+    ] = False,
 ) -> None:
     """Make a minimal base image with Python from distribution packages (needs mmdebstrap)."""
     from imagekit.baseimage import BootstrapRequest, bootstrap
@@ -233,6 +237,7 @@ def base_bootstrap_command(
             mirror=mirror,
             include=tuple(p for p in include.split(",") if p),
             variant=variant,
+            docs=docs,
             source_date_epoch=int(epoch_text) if epoch_text else None,
         )
         client = connect()
