@@ -7,37 +7,22 @@ architecture) misleads everyone downstream. These checks need only `docker image
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
+from imagekit.checks import Check
 from imagekit.compat import CompatData
 from imagekit.plan import nvidia_require_cuda
 
 PREFIX = "io.imagekit."
 
 
-@dataclass(frozen=True)
-class LabelCheck:
-    """One agreement check: its name, whether it held, and what was compared."""
-
-    name: str
-    ok: bool
-    detail: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """The check as a results-file entry."""
-        return {"name": self.name, "ok": self.ok, "detail": self.detail}
-
-
-def label_checks(labels: dict[str, str], env: dict[str, str], data: CompatData) -> list[LabelCheck]:
+def label_checks(labels: dict[str, str], env: dict[str, str], data: CompatData) -> list[Check]:
     """Checks that the CUDA labels and NVIDIA_* variables of an image match the data.
 
     A CPU image must carry neither CUDA labels nor NVIDIA_REQUIRE_CUDA.
     """
-    checks: list[LabelCheck] = []
+    checks: list[Check] = []
 
     def add(name: str, ok: bool, detail: str) -> None:
-        checks.append(LabelCheck(name, bool(ok), detail))
+        checks.append(Check(name, bool(ok), detail))
 
     cuda = labels.get(PREFIX + "cuda")
     torch = labels.get(PREFIX + "torch", "")

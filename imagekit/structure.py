@@ -9,12 +9,12 @@ removed.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import Any
 
 import docker
 import docker.errors
 
+from imagekit.checks import Check
 from imagekit.engine import RUN_LABEL, engine_errors
 
 SERVICES = {
@@ -25,26 +25,13 @@ SERVICES = {
 COMPILERS = ("gcc", "g++", "make")
 
 
-@dataclass(frozen=True)
-class StructureCheck:
-    """One structure check: its name, whether it held, and what was seen."""
-
-    name: str
-    ok: bool
-    detail: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """The check as a results-file entry."""
-        return {"name": self.name, "ok": self.ok, "detail": self.detail}
-
-
 def check_image(
     client: docker.DockerClient,
     image: str,
     labels: dict[str, str],
     facts: dict[str, Any],
     run_labels: dict[str, str],
-) -> list[StructureCheck]:
+) -> list[Check]:
     """Inspect a container of `image`; `facts` are the env probe's, to compare labels with."""
     import testinfra  # imported here: only verify needs it
 
@@ -74,11 +61,11 @@ def _checks(
     facts: dict[str, Any],
     user: Any,
     root: Any,
-) -> list[StructureCheck]:
-    out: list[StructureCheck] = []
+) -> list[Check]:
+    out: list[Check] = []
 
     def add(name: str, ok: bool, detail: str) -> None:
-        out.append(StructureCheck(name, bool(ok), detail))
+        out.append(Check(name, bool(ok), detail))
 
     configured = client.images.get(image).attrs["Config"].get("User") or "root"
     uid = user.run("id -u").stdout.strip()

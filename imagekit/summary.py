@@ -5,6 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from imagekit.probes import LEVELS
+
 KEY_METRICS = (
     "matmul_warm_median_ms",
     "gemm_bf16_tflops",
@@ -20,7 +22,8 @@ def _probe_cell(result: dict[str, Any]) -> str:
     return str(marks.get(result["status"], result["status"]))
 
 
-RANKS = {"none": 0, "static": 1, "cpu": 2, "gpu": 3}
+# "none" below every rung, then the rungs in their order.
+RANKS = {name: rank for rank, name in enumerate(("none", *LEVELS))}
 RUNG_MARKS = {"pass": "ok", "fail": "FAIL", "not run": "-", "n/a": "n/a"}
 
 
