@@ -102,7 +102,10 @@ def stray_copies(own: Path) -> list[str]:
             if Path(folder).resolve() == own or own in Path(folder).resolve().parents:
                 subdirs[:] = []
                 continue
-            found.update(os.path.join(folder, f) for f in files if SHADOW_NAME.match(f))
+            # realpath: /lib is /usr/lib on merged-/usr systems; one file, named once.
+            found.update(
+                os.path.realpath(os.path.join(folder, f)) for f in files if SHADOW_NAME.match(f)
+            )
     try:
         cache = subprocess.run(
             ["ldconfig", "-p"], capture_output=True, text=True, check=False, timeout=30
@@ -112,7 +115,7 @@ def stray_copies(own: Path) -> list[str]:
     for line in cache.splitlines():
         name = line.strip().split(" ", 1)[0]
         if SHADOW_NAME.match(name) and "=>" in line:
-            found.add(line.rsplit("=>", 1)[1].strip())
+            found.add(os.path.realpath(line.rsplit("=>", 1)[1].strip()))
     return sorted(p for p in found if own not in Path(os.path.realpath(p)).parents)
 
 
