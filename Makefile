@@ -11,8 +11,16 @@ DEMO_MATRIX := examples/cpu.yaml
 DEMO_BASE := imagekit-base/debian:bookworm
 DEMO_PYTHON := 3.11.2
 DEMO_PACKAGES := torch==2.13.0 jupyterlab==4.6.6 tensorboard==2.21.0
+# The CUDA example: torch 2.14.1 for CUDA 13.0 with its nvidia-*-cu13 wheels (about 3 GB), the
+# full flavour's packages and the CUDA 13.0 compiler wheels (as compat.yaml lists them).
+CUDA_WHEELHOUSE ?= $(CACHE)/wheelhouse-cu130
+CUDA_MATRIX := examples/cuda-local.yaml
+CUDA_PACKAGES := torch==2.14.1 jupyterlab==4.6.6 tensorboard==2.21.0 \
+	'nvidia-cuda-nvcc==13.0.*' 'nvidia-cuda-crt==13.0.*' 'nvidia-nvvm==13.0.*' \
+	'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-cccl==13.0.*'
 
-.PHONY: venv lint types unit test goldens schema check clean engine base wheelhouse demo bench browser
+.PHONY: venv lint types unit test goldens schema check clean engine base wheelhouse demo bench browser \
+	wheelhouse-cuda demo-cuda test-cuda bench-cuda
 
 $(STAMP): pyproject.toml scripts/ensure-venv.sh
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/ensure-venv.sh
@@ -27,7 +35,7 @@ types: $(STAMP)
 	$(BIN)/mypy imagekit
 
 unit: $(STAMP)
-	$(BIN)/pytest -m "not integration and not gpu"
+	$(BIN)/pytest -m "not integration and not gpu and not cuda"
 
 ## make engine: a Docker engine that answers (installed and started as root on Debian/Ubuntu).
 engine:
@@ -35,7 +43,9 @@ engine:
 
 ## make base: the demo's Debian 12 base, bootstrapped locally unless the engine has it.
 base: $(STAMP) engine
-	@docker image inspect $(DEMO_BASE) >/dev/null 2>&1 || \
+	@# A base from before docs were left out (no io.imagekit.base.docs label) is made again.
+	@test "$$(docker image inspect -f '{{ index .Config.Labels "io.imagekit.base.docs" }}' \
+		$(DEMO_BASE) 2>/dev/null)" = no || \
 		$(BIN)/imagekit base bootstrap --suite bookworm --tag $(DEMO_BASE)
 
 ## make wheelhouse: the demo's wheels, downloaded once into $(WHEELHOUSE).
@@ -46,6 +56,27 @@ $(WHEELHOUSE)/.complete: | $(STAMP)
 	$(BIN)/pip download --quiet --disable-pip-version-check --only-binary=:all: \
 		--python-version $(DEMO_PYTHON) --dest $(WHEELHOUSE) $(DEMO_PACKAGES)
 	touch $@
+
+## make wheelhouse-cuda: the CUDA example's wheels from the local indexes, downloaded once.
+wheelhouse-cuda: $(CUDA_WHEELHOUSE)/.complete
+
+$(CUDA_WHEELHOUSE)/.complete: | $(STAMP)
+	mkdir -p $(CUDA_WHEELHOUSE)
+	$(BIN)/pip download --quiet --disable-pip-version-check --only-binary=:all: \
+		--python-version $(DEMO_PYTHON) --dest $(CUDA_WHEELHOUSE) $(CUDA_PACKAGES)
+	touch $@
+
+## make demo-cuda: build the CUDA example (slim and full) and verify it without a GPU.
+demo-cuda: $(STAMP) base wheelhouse-cuda
+	$(BIN)/imagekit build --matrix $(CUDA_MATRIX) --wheelhouse $(CUDA_WHEELHOUSE)
+	$(BIN)/imagekit verify --matrix $(CUDA_MATRIX)
+	@# doctor exits 7 where these images cannot use the GPUs (here: no GPU); that is a finding.
+	$(BIN)/imagekit doctor --matrix $(CUDA_MATRIX) || [ $$? -eq 7 ]
+
+## make test-cuda: the tests that build and verify the CUDA images (not part of make test).
+test-cuda: base wheelhouse-cuda
+	IMAGEKIT_CUDA_WHEELHOUSE=$(CUDA_WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) \
+		$(BIN)/pytest -m cuda
 
 ## make demo: build the CPU example from nothing, verify it and print the report.
 demo: $(STAMP) base wheelhouse
@@ -69,7 +100,7 @@ browser:
 
 ## make test: lint, types and the whole test suite (integration tests on a real engine).
 test: lint types base wheelhouse browser $(VENV)/.torch-installed
-	IMAGEKIT_WHEELHOUSE=$(WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) $(BIN)/pytest
+	IMAGEKIT_WHEELHOUSE=$(WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) $(BIN)/pytest -m "not cuda"
 
 ## make check: validate matrix.yaml and lint every rendered Dockerfile.
 check: $(STAMP)
@@ -88,5 +119,11 @@ clean:
 	rm -rf $(VENV) out results .mypy_cache .ruff_cache .pytest_cache .hypothesis
 
 ## make bench: build speed and size figures, measured side by side (several minutes).
-bench: $(STAMP) base wheelhouse
-	$(BIN)/python scripts/bench.py --wheelhouse $(WHEELHOUSE) --base $(DEMO_BASE)
+bench: $(STAMP) base wheelhouse wheelhouse-cuda
+	$(BIN)/python scripts/bench.py --wheelhouse $(WHEELHOUSE) --base $(DEMO_BASE) \
+		--cuda-wheelhouse $(CUDA_WHEELHOUSE)
+
+## make bench-cuda: only the CUDA section of the bench.
+bench-cuda: $(STAMP) base wheelhouse-cuda
+	$(BIN)/python scripts/bench.py --base $(DEMO_BASE) --cuda-wheelhouse $(CUDA_WHEELHOUSE) \
+		--only cuda
