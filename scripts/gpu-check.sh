@@ -5,7 +5,8 @@
 #
 #   scripts/gpu-check.sh OUT_DIR [PYTHON]
 #
-# Writes OUT_DIR/probe-<gpu>.json (imagekit probe --json) and OUT_DIR/doctor.txt (nvidia-smi).
+# Writes OUT_DIR/probe-<gpu>.json (imagekit probe --json), OUT_DIR/doctor.json (imagekit doctor:
+# this host's driver and GPUs against the CUDA example's labels) and OUT_DIR/nvidia-smi.txt.
 set -euo pipefail
 
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR [PYTHON]}
@@ -17,7 +18,7 @@ gpu=$("$python" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.c
 slug=$(echo "$gpu" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-|-$//g')
 
 { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv; } \
-    >"$out/doctor.txt" 2>&1 || echo "nvidia-smi not available" >"$out/doctor.txt"
+    >"$out/nvidia-smi.txt" 2>&1 || echo "nvidia-smi not available" >"$out/nvidia-smi.txt"
 
 # PYTHONPATH makes the checkout importable without installing it (the GPU machine has typer,
 # jinja2, pyyaml and pydantic but not necessarily docker; probe imports none of those it lacks).
@@ -25,6 +26,10 @@ set +e
 PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -m imagekit probe --device cuda \
     --json --out "$out/probe-$slug.json" >"$out/probe-$slug.stdout.json" 2>"$out/probe-$slug.stderr.txt"
 code=$?
+# doctor: would the CUDA example's images run on this host (driver, architectures)?
+PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -m imagekit doctor \
+    --matrix "$here/examples/cuda-local.yaml" --json >"$out/doctor.json" 2>"$out/doctor.stderr.txt"
+doctor=$?
 set -e
-echo "gpu-check: $gpu: exit $code; results in $out/probe-$slug.json" >&2
-exit $code
+echo "gpu-check: $gpu: probes exit $code, doctor exit $doctor; results in $out" >&2
+[ "$code" -eq 0 ] && [ "$doctor" -eq 0 ]
