@@ -12,8 +12,15 @@ Verify section (the verify issue's targets), on the slim image just built:
     probes' own compute time)                                       <= 1.3
   - one container per probe / all probes in one container           >= 3
 
+CUDA section (the CUDA issue's figures), on the CUDA example (torch 2.14.1, CUDA 13.0):
+  - slim CUDA image size, and slim / (base + installed virtualenv)  <= 1.05
+  - slim / the official runtime image of a recent release (about 6 GB
+    uncompressed, 2.6.0-cuda12.4-cudnn9-runtime)                     <= 0.8
+  - full / slim, and the bytes full adds, split into JupyterLab +
+    TensorBoard, SSH, compilers, the CUDA compiler (and the rest)
+
 Everything is built into a repository of its own and removed afterwards. The
-figures are printed and written to bench/results/cpu.json.
+figures are printed and written to bench/results/cpu.json and cuda.json.
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ import docker
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "examples" / "cpu.yaml"
+CUDA_EXAMPLE = ROOT / "examples" / "cuda-local.yaml"
+# Docker Hub lists pytorch/pytorch:2.6.0-cuda12.4-cudnn9-runtime at about 6 GB uncompressed.
+OFFICIAL_RUNTIME_BYTES = 6_000_000_000
 
 NAIVE_DOCKERFILE = """\
 FROM {base}
@@ -41,7 +51,11 @@ RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --find-links /wheelho
 """
 
 
-def run_build(matrix: Path, wheelhouse: Path, results: Path, *extra: str) -> float:
+def run_build(
+    matrix: Path, wheelhouse: Path, results: Path, *extra: str, ca: bool = False
+) -> float:
+    """Build `matrix`; `ca`: with the default CA bundle, as `make demo-cuda` builds (so its
+    cached layers are reused), else with none."""
     started = time.monotonic()
     done = subprocess.run(
         [
@@ -53,7 +67,7 @@ def run_build(matrix: Path, wheelhouse: Path, results: Path, *extra: str) -> flo
             str(matrix),
             "--wheelhouse",
             str(wheelhouse),
-            "--no-ca-cert",
+            *(() if ca else ("--no-ca-cert",)),
             "--results",
             str(results),
             *extra,
@@ -151,14 +165,8 @@ def verify_figures(client: docker.DockerClient, image: str, work: Path) -> dict[
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--wheelhouse", type=Path, required=True)
-    parser.add_argument("--base", default="imagekit-base/debian:bookworm")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cpu.json")
-    args = parser.parse_args()
-
-    client = docker.from_env(version="auto", timeout=1800)
+def cpu_section(args: argparse.Namespace, client: docker.DockerClient) -> int:
+    """The build and verify figures of the CPU demo; returns how many targets were missed."""
     repository = f"imagekit-bench-{secrets.token_hex(3)}/pytorch"
     before = {i.id for i in client.images.list(all=True)}
     figures: dict[str, float] = {}
@@ -231,30 +239,201 @@ def main() -> int:
             ">=",
         ),
     ]
-    print("\nimagekit bench: build (CPU demo, torch 2.13.0, Debian 12)")
+    print_figures("build (CPU demo, torch 2.13.0, Debian 12)", figures)
+    failed = print_ratios(ratios)
+    write_results(args.out_dir / "cpu.json", figures, ratios)
+    return failed
+
+
+Ratio = tuple[str, float, float, str]
+
+
+def print_figures(title: str, figures: dict) -> None:
+    """Sizes in GB, times in seconds, one per line."""
+    print(f"\nimagekit bench: {title}")
     for key, value in figures.items():
         shown = f"{value / 1e9:.3f} GB" if key.endswith("bytes") else f"{value:.2f} s"
-        print(f"  {key:<24} {shown}")
+        print(f"  {key:<30} {shown}")
+
+
+def print_ratios(ratios: list[Ratio]) -> int:
+    """Print each ratio against its target; returns how many were missed."""
     failed = 0
     for name, value, target, op in ratios:
         ok = value <= target if op == "<=" else value >= target
         failed += not ok
         print(f"  {name:<42} {value:.4f}  (target {op} {target})  {'ok' if ok else 'MISSED'}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "figures": figures,
-                "ratios": {
-                    n: {"value": round(v, 4), "target": f"{op} {t}"} for n, v, t, op in ratios
-                },
-            },
-            indent=2,
-        )
-        + "\n"
+    return failed
+
+
+def write_results(path: Path, figures: dict, ratios: list[Ratio], **extra: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "figures": figures,
+        "ratios": {n: {"value": round(v, 4), "target": f"{op} {t}"} for n, v, t, op in ratios},
+        **extra,
+    }
+    path.write_text(json.dumps(document, indent=2) + "\n")
+
+
+# Run inside an image: every installed Python distribution with the bytes of its files, and
+# every Debian package with its Installed-Size (KiB).
+INVENTORY = r"""
+import json, os, subprocess
+from importlib import metadata
+dists = {}
+for dist in metadata.distributions():
+    total = 0
+    for f in dist.files or ():
+        path = dist.locate_file(f)
+        try:
+            if not os.path.islink(path):
+                total += os.path.getsize(path)
+        except OSError:
+            pass
+    dists[dist.metadata["Name"].lower().replace("_", "-")] = total
+out = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Installed-Size}\\n"],
+                     capture_output=True, text=True).stdout
+debs = {n: int(s or 0) * 1024 for n, s in (line.split() for line in out.splitlines())}
+print(json.dumps({"dists": dists, "debs": debs}))
+"""
+
+CUDA_COMPILER = ("nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-cccl")
+SSH = ("openssh-", "libwrap0", "libcbor", "libfido2", "ncurses-term", "runit-helper")
+COMPILERS = (
+    "build-essential", "gcc", "g++", "cpp", "make", "binutils", "libc6-dev", "libc-dev-bin",
+    "linux-libc-dev", "libgcc-", "libstdc++-", "libasan", "liblsan", "libtsan", "libubsan",
+    "libitm", "libquadmath", "libatomic", "libgomp", "libcc1", "libisl", "libmpc", "libmpfr",
+    "libctf", "libgprofng", "libjansson", "libsframe", "libbinutils", "libcrypt-dev", "libnsl-dev",
+    "libtirpc-dev", "rpcsvc-proto", "dpkg-dev", "libdpkg-perl", "patch", "python3.11-dev",
+    "libpython3.11-dev", "libpython3-dev", "python3-dev", "libexpat1-dev", "zlib1g-dev",
+    "ninja-build", "libalgorithm-", "libfile-fcntllock-perl", "fakeroot", "libfakeroot",
+)  # fmt: skip
+
+
+def inventory(client: docker.DockerClient, image: str) -> dict:
+    out = client.containers.run(image, ["python3", "-c", INVENTORY], remove=True, entrypoint=[])
+    return json.loads(out.decode())
+
+
+def full_additions(slim: dict, full: dict) -> dict[str, int]:
+    """The bytes full adds to slim, by what they are for."""
+    split = {
+        "jupyterlab_tensorboard": 0,
+        "ssh": 0,
+        "compilers": 0,
+        "cuda_compiler": 0,
+        "triton_back": 0,
+        "other_tools": 0,
+    }
+    for name, size in full["dists"].items():
+        if name in slim["dists"]:
+            continue
+        if name.startswith(CUDA_COMPILER):
+            split["cuda_compiler"] += size
+        elif name == "triton":
+            split["triton_back"] += size
+        else:
+            split["jupyterlab_tensorboard"] += size
+    for name, size in full["debs"].items():
+        if name in slim["debs"]:
+            continue
+        if name.startswith(SSH):
+            split["ssh"] += size
+        elif name.startswith(COMPILERS):
+            split["compilers"] += size
+        else:
+            split["other_tools"] += size  # curl, git, less, tini, nss_wrapper and what they need
+    return split
+
+
+def cuda_section(args: argparse.Namespace, client: docker.DockerClient) -> int:
+    """The size figures of the CUDA example; returns how many targets were missed."""
+    repository = f"imagekit-bench-{secrets.token_hex(3)}/pytorch"
+    before = {i.id for i in client.images.list(all=True)}
+    with tempfile.TemporaryDirectory(prefix="imagekit-bench-cuda-") as tmp:
+        work = Path(tmp)
+        matrix = work / "matrix.yaml"
+        text = CUDA_EXAMPLE.read_text().replace("imagekit-demo/pytorch", repository)
+        matrix.write_text(text.replace('"imagekit-base/debian:bookworm"', f'"{args.base}"'))
+        try:
+            print("bench: CUDA example build (layers the engine has cached are reused) ...", file=sys.stderr)
+            build_s = run_build(matrix, args.cuda_wheelhouse, work / "results", ca=True)
+            tag = "2.14.1-cuda13.0-cudnn9-py3.11"
+            slim_ref, full_ref = f"{repository}:{tag}-slim", f"{repository}:{tag}-full"
+            slim_bytes = client.images.get(slim_ref).attrs["Size"]
+            full_bytes = client.images.get(full_ref).attrs["Size"]
+            base_bytes = client.images.get(args.base).attrs["Size"]
+            venv = venv_bytes(client, slim_ref)
+            adds = full_additions(inventory(client, slim_ref), inventory(client, full_ref))
+            pruned = json.loads(
+                client.containers.run(
+                    slim_ref, ["cat", "/opt/venv/imagekit-pruned.json"], remove=True, entrypoint=[]
+                )
+            )
+        finally:
+            remove_images(client, repository, before)
+    added = full_bytes - slim_bytes
+    # The C/C++ headers slim keeps packed come back unpacked in full.
+    adds["headers_unpacked"] = sum(pruned["headers_packed"].values())
+    adds["unattributed"] = added - sum(adds.values())
+    figures = {
+        "build_s": round(build_s, 1),
+        "slim_bytes": slim_bytes,
+        "base_bytes": base_bytes,
+        "venv_bytes": venv,
+        "full_bytes": full_bytes,
+        "full_adds_bytes": added,
+        "pruned_from_slim_venv_bytes": pruned["saved_bytes"],
+        "official_runtime_bytes": OFFICIAL_RUNTIME_BYTES,
+    }
+    ratios: list[Ratio] = [
+        ("CUDA slim / (base + venv)", slim_bytes / (base_bytes + venv), 1.05, "<="),
+        (
+            "CUDA slim / official runtime image (6 GB)",
+            slim_bytes / OFFICIAL_RUNTIME_BYTES,
+            0.8,
+            "<=",
+        ),
+    ]
+    print_figures("CUDA (torch 2.14.1, CUDA 13.0, Debian 12)", figures)
+    print(f"  full / slim                    {full_bytes / slim_bytes:.3f}")
+    print("  what full adds (Python packages by RECORD, Debian packages by Installed-Size):")
+    for key, value in adds.items():
+        print(f"    {key:<28} {value / 1e9:.3f} GB")
+    failed = print_ratios(ratios)
+    write_results(
+        args.out_dir / "cuda.json",
+        figures,
+        ratios,
+        full_over_slim=round(full_bytes / slim_bytes, 4),
+        full_adds=adds,
     )
-    return 1 if failed else 0
+    return failed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--wheelhouse", type=Path, help="the CPU demo's wheelhouse")
+    parser.add_argument("--cuda-wheelhouse", type=Path, help="the CUDA example's wheelhouse")
+    parser.add_argument("--base", default="imagekit-base/debian:bookworm")
+    parser.add_argument("--only", choices=("cpu", "cuda"))
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args()
+    sections = [args.only] if args.only else ["cpu", "cuda"]
+    for section, needs in (("cpu", args.wheelhouse), ("cuda", args.cuda_wheelhouse)):
+        if section in sections and needs is None:
+            parser.error(
+                f"the {section} section needs --{'cuda-' if section == 'cuda' else ''}wheelhouse"
+            )
+    client = docker.from_env(version="auto", timeout=1800)
+    missed = 0
+    if "cpu" in sections:
+        missed += cpu_section(args, client)
+    if "cuda" in sections:
+        missed += cuda_section(args, client)
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":
