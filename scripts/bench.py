@@ -358,7 +358,10 @@ def cuda_section(args: argparse.Namespace, client: docker.DockerClient) -> int:
         text = CUDA_EXAMPLE.read_text().replace("imagekit-demo/pytorch", repository)
         matrix.write_text(text.replace('"imagekit-base/debian:bookworm"', f'"{args.base}"'))
         try:
-            print("bench: CUDA example build (layers the engine has cached are reused) ...", file=sys.stderr)
+            print(
+                "bench: CUDA example build (layers the engine has cached are reused) ...",
+                file=sys.stderr,
+            )
             build_s = run_build(matrix, args.cuda_wheelhouse, work / "results", ca=True)
             tag = "2.14.1-cuda13.0-cudnn9-py3.11"
             slim_ref, full_ref = f"{repository}:{tag}-slim", f"{repository}:{tag}-full"
