@@ -399,3 +399,18 @@ def test_tags_lists_versioned_tags_and_aliases(demo_build: DemoBuild, session: S
     rows = {(r["tag"], r["kind"]) for r in json.loads(result.stdout)}
     assert (f"{session.repository}:{SLIM_TAG}", "versioned") in rows
     assert (f"{session.repository}:latest", "alias") in rows
+
+
+def test_doctor_reads_labels_from_the_registry_without_pulling(
+    published: dict, registry: str, session: Session, engine: docker.DockerClient
+) -> None:
+    versioned = f"{registry}/{session.repository}:{SLIM_TAG}"
+    # Only the registry has this name now: doctor must read the config blob from there.
+    engine.api.remove_image(versioned)
+    result = imagekit("doctor", "--image", versioned, "--nvidia-smi", "/nonexistent/nvidia-smi")
+    assert result.code == 0, result.stderr
+    assert f"{versioned}: runs" in result.stdout
+    assert "a CPU image: it runs on any host" in result.stdout
+    assert not any(versioned in t for i in engine.images.list() for t in i.tags)  # not pulled
+    missing = imagekit("doctor", "--image", f"{registry}/{session.repository}:no-such-tag")
+    assert missing.code == 2 and "neither in the local engine nor in its registry" in missing.stderr

@@ -70,15 +70,22 @@ def test_every_cpu_probe_passes_with_the_textbook_values(demo_verify: dict) -> N
         record = json.loads((run / "images" / f"{name}.json").read_text())
         verify = record["verify"]
         assert verify["status"] == "pass" and verify["level"] == "cpu"
+        # A CPU image has no GPU rung; its static rung is env, the structure and the labels.
+        assert verify["levels"] == {"static": "pass", "cpu": "pass", "gpu": "n/a"}
+        assert [c["name"] for c in verify["labels_agree"]] == ["a CPU image carries no CUDA labels"]
         statuses = {r["probe"]: r["status"] for r in verify["probes"]}
-        assert statuses == {
+        expected = {
             "env": "pass",
+            "cuda_stack": "skip",
             "autograd": "pass",
             "matmul": "pass",
             "higher_order": "pass",
             "ddp": "pass",
             "cudnn": "skip",
         }
+        if name == FULL:
+            expected["cuda_extension"] = "skip"  # a full-only probe; a CPU torch has no nvcc
+        assert statuses == expected
         autograd = _checks(record, "autograd")
         assert autograd["dy/dx"]["detail"].startswith("expected 3.0, saw 3.0")
         assert autograd["dy/dw"]["detail"].startswith("expected 2.0, saw 2.0")
@@ -109,9 +116,11 @@ def test_results_files_are_written_and_valid(demo_verify: dict, demo_build: Demo
     run_json = json.loads((run / "run.json").read_text())
     assert run_json["engine"]["server_version"]
     junit = (run / "junit.xml").read_text()
-    assert 'tests="14"' in junit and 'failures="0"' in junit and 'skipped="2"' in junit
+    # slim: 7 probes, full: 8, each image + structure + labels_agree; skipped: cudnn and
+    # cuda_stack twice, cuda_extension once.
+    assert 'tests="19"' in junit and 'failures="0"' in junit and 'skipped="5"' in junit
     summary = (run / "summary.md").read_text()
-    assert f"| {SLIM} | cpu | pass |" in summary
+    assert f"| {SLIM} | cpu (static ok, cpu ok, gpu n/a) | pass |" in summary
 
 
 def test_report_shows_the_run_and_compares_two(demo_verify: dict, demo_build: DemoBuild) -> None:
