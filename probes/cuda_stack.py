@@ -180,8 +180,9 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
             if names_left:
                 optional[where] = names_left
             continue
-        if [n for n in names_left if n in present]:
-            siblings[where] = [n for n in names_left if n in present]
+        beside = [n for n in names_left if n in present]
+        if beside:
+            siblings[where] = beside
         missing = [n for n in names_left if n not in present]
         if missing:
             broken[where] = missing
