@@ -144,14 +144,18 @@ class Leftover:
     created_s: float
 
 
-def leftovers(client: docker.DockerClient) -> list[Leftover]:
-    """Containers and dangling images that carry imagekit labels."""
+def leftovers(client: docker.DockerClient, run_id: str | None = None) -> list[Leftover]:
+    """Containers and dangling images that carry imagekit labels; with `run_id`, only the
+    containers of that run (build stages carry no run id, and are the next build's cache)."""
     found: list[Leftover] = []
     with engine_errors("listing leftovers"):
-        for c in client.api.containers(all=True, filters={"label": RUN_LABEL}):
+        label = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
+        for c in client.api.containers(all=True, filters={"label": label}):
             found.append(
                 Leftover("container", c["Id"], ",".join(c.get("Names") or []), c["Created"])
             )
+        if run_id:
+            return sorted(found, key=lambda x: x.created_s)
         for c in client.api.containers(all=True, filters={"label": STAGE_LABEL}):
             found.append(
                 Leftover("container", c["Id"], ",".join(c.get("Names") or []), c["Created"])

@@ -256,14 +256,21 @@ def gc_command(
         str, typer.Option(help="Only what is older than this: 30s, 10m, 2h, 1d.")
     ] = "0s",
     dry_run: Annotated[bool, typer.Option(help="List, remove nothing.")] = False,
+    run_id: Annotated[
+        str | None,
+        typer.Option(help="Only the containers of this run (its io.imagekit.run-id label)."),
+    ] = None,
 ) -> None:
-    """Remove containers and dangling build-stage images that imagekit left behind."""
+    """Remove containers and dangling build-stage images that imagekit left behind.
+
+    Dangling build stages are also the classic builder's layer cache: without them the next
+    build of those images starts cold."""
     from imagekit.engine import age_s, connect, leftovers, remove
 
     with guard():
         limit_s = _duration_s(older_than)
         client = connect()
-        found = [x for x in leftovers(client) if age_s(x) >= limit_s]
+        found = [x for x in leftovers(client, run_id) if age_s(x) >= limit_s]
         failed = 0
         for item in found:
             why = None if dry_run else remove(client, item)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import secrets
 import tarfile
 from pathlib import Path
 
@@ -197,25 +198,40 @@ def test_a_missing_base_image_fails_with_a_hint_and_no_pull(
 
 
 def test_gc_removes_imagekit_leftovers_and_nothing_else(engine: docker.DockerClient) -> None:
+    run_id = f"test-gc-{secrets.token_hex(4)}"
     ours = engine.containers.create(
         "imagekit-base/debian:bookworm",
         ["true"],
-        labels={"io.imagekit.run-id": "test-gc", "io.imagekit.test": "1"},
+        labels={"io.imagekit.run-id": run_id, "io.imagekit.test": "1"},
+    )
+    other_run = engine.containers.create(
+        "imagekit-base/debian:bookworm",
+        ["true"],
+        labels={"io.imagekit.run-id": run_id + "-other", "io.imagekit.test": "1"},
     )
     theirs = engine.containers.create(
         "imagekit-base/debian:bookworm", ["true"], labels={"io.imagekit.test": "1"}
     )
     try:
-        listed = imagekit("gc", "--dry-run")
+        everything = imagekit("gc", "--dry-run")
+        assert everything.code == 0
+        assert ours.id[:12] in everything.stdout and other_run.id[:12] in everything.stdout
+        assert theirs.id[:12] not in everything.stdout
+        # A run's own leftovers only: the engine's build cache (dangling build stages, which
+        # `make demo` and `make demo-cuda` rebuild from) is not this test's to remove.
+        listed = imagekit("gc", "--dry-run", "--run-id", run_id)
         assert listed.code == 0
-        assert ours.id[:12] in listed.stdout and theirs.id[:12] not in listed.stdout
-        removed = imagekit("gc")
+        assert ours.id[:12] in listed.stdout and other_run.id[:12] not in listed.stdout
+        assert "builder stage" not in listed.stdout
+        removed = imagekit("gc", "--run-id", run_id)
         assert removed.code == 0
         with pytest.raises(docker.errors.NotFound):
             engine.containers.get(ours.id)
         assert engine.containers.get(theirs.id).id == theirs.id
+        assert engine.containers.get(other_run.id).id == other_run.id
     finally:
         theirs.remove(force=True)
+        other_run.remove(force=True)
         with contextlib.suppress(docker.errors.NotFound):
             ours.remove(force=True)
 
