@@ -30,9 +30,12 @@ venv: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@# The layer contract: core imports no adapter, orchestration only the ports.
+	$(BIN)/pytest -q -p no:cacheprovider tests/test_layers.py
 
 types: $(STAMP)
-	$(BIN)/mypy imagekit
+	@# The shared test fakes are checked against the ports they stand in for.
+	$(BIN)/mypy imagekit tests/fakes.py
 
 unit: $(STAMP)
 	$(BIN)/pytest -m "not integration and not gpu and not cuda"
@@ -107,13 +110,21 @@ check: $(STAMP)
 	$(BIN)/imagekit check
 
 ## make goldens: re-render the golden Dockerfiles after an intended template change.
+# Goldens keep only rendered files (Dockerfile, requirements*.txt, imagekit-plan.json); the
+# static files that come verbatim from templates/ are swapped for a static.sha256 manifest
+# (`<sha256>  <name>`), which tests/test_render.py checks against the templates.
 goldens: $(STAMP)
+	rm -rf $(GOLDEN)/docker $(GOLDEN)/buildkit
 	$(BIN)/imagekit render --matrix $(GOLDEN)/matrix.yaml --out $(GOLDEN)/docker --no-ca-cert
 	$(BIN)/imagekit render --matrix $(GOLDEN)/matrix.yaml --out $(GOLDEN)/buildkit --no-ca-cert --buildkit
+	$(BIN)/python -c 'import sys, pathlib, imagekit.core.context as c; \
+		[c.swap_static_for_manifest(pathlib.Path(d)) for d in sys.argv[1:]]' \
+		$(GOLDEN)/docker $(GOLDEN)/buildkit
 
-## make schema: regenerate the JSON Schema of matrix.yaml.
+## make schema: regenerate the JSON Schemas of matrix.yaml and of a results record.
 schema: $(STAMP)
 	$(BIN)/imagekit schema --out imagekit/data/matrix.schema.json
+	$(BIN)/imagekit schema --results --out imagekit/data/results.schema.json
 
 clean:
 	rm -rf $(VENV) out results .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -11,7 +11,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Process exit codes, one per kind of failure (see DESIGN.md)."""
+    """Process exit codes, one per kind of failure (README.md, Commands)."""
 
     OK = 0
     BAD_INPUT = 2
@@ -106,3 +106,13 @@ class GpuMismatchError(ImagekitError):
     """An image cannot use this host's GPUs (driver too old, architecture missing, no GPU)."""
 
     exit_code = ExitCode.GPU_MISMATCH
+
+
+class GpuUnavailableError(EngineUnavailableError):
+    """GPUs were asked for, but the engine cannot hand them to containers."""
+
+
+class RegistryError(ImagekitError):
+    """The registry could not be asked (unreachable, or an answer that is no answer)."""
+
+    exit_code = ExitCode.PUBLISH_FAILED

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from imagekit.bake import bake_file, target_name
-from imagekit.engine import MANAGED_LABEL
-from imagekit.matrix import Matrix, load_matrix
-from imagekit.plan import ImagePlan
-from imagekit.render import RenderedImage, RenderOptions, render_image
+from imagekit.core import labels as L
+from imagekit.core.bake import bake_file, target_name
+from imagekit.core.matrix import Matrix, load_matrix
+from imagekit.core.plan import ImagePlan
+from imagekit.core.render import RenderedImage, RenderOptions, render_image
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTEXTS = Path("/ctx")
@@ -42,7 +42,7 @@ def test_every_image_is_a_target_with_its_context_dockerfile_args_and_label(
         target = bake["target"][target_name(plan)]
         assert target["context"] == str(CONTEXTS / plan.name)
         assert target["dockerfile"] == "Dockerfile"
-        assert target["labels"] == {MANAGED_LABEL: "true"}
+        assert target["labels"] == {L.MANAGED: "true"}
         if plan.flavour == "slim":
             assert target["args"] == {"BASE_IMAGE": plan.cell.base_image}
         else:

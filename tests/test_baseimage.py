@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from imagekit import baseimage
-from imagekit.baseimage import (
+from imagekit.adapters import baseimage
+from imagekit.adapters.baseimage import (
     DEBIAN_SUITES,
     DEFAULT_INCLUDE,
     UBUNTU_SUITES,

@@ -1,25 +1,33 @@
 """BuildRun: ordering, up-to-date checks, failures, budgets, records and events.
 
-No engine: `inspect_image` and `history` are replaced by a dict of images that a
-stand-in builder fills when it "builds", from a recorded legacy-builder stream.
+No engine: the shared `FakeEngine` holds the images, and a stand-in builder fills it when it
+"builds", from a recorded legacy-builder stream.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import json
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from imagekit import build
-from imagekit.build import (
+from imagekit.adapters.results import RunFolder
+from imagekit.core import labels as L
+from imagekit.core.build_stream import BuildLog
+from imagekit.core.context import ContextInputs
+from imagekit.core.matrix import Matrix, load_matrix
+from imagekit.core.plan import ImagePlan
+from imagekit.core.ports import BuildOutcome, BuildRequest, Layer, LineSink
+from imagekit.core.records import ImageRecord
+from imagekit.core.render import RenderOptions
+from imagekit.events import Event, PlainView
+from imagekit.orchestration.build import (
     BUILT,
     FAILED,
     SKIPPED,
@@ -29,15 +37,7 @@ from imagekit.build import (
     ImageResult,
     budget_problem,
 )
-from imagekit.build_stream import BuildLog
-from imagekit.builders import BuildOutcome, BuildRequest, LineSink
-from imagekit.context import ContextInputs
-from imagekit.engine import INPUT_HASH_LABEL, MANAGED_LABEL, ImageFacts, Layer
-from imagekit.events import Event, PlainView
-from imagekit.matrix import Matrix, load_matrix
-from imagekit.plan import ImagePlan
-from imagekit.render import RenderOptions
-from imagekit.results import RunFolder
+from tests.fakes import FakeEngine
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_BASE = "imagekit-base/debian:bookworm"
@@ -64,35 +64,11 @@ def torch_291(matrix: Matrix) -> list[ImagePlan]:
 # The engine and builder stand-ins ---------------------------------------------------
 
 
-@dataclass
-class FakeEngine:
-    """The images `inspect_image` and `history` see, by reference and by id."""
-
-    images: dict[str, ImageFacts] = field(default_factory=dict)
-    layers: dict[str, list[Layer]] = field(default_factory=dict)
-
-    def add(
-        self, reference: str, image_id: str, labels: dict[str, str] | None = None, size: int = 1
-    ) -> None:
-        facts = ImageFacts(
-            image_id, (reference,), labels or {}, size, ("sha256:" + "1" * 64,), "2025-11-30"
-        )
-        self.images[reference] = self.images[image_id] = facts
-
-    def inspect_image(self, client: object, reference: str) -> ImageFacts | None:
-        return self.images.get(reference)
-
-    def history(self, client: object, image_id: str) -> list[Layer]:
-        return self.layers.get(image_id, [])
-
-
 @pytest.fixture
-def engine(monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
+def engine() -> FakeEngine:
     fake = FakeEngine()
     fake.add(CPU_BASE, "sha256:" + "b" * 64, size=80_000_000)
     fake.add(UBUNTU_BASE, "sha256:" + "c" * 64, size=78_000_000)
-    monkeypatch.setattr(build, "inspect_image", fake.inspect_image)
-    monkeypatch.setattr(build, "history", fake.history)
     return fake
 
 
@@ -193,9 +169,10 @@ class Outcome:
     def by_name(self, name: str) -> ImageResult:
         return next(r for r in self.results if r.name == name)
 
-    def record(self, name: str) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.run.image_file(name).read_text(encoding="utf-8"))
-        return data
+    def record(self, name: str) -> ImageRecord:
+        record = self.run.read_image(name)
+        assert record is not None, f"no record of {name}"
+        return record
 
     def seen(self, name: str) -> list[tuple[str, str]]:
         return [(e.kind, e.message) for e in self.events if e.image == name]
@@ -221,8 +198,7 @@ def run_build(
     )
     run = RunFolder.create(tmp_path / "results")
     events: list[Event] = []
-    client: Any = None  # never used: the engine calls are replaced
-    results = BuildRun(client, builder, plans, settings, run, events.append).execute()
+    results = BuildRun(builder.engine, builder, plans, settings, run, events.append).execute()
     return Outcome(results, events, run)
 
 
@@ -276,8 +252,8 @@ def test_full_is_built_from_the_slim_reference_of_its_cell(
     slim, full = builder.requests
     assert slim.build_args == {"BASE_IMAGE": CPU_BASE}
     assert full.build_args == {"SLIM_IMAGE": slim.reference}
-    assert slim.labels[MANAGED_LABEL] == "true"
-    assert slim.labels[INPUT_HASH_LABEL].startswith("sha256:")
+    assert slim.labels[L.MANAGED] == "true"
+    assert slim.labels[L.INPUT_HASH].startswith("sha256:")
     assert (slim.context_dir / "Dockerfile").is_file()
 
 
@@ -335,7 +311,7 @@ def test_an_image_whose_label_does_not_match_is_rebuilt(
     tmp_path: Path, engine: FakeEngine, cpu: list[ImagePlan]
 ) -> None:
     slim = cpu[0]
-    engine.add(slim.reference, "sha256:" + "e" * 64, {INPUT_HASH_LABEL: "sha256:stale"})
+    engine.add(slim.reference, "sha256:" + "e" * 64, {L.INPUT_HASH: "sha256:stale"})
     builder = FakeBuilder(engine)
 
     done = run_build(tmp_path, builder, [slim])
@@ -507,12 +483,13 @@ def test_every_finished_image_has_a_record_with_build_and_plan(
 
     for result in done.results:
         record = done.record(result.name)
-        assert sorted(record) == ["build", "plan"]
-        assert record["build"]["status"] == result.status
-        assert record["build"]["message"] == result.message
-        assert record["plan"]["name"] == result.name
-        assert record["plan"]["reference"] == result.reference
-        assert record["plan"]["cell"]["torch"] == "2.9.1"
+        assert sorted(record.to_json()) == ["build", "plan"]
+        assert record.build is not None and record.plan is not None
+        assert record.build.status == result.status
+        assert record.build.message == result.message
+        assert record.plan.name == result.name
+        assert record.plan.reference == result.reference
+        assert record.plan.cell["torch"] == "2.9.1"
     assert sorted(p.name for p in (done.run.root / "images").iterdir()) == sorted(
         f"{p.name}.json" for p in plans
     )
@@ -523,20 +500,23 @@ def test_built_image_record_has_its_measurements_and_log(
 ) -> None:
     done = run_build(tmp_path, FakeBuilder(engine, sizes={CPU_SLIM: 1_234_000_000}), cpu)
 
-    build_record = done.record(CPU_SLIM)["build"]
-    assert build_record["status"] == BUILT
-    assert build_record["image_id"].startswith("sha256:")
-    assert build_record["input_hash"].startswith("sha256:")
-    assert build_record["size_bytes"] == 1_234_000_000
-    assert build_record["size_budget_bytes"] == 1_600_000_000
-    assert build_record["layer_count"] == 1
-    assert [x["size_bytes"] for x in build_record["largest_layers"]] == [9000, 500, 70, 40, 10]
-    log = Path(build_record["log_path"])
+    build_record = done.record(CPU_SLIM).build
+    assert build_record is not None
+    assert build_record.status == BUILT
+    assert build_record.image_id is not None and build_record.image_id.startswith("sha256:")
+    assert build_record.input_hash is not None and build_record.input_hash.startswith("sha256:")
+    assert build_record.size_bytes == 1_234_000_000
+    assert build_record.size_budget_bytes == 1_600_000_000
+    assert build_record.layer_count == 1
+    assert [x.size_bytes for x in build_record.largest_layers] == [9000, 500, 70, 40, 10]
+    assert build_record.log_path is not None
+    log = Path(build_record.log_path)
     assert log == done.run.log_file(CPU_SLIM)
     assert "Successfully installed torch-2.13.0" in log.read_text(encoding="utf-8")
-    plan_record = done.record(CPU_SLIM)["plan"]
-    assert plan_record["aliases"] == ["2.13-cpu-slim", "latest-slim"]
-    assert plan_record["required_probes"] == ["env", "autograd", "matmul", "higher_order", "ddp"]
+    plan_record = done.record(CPU_SLIM).plan
+    assert plan_record is not None
+    assert plan_record.aliases == ("2.13-cpu-slim", "latest-slim")
+    assert plan_record.required_probes == ("env", "autograd", "matmul", "higher_order", "ddp")
 
 
 def test_events_of_a_build_are_started_each_step_then_finished(
@@ -577,10 +557,9 @@ def test_finished_event_carries_the_build_log_for_github_folding(
     out = io.StringIO()
     settings = BuildSettings(RenderOptions(), ContextInputs(), tmp_path / "contexts")
     run = RunFolder.create(tmp_path / "results")
-    client: Any = None
     view = PlainView(out, github=True)
 
-    BuildRun(client, FakeBuilder(engine, fail=[CPU_SLIM]), cpu, settings, run, view).execute()
+    BuildRun(engine, FakeBuilder(engine, fail=[CPU_SLIM]), cpu, settings, run, view).execute()
 
     lines = out.getvalue().splitlines()
     start = lines.index(f"::group::{CPU_SLIM} build log")
@@ -595,28 +574,22 @@ def test_finished_event_carries_the_build_log_for_github_folding(
 
 
 def test_a_missing_base_is_pulled_only_when_asked(
-    tmp_path: Path, engine: FakeEngine, cpu: list[ImagePlan], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, engine: FakeEngine, cpu: list[ImagePlan]
 ) -> None:
     del engine.images[CPU_BASE]
-    pulls: list[str] = []
+    engine.pullable[CPU_BASE] = FakeEngine().add(CPU_BASE, "sha256:" + "d" * 64)
 
-    def fake_pull(client: object, reference: str) -> str:
-        pulls.append(reference)
-        engine.add(reference, "sha256:" + "d" * 64)
-        return ""
-
-    monkeypatch.setattr(build, "pull_image", fake_pull)
     without = run_build(tmp_path / "a", FakeBuilder(engine), cpu[:1])
-    assert without.by_name(CPU_SLIM).status == FAILED and pulls == []
+    assert without.by_name(CPU_SLIM).status == FAILED and engine.pulls == []
     assert "--pull" in without.by_name(CPU_SLIM).message
     pulled = run_build(tmp_path / "b", FakeBuilder(engine), cpu[:1], pull=True)
-    assert pulls == [CPU_BASE] and pulled.by_name(CPU_SLIM).status == BUILT
+    assert engine.pulls == [CPU_BASE] and pulled.by_name(CPU_SLIM).status == BUILT
 
 
 def test_a_failed_pull_is_named_in_the_failure(
-    tmp_path: Path, engine: FakeEngine, cpu: list[ImagePlan], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, engine: FakeEngine, cpu: list[ImagePlan]
 ) -> None:
-    del engine.images[CPU_BASE]
-    monkeypatch.setattr(build, "pull_image", lambda client, ref: "dial tcp: lookup registry")
+    del engine.images[CPU_BASE]  # and nothing to pull it from: the fake says why
     done = run_build(tmp_path, FakeBuilder(engine), cpu[:1], pull=True)
-    assert "pull failed: dial tcp: lookup registry" in done.by_name(CPU_SLIM).message
+    assert engine.pulls == [CPU_BASE]
+    assert f"pull failed: manifest for {CPU_BASE} not found" in done.by_name(CPU_SLIM).message

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from imagekit import __version__
 from imagekit.cli import app
-from imagekit.matrix import load_matrix
+from imagekit.core.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 MATRIX = ROOT / "matrix.yaml"

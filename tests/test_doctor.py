@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from imagekit.adapters.hostgpu import parse_query, proc_driver_version, read_host
 from imagekit.cli import app
-from imagekit.compat import load_compat
-from imagekit.doctor import arch_runs, assess, newest_cuda_for
-from imagekit.hostgpu import Gpu, HostGpus, parse_query, proc_driver_version, read_host
+from imagekit.core.compat import load_compat
+from imagekit.core.doctor import Gpu, HostGpus, arch_runs, assess, newest_cuda_for
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_LOCAL = ROOT / "examples" / "cuda-local.yaml"

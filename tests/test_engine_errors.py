@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from imagekit.engine import ImageFacts, connect
+from imagekit.adapters.engine import connect
+from imagekit.core.ports import LocalImage
 from imagekit.errors import EngineUnavailableError, ExitCode
 
 # `docker image inspect imagekit-demo/pytorch:2.13.0-cpu-py3.11-slim`, trimmed.
@@ -59,10 +60,10 @@ def test_connect_to_a_missing_socket_names_docker_host_and_says_how_to_start_one
     assert "\n" not in error.message  # one line, no traceback text
 
 
-def test_image_facts_from_a_recorded_inspect() -> None:
-    facts = ImageFacts.from_attrs(INSPECT)
+def test_local_image_from_a_recorded_inspect() -> None:
+    image = LocalImage.from_inspect(INSPECT)
 
-    assert facts == ImageFacts(
+    assert image == LocalImage(
         id=INSPECT["Id"],
         tags=(
             "imagekit-demo/pytorch:2.13.0-cpu-py3.11-slim",
@@ -85,10 +86,10 @@ def test_image_facts_from_a_recorded_inspect() -> None:
     ],
     ids=["missing", "null", "null-inside"],
 )
-def test_image_facts_of_a_dangling_image_with_nothing_set(attrs: dict[str, Any]) -> None:
-    facts = ImageFacts.from_attrs(attrs)
+def test_local_image_of_a_dangling_image_with_nothing_set(attrs: dict[str, Any]) -> None:
+    image = LocalImage.from_inspect(attrs)
 
-    assert (facts.id, facts.tags, facts.labels, facts.size_bytes, facts.layers) == (
+    assert (image.id, image.tags, image.labels, image.size_bytes, image.layers) == (
         "sha256:abc",
         (),
         {},

@@ -6,11 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.gate import decide, tag_facts_problems
-from imagekit.matrix import load_matrix
-from imagekit.plan import ImagePlan
-from imagekit.publish import candidate_tag, load_verify_records, retarget
-from imagekit.registry import classify, push, registry_auth, split_reference
+from imagekit.adapters.registry import classify, push, registry_auth, split_reference
+from imagekit.adapters.results import RunFolder, verify_evidence
+from imagekit.core.agreement import Identity, disagreements
+from imagekit.core.gate import decide
+from imagekit.core.matrix import load_matrix
+from imagekit.core.plan import ImagePlan
+from imagekit.core.records import (
+    BuildRecord,
+    Check,
+    Evidence,
+    ImageRecord,
+    ProbeResult,
+    Status,
+)
+from imagekit.orchestration.publish import candidate_tag, retarget
+from tests.fakes import verify_record
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "sha256:" + "a" * 64
@@ -22,22 +33,28 @@ def plan() -> ImagePlan:
     return next(p for p in matrix.plans if p.name == "2.14.1-cu130-py3.12-slim")
 
 
-def record(image_id: str = IMAGE, statuses: dict[str, str] | None = None, **facts: object) -> dict:
+def record(
+    image_id: str = IMAGE, statuses: dict[str, str] | None = None, **facts: object
+) -> Evidence:
     statuses = statuses or dict.fromkeys(
         ("env", "autograd", "matmul", "higher_order", "ddp"), "pass"
     )
     seen = {"torch": "2.14.1+cu130", "cuda": "13.0", "cudnn": "9.24.0", "python": "3.12.3"} | facts
-    return {
-        "_run": "run1",
-        "verify": {
-            "image_id": image_id,
-            "probes": [
-                {"probe": p, "status": s, "facts": seen if p == "env" else {}}
-                for p, s in statuses.items()
-            ],
-            "structure": [{"name": "non-root", "ok": True, "detail": ""}],
-        },
-    }
+    probes = [
+        ProbeResult(
+            probe=p,
+            status=Status(s),
+            checks=(Check(name=f"{p} works", ok=True),) if s == "pass" else (),
+            facts=seen if p == "env" else {},
+        )
+        for p, s in statuses.items()
+    ]
+    structure = (Check(name="non-root", ok=True, detail=""),)
+    return Evidence(
+        "run1",
+        "2.14.1-cu130-py3.12-slim",
+        verify_record(*probes, image=image_id, structure=structure),
+    )
 
 
 def test_a_passing_run_for_this_image_opens_the_gate(plan: ImagePlan) -> None:
@@ -94,7 +111,8 @@ def test_force_overrides_the_gate_and_says_so(plan: ImagePlan) -> None:
 def test_tag_facts_of_a_cpu_image(plan: ImagePlan) -> None:
     matrix = load_matrix(ROOT / "matrix.yaml")
     cpu = next(p for p in matrix.plans if p.name == "2.15.0-cpu-py3.12-slim")
-    assert tag_facts_problems(cpu, {"torch": "2.15.0+cpu", "cuda": None, "python": "3.12.3"}) == []
+    facts = {"torch": "2.15.0+cpu", "cuda": None, "python": "3.12.3"}
+    assert disagreements(Identity.from_cell(cpu.cell), facts, "tag") == []
 
 
 @pytest.mark.parametrize(
@@ -193,9 +211,12 @@ def test_registry_credentials_come_from_the_environment_or_the_docker_config(
 
 def test_verify_records_are_loaded_newest_run_first(tmp_path: Path) -> None:
     for run in ("20260101T000000Z-aaaa", "20261130T000000Z-bbbb"):
-        folder = tmp_path / run / "images"
-        folder.mkdir(parents=True)
-        (folder / "x.json").write_text('{"verify": {"image_id": "i"}}')
-        (folder / "y.json").write_text('{"build": {}}')
-    records = load_verify_records(tmp_path)
-    assert [r["_run"] for r in records] == ["20261130T000000Z-bbbb", "20260101T000000Z-aaaa"]
+        folder = RunFolder.create(tmp_path, run)
+        folder.update_image("x", ImageRecord(verify=record().record))
+        built = BuildRecord(
+            name="y", reference="r/y:t", flavour="slim", status="failed", message="", duration_s=1
+        )
+        folder.update_image("y", ImageRecord(build=built))
+    records = verify_evidence(tmp_path)
+    assert [r.run_id for r in records] == ["20261130T000000Z-bbbb", "20260101T000000Z-aaaa"]
+    assert [r.name for r in records] == ["x", "x"]

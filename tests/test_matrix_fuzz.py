@@ -16,9 +16,8 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from imagekit.errors import ValidationError
-from imagekit.matrix import Matrix, parse_matrix
-from imagekit.matrix_schema import (
+from imagekit.core.matrix import Matrix, parse_matrix
+from imagekit.core.matrix_schema import (
     Defaults,
     Entry,
     Exclusion,
@@ -28,7 +27,8 @@ from imagekit.matrix_schema import (
     MatrixFile,
     UserSpec,
 )
-from imagekit.plan import tag_problem
+from imagekit.core.plan import tag_problem
+from imagekit.errors import ValidationError
 
 FILE = "fuzz.yaml"
 ROOT = Path(__file__).resolve().parents[1]

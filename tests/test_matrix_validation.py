@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.compat import CompatData, load_compat
+from imagekit.core.compat import CompatData, load_compat
+from imagekit.core.matrix import Matrix, load_matrix, parse_matrix
 from imagekit.errors import Problem, ValidationError
-from imagekit.matrix import Matrix, load_matrix, parse_matrix
 
 FILE = "matrix.yaml"
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,15 +9,37 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.adapters.hostprobe import HostProbeRunner
+from imagekit.core.agreement import expectations
+from imagekit.core.labels import ImageLabels
+from imagekit.core.ports import ProbeRequest, ProbeRun
+from imagekit.core.probes import discover, overall, parse_events, read_spec, select
+from imagekit.core.records import Check, ImageRecord, Level, ProbeResult, Status
+from imagekit.core.summary import changes, junit, markdown
 from imagekit.errors import InputError
-from imagekit.hostprobe import run_host
-from imagekit.probes import discover, expected_from_labels, overall, parse_events, read_spec, select
 from imagekit.resources import probes_dir
-from imagekit.summary import changes, junit, markdown
+from tests.fakes import verify_record
 
 torch = pytest.importorskip("torch", reason="host-mode tests need torch (make test installs it)")
 
 PROBES = probes_dir()
+
+
+def run_host(
+    folder: Path, probes: list[str], expected: dict, *, device: str, timeout_s: float
+) -> ProbeRun:
+    """The probes run in this Python environment, as `imagekit probe` runs them."""
+    request = ProbeRequest(
+        image="",
+        probes_dir=folder,
+        probes=tuple(probes),
+        expected=expected,
+        device=device,
+        gpus=False,
+        timeout_s=timeout_s,
+        shm_bytes=0,
+    )
+    return HostProbeRunner().run(request)
 
 
 def test_probe_metadata_is_read_without_importing_torch() -> None:
@@ -46,15 +68,15 @@ def test_probe_metadata_is_read_without_importing_torch() -> None:
     ]
     # The rungs: inspection without a workload, CPU workloads, GPU workloads.
     levels = {name: spec.level for name, spec in specs.items()}
-    assert levels["env"] == levels["cuda_stack"] == levels["cuda_extension"] == "static"
-    assert levels["autograd"] == levels["ddp"] == "cpu"
-    assert levels["cudnn"] == "gpu"
+    assert levels["env"] == levels["cuda_stack"] == levels["cuda_extension"] == Level.STATIC
+    assert levels["autograd"] == levels["ddp"] == Level.CPU
+    assert levels["cudnn"] == Level.GPU
     assert specs["cuda_extension"].flavours == ("full",)
 
 
 def test_a_probe_with_an_unknown_level_is_refused_with_its_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text('PROBE = {"name": "bad", "level": "warp"}\n')
+    bad.write_text('PROBE = {"level": "warp"}\n')
     with pytest.raises(InputError) as caught:
         read_spec(bad)
     assert f"{bad}:1:" in caught.value.format() and "static" in caught.value.format()
@@ -62,7 +84,7 @@ def test_a_probe_with_an_unknown_level_is_refused_with_its_line(tmp_path: Path) 
 
 def test_a_probe_whose_metadata_is_not_a_literal_is_reported_with_its_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text('X = 1\nPROBE = {"name": "bad", "timeout_s": 2 * 60}\n')
+    bad.write_text('X = 1\nPROBE = {"timeout_s": 2 * 60}\n')
     with pytest.raises(InputError, match=r"bad.py:2: PROBE must be a plain literal"):
         read_spec(bad)
 
@@ -81,12 +103,14 @@ def test_expected_values_come_from_the_labels() -> None:
         "io.imagekit.nccl": "2.30.7",
         "io.imagekit.python": "3.12",
         "io.imagekit.cuda-archs": "sm_80 sm_90",
+        "io.imagekit.glibc-floor": "2.35",
     }
-    expected = expected_from_labels(labels)
+    expected = expectations(ImageLabels.parse(labels))
     assert expected["torch"] == "2.14.1" and expected["cuda"] == "13.0"
+    assert expected["glibc_floor"] == "2.35"
     assert expected["archs"] == ["sm_80", "sm_90"]
     assert expected["require_non_root"] and expected["min_shm_bytes"] == 1 << 30
-    cpu = expected_from_labels({"io.imagekit.torch": "2.13.0"}, container=False)
+    cpu = expectations(ImageLabels.parse({"io.imagekit.torch": "2.13.0"}), container=False)
     assert cpu == {"torch": "2.13.0", "cuda": None}
 
 
@@ -100,7 +124,7 @@ def _result(probe: str, status: str) -> str:
         probe=probe,
         status=status,
         reason="",
-        checks=[],
+        checks=[{"name": f"{probe} works", "ok": True, "detail": ""}],
         metrics={},
         facts={},
         duration_s=0.1,
@@ -135,56 +159,61 @@ def test_a_probe_that_started_and_never_reported_is_never_a_pass(
         stderr="Killed\n",
     )
     assert out.device == "cpu"
-    statuses = [(r["probe"], r["status"]) for r in out.results]
+    statuses = [(r.probe, r.status) for r in out.results]
     assert statuses == [("autograd", "pass"), ("ddp", expected[0]), ("matmul", expected[0])]
-    assert out.results[1]["reason"] == expected[1]
-    assert out.results[2]["reason"].startswith("not reached: ")
+    assert out.results[1].reason == expected[1]
+    assert out.results[2].reason.startswith("not reached: ")
     assert overall(out.results) == "fail"
     assert overall(out.results, ["autograd"]) == "pass"
 
 
+def test_a_malformed_result_line_is_an_error_never_a_pass() -> None:
+    unproven = _event(event="result", probe="autograd", status="pass", checks=[])
+    out = parse_events(unproven, ["autograd"], exit_code=0)
+    assert out.results[0].status is Status.ERROR
+    assert "malformed result" in out.results[0].reason
+
+
 def test_host_mode_runs_the_suite_with_the_textbook_values() -> None:
-    output, wall_s = run_host(
+    run = run_host(
         PROBES,
         ["env", "autograd", "higher_order", "matmul", "cudnn"],
         {},
         device="cpu",
         timeout_s=300,
     )
-    by = {r["probe"]: r for r in output.results}
-    assert {p: r["status"] for p, r in by.items()} == {
+    by = {r.probe: r for r in run.output.results}
+    assert {p: r.status for p, r in by.items()} == {
         "env": "pass",
         "autograd": "pass",
         "higher_order": "pass",
         "matmul": "pass",
         "cudnn": "skip",
     }
-    checks = {c["name"]: c for c in by["autograd"]["checks"]}
-    assert checks["dy/dx"]["detail"].startswith("expected 3.0, saw 3.0")
-    assert checks["dy/dw"]["detail"].startswith("expected 2.0, saw 2.0")
-    assert checks["dy/db"]["detail"].startswith("expected 1.0, saw 1.0")
-    second = {c["name"]: c for c in by["higher_order"]["checks"]}["d2y/dx2 of x^3 at 1"]
-    assert second["detail"].startswith("expected 6.0, saw 6.0")
-    assert by["env"]["facts"]["torch"] == torch.__version__
-    assert wall_s > 0
+    checks = {c.name: c for c in by["autograd"].checks}
+    assert checks["dy/dx"].detail.startswith("expected 3.0, saw 3.0")
+    assert checks["dy/dw"].detail.startswith("expected 2.0, saw 2.0")
+    assert checks["dy/db"].detail.startswith("expected 1.0, saw 1.0")
+    second = {c.name: c for c in by["higher_order"].checks}["d2y/dx2 of x^3 at 1"]
+    assert second.detail.startswith("expected 6.0, saw 6.0")
+    assert by["env"].facts["torch"] == torch.__version__
+    assert run.wall_s > 0
 
 
 def test_env_compares_with_what_it_was_told_and_names_both_values() -> None:
-    output, _ = run_host(
-        PROBES, ["env"], {"torch": "9.9.9", "cuda": None}, device="cpu", timeout_s=120
-    )
-    env = output.results[0]
-    assert env["status"] == "fail"
-    check = next(c for c in env["checks"] if c["name"] == "torch version")
-    assert check["detail"] == f"expected '9.9.9', saw '{torch.__version__.split('+')[0]}'"
+    run = run_host(PROBES, ["env"], {"torch": "9.9.9", "cuda": None}, device="cpu", timeout_s=120)
+    env = run.output.results[0]
+    assert env.status == "fail"
+    check = next(c for c in env.checks if c.name == "torch version")
+    assert check.detail == f"expected '9.9.9', saw '{torch.__version__.split('+')[0]}'"
 
 
 def test_ddp_averages_gradients_over_two_gloo_ranks() -> None:
-    output, _ = run_host(PROBES, ["ddp"], {}, device="cpu", timeout_s=180)
-    ddp = output.results[0]
-    assert ddp["status"] == "pass", ddp
-    assert ddp["facts"]["backend"] == "gloo" and ddp["facts"]["world_size"] == 2
-    names = [c["name"] for c in ddp["checks"]]
+    run = run_host(PROBES, ["ddp"], {}, device="cpu", timeout_s=180)
+    ddp = run.output.results[0]
+    assert ddp.status == "pass", ddp
+    assert ddp.facts["backend"] == "gloo" and ddp.facts["world_size"] == 2
+    names = [c.name for c in ddp.checks]
     assert "rank 1 gradients are the average over ranks" in names
 
 
@@ -192,13 +221,11 @@ def test_a_ddp_rank_that_never_joins_gives_timeout_not_a_hang(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("IMAGEKIT_DDP_DROP_RANKS", "1")
-    output, wall_s = run_host(
-        PROBES, ["ddp"], {"ddp_init_timeout_s": 5}, device="cpu", timeout_s=120
-    )
-    ddp = output.results[0]
-    assert ddp["status"] == "timeout"
-    assert "could not join within 5s" in ddp["reason"]
-    assert wall_s < 90
+    run = run_host(PROBES, ["ddp"], {"ddp_init_timeout_s": 5}, device="cpu", timeout_s=120)
+    ddp = run.output.results[0]
+    assert ddp.status == "timeout"
+    assert "could not join within 5s" in ddp.reason
+    assert run.wall_s < 90
 
 
 def test_a_run_over_its_time_limit_is_killed_and_reported(tmp_path: Path) -> None:
@@ -207,12 +234,12 @@ def test_a_run_over_its_time_limit_is_killed_and_reported(tmp_path: Path) -> Non
     for name in ("_runner.py", "_probekit.py", "autograd.py"):
         (folder / name).write_text((PROBES / name).read_text())
     (folder / "hang.py").write_text(
-        'PROBE = {"name": "hang", "timeout_s": 1}\n\n'
+        'PROBE = {"timeout_s": 1}\n\n'
         "def run(device, expected):\n    import time\n    time.sleep(600)\n"
     )
-    output, wall_s = run_host(folder, ["autograd", "hang"], {}, device="cpu", timeout_s=15)
-    assert [r["status"] for r in output.results] == ["pass", "timeout"]
-    assert wall_s < 60
+    run = run_host(folder, ["autograd", "hang"], {}, device="cpu", timeout_s=15)
+    assert [r.status for r in run.output.results] == ["pass", "timeout"]
+    assert run.wall_s < 60
 
 
 def test_imagekit_probe_imports_neither_docker_nor_jinja2() -> None:
@@ -229,27 +256,20 @@ def test_imagekit_probe_imports_neither_docker_nor_jinja2() -> None:
     assert "LOADED [] 0" in done.stdout, done.stderr[-2000:]
 
 
-def _record(probe_statuses: dict[str, str], metric: float = 10.0) -> dict:
-    return {
-        "verify": {
-            "level": "cpu",
-            "status": "pass"
-            if all(s in ("pass", "skip") for s in probe_statuses.values())
-            else "fail",
-            "probes": [
-                {
-                    "probe": p,
-                    "status": s,
-                    "reason": "why" if s != "pass" else "",
-                    "duration_s": 0.5,
-                    "checks": [{"name": "c", "ok": s == "pass", "detail": "d"}],
-                    "metrics": {"matmul_warm_median_ms": metric},
-                }
-                for p, s in probe_statuses.items()
-            ],
-            "structure": [{"name": "non-root", "ok": True, "detail": "1000"}],
-        }
-    }
+def _record(probe_statuses: dict[str, str], metric: float = 10.0) -> ImageRecord:
+    probes = [
+        ProbeResult(
+            probe=p,
+            status=Status(s),
+            reason="why" if s != "pass" else "",
+            duration_s=0.5,
+            checks=(Check(name="c", ok=s == "pass", detail="d"),),
+            metrics={"matmul_warm_median_ms": metric},
+        )
+        for p, s in probe_statuses.items()
+    ]
+    structure = (Check(name="non-root", ok=True, detail="1000"),)
+    return ImageRecord(verify=verify_record(*probes, structure=structure, level="cpu"))
 
 
 def test_junit_has_a_testcase_per_image_and_probe() -> None:

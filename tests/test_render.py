@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from imagekit.context import (
+from imagekit.adapters.lint import lint
+from imagekit.core import context
+from imagekit.core.context import (
+    PLAN_FILE,
+    STATIC_FILES,
+    STATIC_MANIFEST,
     ContextInputs,
     compare_tree,
     input_hash,
+    read_static_manifest,
     render_tree,
     resolve_ca_bundle,
+    swap_static_for_manifest,
     write_context,
 )
+from imagekit.core.matrix import Matrix, load_matrix
+from imagekit.core.plan import ImagePlan
+from imagekit.core.render import FULL_FILES, PRUNE_SCRIPT, RenderOptions, render_image
 from imagekit.errors import InputError
-from imagekit.lint import lint
-from imagekit.matrix import Matrix, load_matrix
-from imagekit.plan import ImagePlan
-from imagekit.render import RenderOptions, render_image
+from imagekit.resources import templates_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
@@ -61,8 +71,34 @@ def test_committed_goldens_match_a_fresh_render(
     golden_matrix: Matrix, folder: str, buildkit: bool
 ) -> None:
     options = RenderOptions(buildkit=buildkit)
-    differences = compare_tree(list(golden_matrix.plans), options, ContextInputs(), GOLDEN / folder)
+    plans = list(golden_matrix.plans)
+    differences = compare_tree(
+        plans, options, ContextInputs(), GOLDEN / folder, static_manifest=True
+    )
     assert differences == [], "\n".join(differences) + "\nrun `make goldens` if intended"
+    for plan in plans:
+        # Goldens hold only what is rendered: the static files are in the manifest, not copied.
+        rendered = render_image(plan, options)
+        kept = {p.name for p in (GOLDEN / folder / plan.name).iterdir()}
+        rendered_names = {"Dockerfile", PLAN_FILE, *rendered.files} - STATIC_FILES
+        assert kept == rendered_names | {STATIC_MANIFEST}
+
+
+def template_source(name: str) -> Path:
+    return templates_dir() / ("full" if name in FULL_FILES else "") / name
+
+
+def test_golden_static_manifests_list_the_template_sources_by_sha256() -> None:
+    assert {*FULL_FILES, PRUNE_SCRIPT} == STATIC_FILES
+    manifests = sorted(GOLDEN.glob(f"*/*/{STATIC_MANIFEST}"))
+    assert len(manifests) == 2 * len(list(GOLDEN.glob("docker/*/" + PLAN_FILE)))
+    for manifest in manifests:
+        listed = read_static_manifest(manifest)
+        assert PRUNE_SCRIPT in listed and set(listed) <= STATIC_FILES, manifest
+        for name, sha in listed.items():
+            assert sha == hashlib.sha256(template_source(name).read_bytes()).hexdigest(), (
+                f"{manifest}: {name} differs from templates/; run `make goldens` if intended"
+            )
 
 
 def test_a_changed_golden_is_reported_with_a_diff(golden_matrix: Matrix, tmp_path: Path) -> None:
@@ -73,6 +109,49 @@ def test_a_changed_golden_is_reported_with_a_diff(golden_matrix: Matrix, tmp_pat
     differences = compare_tree(plans, RenderOptions(), ContextInputs(), tmp_path)
     assert len(differences) == 1
     assert '-SHELL ["/bin/bash", "-o", "errexit"' in differences[0]
+
+
+def test_a_rendered_out_dir_is_compared_file_by_file_static_files_included(
+    golden_matrix: Matrix, tmp_path: Path
+) -> None:
+    plans = list(golden_matrix.plans)
+    render_tree(plans, RenderOptions(), ContextInputs(), tmp_path)
+    assert compare_tree(plans, RenderOptions(), ContextInputs(), tmp_path) == []
+    script = tmp_path / plans[0].name / PRUNE_SCRIPT
+    script.write_text(script.read_text() + "# edited\n")
+    (tmp_path / plans[-1].name / PRUNE_SCRIPT).unlink()
+    differences = compare_tree(plans, RenderOptions(), ContextInputs(), tmp_path)
+    assert len(differences) == 2
+    assert "-# edited" in differences[0]
+    assert differences[1].endswith(f"{PRUNE_SCRIPT}: missing")
+
+
+def test_a_static_file_is_checked_by_the_manifest_in_a_golden_style_folder(
+    golden_matrix: Matrix, tmp_path: Path
+) -> None:
+    plans = list(golden_matrix.plans)
+    render_tree(plans, RenderOptions(), ContextInputs(), tmp_path)
+    manifests = swap_static_for_manifest(tmp_path)
+    assert len(manifests) == len(plans)
+    assert not list(tmp_path.glob(f"*/{PRUNE_SCRIPT}"))
+    for strict in (True, None):  # None: the manifest is found, as `imagekit render --check` does
+        compare = compare_tree(
+            plans, RenderOptions(), ContextInputs(), tmp_path, static_manifest=strict
+        )
+        assert compare == []
+    # Without the manifest, the missing copies are differences.
+    assert compare_tree(plans, RenderOptions(), ContextInputs(), tmp_path, static_manifest=False)
+    manifest = manifests[0]
+    text = manifest.read_text()
+    sha = read_static_manifest(manifest)[PRUNE_SCRIPT]
+    manifest.write_text(text.replace(sha, "0" * 64))
+    differences = compare_tree(plans, RenderOptions(), ContextInputs(), tmp_path)
+    assert differences == [f"{manifest}: {PRUNE_SCRIPT} is {'0' * 64}, fresh render {sha}"]
+    manifest.unlink()
+    differences = compare_tree(
+        plans, RenderOptions(), ContextInputs(), tmp_path, static_manifest=True
+    )
+    assert differences == [f"{manifest}: missing"]
 
 
 def test_rendering_is_byte_identical_for_the_same_input(default_matrix: Matrix) -> None:
@@ -285,6 +364,107 @@ def test_input_hash_follows_every_input(default_matrix: Matrix, tmp_path: Path) 
     assert input_hash(render_image(plan, options), ContextInputs(wheelhouse=wheels)) != first
 
 
+def counting_file_sha256(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Replace context.file_sha256 by one that records every file it hashes."""
+    hashed: list[Path] = []
+    real = context.file_sha256
+
+    def counted(path: Path) -> str:
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(context, "file_sha256", counted)
+    return hashed
+
+
+def wheelhouse_and_ca(tmp_path: Path) -> ContextInputs:
+    wheels = tmp_path / "wheels"
+    (wheels / "sub").mkdir(parents=True)
+    (wheels / "torch-2.15.0-cp312-none-any.whl").write_bytes(b"torch")
+    (wheels / "sub" / "numpy-2.1.0-cp312-none-any.whl").write_bytes(b"numpy")
+    (wheels / ".complete").write_text("")
+    ca = tmp_path / "ca.crt"
+    ca.write_text("ca")
+    return ContextInputs(wheelhouse=wheels, ca_bundle=ca)
+
+
+def test_write_context_records_the_hash_it_is_given_and_hashes_no_file_again(
+    default_matrix: Matrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
+    inputs = wheelhouse_and_ca(tmp_path)
+    rendered = render_image(plan, RenderOptions(wheelhouse=True, ca_bundle=True))
+    hashed = counting_file_sha256(monkeypatch)
+    digest = input_hash(rendered, inputs, {"parent_image_id": "sha256:" + "b" * 64})
+    assert len(hashed) == 3  # two wheels and the CA bundle, each once; the stamp is no wheel
+    folder = write_context(rendered, tmp_path / "out", inputs, input_hash=digest)
+    assert len(hashed) == 3
+    assert json.loads((folder / PLAN_FILE).read_text())["input_hash"] == digest
+    assert (folder / "wheelhouse" / "sub" / "numpy-2.1.0-cp312-none-any.whl").is_file()
+    # Without a given hash it is computed once, without engine inputs.
+    folder = write_context(rendered, tmp_path / "out", inputs)
+    assert len(hashed) == 6
+    assert json.loads((folder / PLAN_FILE).read_text())["input_hash"] == input_hash(
+        rendered, inputs
+    )
+
+
+def test_render_and_compare_tree_hash_each_external_file_once(
+    golden_matrix: Matrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = list(golden_matrix.plans)
+    inputs = wheelhouse_and_ca(tmp_path)
+    options = RenderOptions(wheelhouse=True, ca_bundle=True)
+    hashed = counting_file_sha256(monkeypatch)
+    folders = render_tree(plans, options, inputs, tmp_path / "out")
+    assert len(hashed) == 3  # once for all plans
+    for folder, plan in zip(folders, plans, strict=True):
+        recorded = json.loads((folder / PLAN_FILE).read_text())["input_hash"]
+        assert recorded == input_hash(render_image(plan, options), inputs)
+    hashed.clear()
+    assert compare_tree(plans, options, inputs, tmp_path / "out") == []
+    assert len(hashed) == 3
+
+
+def test_the_plan_file_carries_the_hash_the_build_labels_the_image_with(
+    default_matrix: Matrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from imagekit.core import labels as L
+    from imagekit.core.ports import BuildOutcome, BuildRequest
+    from imagekit.orchestration import build
+    from tests.fakes import FakeEngine
+
+    plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
+    options = RenderOptions(wheelhouse=True, ca_bundle=True)
+    inputs = wheelhouse_and_ca(tmp_path)
+    parent_ref = render_image(plan, options).build_args["BASE_IMAGE"]
+    engine = FakeEngine()
+    parent = engine.add(parent_ref, "sha256:" + "b" * 64)
+    requests: list[BuildRequest] = []
+
+    class StopBuilder:
+        name = "stop"
+
+        def build(self, request: BuildRequest, on_line: object) -> BuildOutcome:
+            requests.append(request)
+            return BuildOutcome(False, None, "stopped after the context was written")
+
+    settings = build.BuildSettings(options, inputs, tmp_path / "contexts")
+    # Only the build's own step is run: it needs no more of a results folder than a log path.
+    run = SimpleNamespace(log_file=lambda name: tmp_path / f"{name}.log")
+    build_run = build.BuildRun(engine, StopBuilder(), [plan], settings, run, lambda event: None)
+    hashed = counting_file_sha256(monkeypatch)
+    result = build_run._build_one(plan)
+    (request,) = requests
+    recorded = json.loads((request.context_dir / PLAN_FILE).read_text())["input_hash"]
+    assert recorded == request.labels[L.INPUT_HASH] == result.input_hash
+    assert recorded == input_hash(
+        render_image(plan, options), inputs, {"parent_image_id": parent.id}
+    )
+    assert len(hashed) == 3 + 3  # the build's three files, then this test's own check
+    assert len(set(hashed)) == 3
+
+
 def test_probe_files_are_not_part_of_any_build_context(
     default_matrix: Matrix, tmp_path: Path
 ) -> None:
@@ -394,7 +574,7 @@ CUDA_LOCAL = Path(__file__).resolve().parents[1] / "examples" / "cuda-local.yaml
 
 
 def test_slim_prunes_its_venv_in_the_builder_stage_and_leaves_triton_to_full() -> None:
-    from imagekit.matrix import load_matrix
+    from imagekit.core.matrix import load_matrix
 
     matrix = load_matrix(CUDA_LOCAL)
     slim = render_image(plan_named(matrix, "2.14.1-cu130-py3.11-slim"))
@@ -410,7 +590,7 @@ def test_slim_prunes_its_venv_in_the_builder_stage_and_leaves_triton_to_full() -
 
 
 def test_full_cuda_image_can_compile_extensions() -> None:
-    from imagekit.matrix import load_matrix
+    from imagekit.core.matrix import load_matrix
 
     full = render_image(plan_named(load_matrix(CUDA_LOCAL), "2.14.1-cu130-py3.11-full"))
     _, stage = stages(full.dockerfile)
@@ -424,7 +604,7 @@ def test_full_cuda_image_can_compile_extensions() -> None:
 
 
 def test_cuda_slim_declares_what_the_container_toolkit_checks() -> None:
-    from imagekit.matrix import load_matrix
+    from imagekit.core.matrix import load_matrix
 
     slim = render_image(plan_named(load_matrix(CUDA_LOCAL), "2.14.1-cu130-py3.11-slim"))
     assert 'NVIDIA_REQUIRE_CUDA="cuda>=13.0"' in slim.dockerfile

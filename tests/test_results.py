@@ -9,10 +9,33 @@ from pathlib import Path
 
 import pytest
 
-from imagekit import results
-from imagekit.results import RunFolder, new_run_id, write_atomic, write_json
+from imagekit.adapters import results
+from imagekit.adapters.results import RunFolder, new_run_id, write_atomic, write_json
+from imagekit.core.ports import EngineInfo
+from imagekit.core.records import BuildRecord, ImageRecord, PlanRecord
+from tests.fakes import passing, verify_record
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]+$")
+
+
+def build(status: str) -> BuildRecord:
+    return BuildRecord(
+        name="a-slim",
+        reference="imagekit-test/pytorch:a-slim",
+        flavour="slim",
+        status=status,  # type: ignore[arg-type]
+        message=status,
+        duration_s=1.0,
+    )
+
+
+PLAN = PlanRecord(
+    name="a-slim",
+    reference="imagekit-test/pytorch:a-slim",
+    tag="a-slim",
+    flavour="slim",
+    cell={"torch": "2.13.0"},
+)
 
 
 def test_run_id_carries_the_utc_time_it_was_made() -> None:
@@ -64,12 +87,14 @@ def test_two_runs_never_share_a_folder_even_when_their_ids_collide(
 
 def test_a_given_run_id_reuses_its_folder(tmp_path: Path) -> None:
     first = RunFolder.create(tmp_path, "fixed")
-    first.update_image("a-slim", "build", {"status": "built"})
+    first.update_image("a-slim", ImageRecord(build=build("built")))
 
     again = RunFolder.create(tmp_path, "fixed")
 
     assert again.root == first.root
-    assert json.loads(again.image_file("a-slim").read_text())["build"]["status"] == "built"
+    record = again.read_image("a-slim")
+    assert record is not None and record.build is not None
+    assert record.build.status == "built"
 
 
 def test_write_atomic_replaces_the_whole_file_and_leaves_no_temp_file(tmp_path: Path) -> None:
@@ -121,29 +146,32 @@ def test_write_json_is_indented_and_key_sorted(tmp_path: Path) -> None:
 
 def test_update_image_sets_one_section_and_keeps_the_others(tmp_path: Path) -> None:
     run = RunFolder.create(tmp_path, "run")
-    run.update_image("a-slim", "plan", {"name": "a-slim"})
-    run.update_image("a-slim", "build", {"status": "failed"})
+    verified = verify_record(passing("env"))
+    run.update_image("a-slim", ImageRecord(plan=PLAN))
+    run.update_image("a-slim", ImageRecord(build=build("failed")))
 
-    run.update_image("a-slim", "build", {"status": "built"})
-    run.update_image("a-slim", "verify", {"passed": True})
+    run.update_image("a-slim", ImageRecord(build=build("built")))
+    run.update_image("a-slim", ImageRecord(verify=verified))
 
-    record = json.loads(run.image_file("a-slim").read_text(encoding="utf-8"))
-    assert record == {
-        "build": {"status": "built"},
-        "plan": {"name": "a-slim"},
-        "verify": {"passed": True},
+    assert run.read_image("a-slim") == ImageRecord(build=build("built"), plan=PLAN, verify=verified)
+    on_disk = json.loads(run.image_file("a-slim").read_text(encoding="utf-8"))
+    assert on_disk == {
+        "build": build("built").to_json(),
+        "plan": PLAN.to_json(),
+        "verify": verified.to_json(),
     }
 
 
 def test_write_run_records_the_command_engine_and_extras(tmp_path: Path) -> None:
     run = RunFolder.create(tmp_path, "run")
 
-    run.write_run("build", {"server_version": "28.0.1"}, {"matrix": "matrix.yaml"})
+    run.write_run("build", EngineInfo(server_version="28.0.1"), {"matrix": "matrix.yaml"})
 
     data = json.loads((run.root / "run.json").read_text(encoding="utf-8"))
     assert data["schema_version"] == 1
     assert data["run_id"] == "run"
     assert data["command"] == "build"
-    assert data["engine"] == {"server_version": "28.0.1"}
+    assert data["engine"]["server_version"] == "28.0.1"
+    assert data["engine"] == EngineInfo(server_version="28.0.1").to_json()
     assert data["matrix"] == "matrix.yaml"
     assert set(data["host"]) == {"hostname", "platform", "python"}

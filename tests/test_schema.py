@@ -1,4 +1,5 @@
-"""The committed JSON Schema of matrix.yaml: up to date; accepts and rejects what it should."""
+"""The committed JSON Schemas: of matrix.yaml (up to date; accepts and rejects what it should)
+and of a results record (up to date; the records imagekit writes validate against it)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,22 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from imagekit.matrix_schema import MatrixFile, json_schema
+from imagekit.adapters.results import RunFolder
+from imagekit.core.compat import load_compat
+from imagekit.core.context import ContextInputs
+from imagekit.core.matrix import load_matrix
+from imagekit.core.matrix_schema import MatrixFile, json_schema
+from imagekit.core.ports import BuildOutcome, BuildRequest, LineSink
+from imagekit.core.records import ImageRecord, results_schema, results_schema_text
+from imagekit.core.render import RenderOptions, image_labels
+from imagekit.orchestration.build import BuildRun, BuildSettings
+from imagekit.orchestration.verify import Target, VerifyRun, VerifySettings
+from imagekit.resources import probes_dir
+from tests.fakes import Events, FakeEngine, FakeInspector, FakeProbeRunner, image_id
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_FILE = REPO / "imagekit" / "data" / "matrix.schema.json"
+RESULTS_SCHEMA_FILE = REPO / "imagekit" / "data" / "results.schema.json"
 DEFAULT_MATRIX = REPO / "matrix.yaml"
 
 Doc = dict[str, Any]
@@ -194,3 +207,84 @@ def test_schema_rejects_python_that_is_not_a_major_minor_string(
     assert {where for where, _ in errors} == {"$.releases[0].python"}
     with pytest.raises(ValidationError):
         MatrixFile.model_validate(matrix)
+
+
+# The results record ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def results_validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(RESULTS_SCHEMA_FILE.read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_committed_results_schema_is_what_imagekit_generates() -> None:
+    assert RESULTS_SCHEMA_FILE.read_text(encoding="utf-8") == results_schema_text(), (
+        "imagekit/data/results.schema.json is out of date; run `make schema`"
+    )
+
+
+def test_committed_results_schema_is_a_valid_draft_2020_12_schema() -> None:
+    schema = results_schema()
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+
+class InstantBuilder:
+    """Builds at once: the image lands in the engine with the labels its Dockerfile gives it;
+    the image named `fail` fails."""
+
+    name = "instant"
+
+    def __init__(self, engine: FakeEngine, labels: dict[str, str], fail: str) -> None:
+        self.engine, self.labels, self.fail = engine, labels, fail
+
+    def build(self, request: BuildRequest, on_line: LineSink) -> BuildOutcome:
+        request.log_path.write_text("Step 1/1 : FROM base\n", encoding="utf-8")
+        if request.name == self.fail:
+            return BuildOutcome(False, None, "The command returned a non-zero code: 1")
+        built = image_id(request.reference)
+        self.engine.add(request.reference, built, {**self.labels, **request.labels}, 900_000_000)
+        return BuildOutcome(True, built)
+
+
+def test_the_records_imagekit_writes_validate_against_the_results_schema(
+    tmp_path: Path, results_validator: jsonschema.Draft202012Validator
+) -> None:
+    slim, full = load_matrix(REPO / "examples" / "cpu.yaml").plans
+    engine = FakeEngine()
+    engine.add("imagekit-base/debian:bookworm", image_id("base"))
+    builder = InstantBuilder(engine, image_labels(slim, RenderOptions()), fail=full.name)
+    settings = BuildSettings(RenderOptions(), ContextInputs(), tmp_path / "contexts")
+    builds = RunFolder.create(tmp_path / "results", "build")
+    BuildRun(engine, builder, [slim, full], settings, builds, Events()).execute()
+    verifies = RunFolder.create(tmp_path / "results", "verify")
+    facts = {"torch": "2.13.0+cpu", "cuda": None, "python": "3.11.2"}
+    VerifyRun(
+        engine,
+        FakeProbeRunner(env_facts=facts),
+        FakeInspector(failing=("no setuid binaries",)),
+        verifies,
+        VerifySettings(probes_dir=probes_dir()),
+        Events(),
+        load_compat(),
+    ).execute([Target(slim.name, slim.reference, slim.required_probes)])
+
+    files = sorted((tmp_path / "results").glob("*/images/*.json"))
+    assert len(files) == 3  # slim built, full failed, slim verified
+    for path in files:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        assert list(results_validator.iter_errors(record)) == [], path
+    built, verified = builds.read_image(slim.name), verifies.read_image(slim.name)
+    assert built is not None and verified is not None
+    whole = ImageRecord(plan=built.plan, build=built.build, verify=verified.verify)
+    assert sorted(whole.to_json()) == ["build", "plan", "verify"]
+    assert list(results_validator.iter_errors(whole.to_json())) == []
+
+
+def test_the_results_schema_rejects_what_is_not_a_record(
+    results_validator: jsonschema.Draft202012Validator,
+) -> None:
+    assert list(results_validator.iter_errors({}))  # a record has at least one section
+    assert list(results_validator.iter_errors({"verify": {"status": "pass"}}))
+    assert list(results_validator.iter_errors({"colour": "blue"}))

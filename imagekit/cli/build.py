@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -25,17 +26,23 @@ from imagekit.cli.common import (
     RevisionOption,
     WheelhouseOption,
     app,
+    dispatch,
     event_view,
-    guard,
+    handles,
     print_json,
-    render_inputs,
     say,
 )
-from imagekit.errors import (
-    BuildFailedError,
-    EngineUnavailableError,
-    InputError,
+from imagekit.cli.requests import (
+    BakeRequest,
+    BootstrapCommand,
+    BuildCommand,
+    GcRequest,
+    RenderInputs,
+    Selection,
+    duration_s,
+    pairs,
 )
+from imagekit.errors import BuildFailedError, EngineUnavailableError, InputError
 
 # build -----------------------------------------------------------------------
 
@@ -76,72 +83,76 @@ def build_command(
     json_out: JsonOption = False,
 ) -> None:
     """Build the images of the matrix (slim before full), skipping those up to date."""
-    from imagekit.build import BuildRun, BuildSettings
-    from imagekit.builders import BuildxBuilder, SdkBuilder, buildx_available
-    from imagekit.engine import connect, engine_info
-    from imagekit.matrix import load_matrix
-    from imagekit.report import build_table
-    from imagekit.results import RunFolder
-
-    with guard():
-        loaded = load_matrix(matrix)
-        plans = loaded.select(only, flavour.value if flavour else None)
-        use_buildx = builder is BuilderChoice.buildx or (
-            builder is BuilderChoice.auto and buildx_available()
-        )
-        options, inputs = render_inputs(
-            wheelhouse,
-            ca_cert,
-            no_ca_cert,
-            pip_index_url,
-            extra_index_url,
-            use_buildx,
-            created,
-            revision,
-            base_override,
-        )
-        extra_labels = _labels(label)
-        client = connect()
-        if builder is BuilderChoice.buildx and not buildx_available():
-            raise EngineUnavailableError(
-                "the docker buildx plugin is not installed", "use --builder sdk, or `make engine`"
-            )
-        run = RunFolder.create(results)
-        run.write_run("build", engine_info(client), {"matrix": str(matrix)})
-        settings = BuildSettings(
-            options=options,
+    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    inputs = RenderInputs.of(
+        wheelhouse,
+        ca_cert,
+        no_ca_cert,
+        pip_index_url,
+        extra_index_url,
+        created,
+        revision,
+        base_override,
+    )
+    dispatch(
+        lambda: BuildCommand(
+            selection=selection,
             inputs=inputs,
-            contexts_dir=run.root / "contexts",
+            builder=builder.value,
             jobs=jobs,
             no_cache=no_cache,
             fail_fast=fail_fast,
             pull=pull,
-            extra_labels=tuple(extra_labels.items()),
+            labels=pairs("--label", tuple(label or ()), "team=ml"),
+            results=results,
+            json=json_out,
         )
-        chosen = BuildxBuilder() if use_buildx else SdkBuilder(client)
-        with event_view() as view:
-            outcome = BuildRun(client, chosen, plans, settings, run, view).execute()
-        if json_out:
-            print_json({"run_id": run.run_id, "results": [r.__dict__ for r in outcome]})
-        else:
-            typer.echo(build_table(outcome))
-        say(f"results: {run.root}")
-        failed = [r for r in outcome if not r.ok]
-        if failed:
-            raise BuildFailedError(
-                f"{len(failed)} of {len(outcome)} images failed or were skipped",
-                f"full logs: {run.root / 'logs'}",
-            )
+    )
 
 
-def _labels(items: list[str] | None) -> dict[str, str]:
-    labels = {}
-    for item in items or ():
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InputError(f"--label {item!r} is not KEY=VALUE")
-        labels[key] = value
-    return labels
+@handles(BuildCommand)
+def build(request: BuildCommand) -> None:
+    """Build the selected images and print the outcome of each."""
+    from imagekit.adapters.builders import BuildxBuilder, SdkBuilder, buildx_available
+    from imagekit.adapters.engine import DockerEngine, connect
+    from imagekit.adapters.results import RunFolder
+    from imagekit.core.report import build_table
+    from imagekit.orchestration.build import BuildRun, BuildSettings
+
+    plans = request.selection.plans()
+    use_buildx = request.builder == "buildx" or (request.builder == "auto" and buildx_available())
+    options, inputs = request.inputs.resolve(buildkit=use_buildx)
+    engine = DockerEngine(connect())
+    if request.builder == "buildx" and not buildx_available():
+        raise EngineUnavailableError(
+            "the docker buildx plugin is not installed", "use --builder sdk, or `make engine`"
+        )
+    run = RunFolder.create(request.results)
+    run.write_run("build", engine.info(), {"matrix": str(request.selection.matrix)})
+    settings = BuildSettings(
+        options=options,
+        inputs=inputs,
+        contexts_dir=run.root / "contexts",
+        jobs=request.jobs,
+        no_cache=request.no_cache,
+        fail_fast=request.fail_fast,
+        pull=request.pull,
+        extra_labels=request.labels,
+    )
+    chosen = BuildxBuilder() if use_buildx else SdkBuilder(engine.client)
+    with event_view() as view:
+        outcome = BuildRun(engine, chosen, plans, settings, run, view).execute()
+    if request.json:
+        print_json({"run_id": run.run_id, "results": [asdict(r) for r in outcome]})
+    else:
+        typer.echo(build_table(outcome))
+    say(f"results: {run.root}")
+    failed = [r for r in outcome if not r.ok]
+    if failed:
+        raise BuildFailedError(
+            f"{len(failed)} of {len(outcome)} images failed or were skipped",
+            f"full logs: {run.root / 'logs'}",
+        )
 
 
 # bake ------------------------------------------------------------------------
@@ -168,32 +179,38 @@ def bake_command(
     base_override: BaseOverrideOption = None,
 ) -> None:
     """Write docker-bake.json for the plan (build it with `docker buildx bake -f FILE`)."""
-    from imagekit.bake import bake_file
-    from imagekit.context import write_context
-    from imagekit.matrix import load_matrix
-    from imagekit.render import render_image
+    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    inputs = RenderInputs.of(
+        wheelhouse,
+        ca_cert,
+        no_ca_cert,
+        pip_index_url,
+        extra_index_url,
+        created,
+        revision,
+        base_override,
+    )
+    dispatch(lambda: BakeRequest(selection, inputs, out, contexts))
 
-    with guard():
-        loaded = load_matrix(matrix)
-        plans = loaded.select(only, flavour.value if flavour else None)
-        options, inputs = render_inputs(
-            wheelhouse,
-            ca_cert,
-            no_ca_cert,
-            pip_index_url,
-            extra_index_url,
-            True,
-            created,
-            revision,
-            base_override,
-        )
-        images = []
-        for plan in plans:
-            rendered = render_image(plan, options)
-            images.append((rendered, write_context(rendered, contexts.resolve(), inputs).resolve()))
-        data = bake_file(images, inputs.ca_bundle.resolve() if inputs.ca_bundle else None)
-        out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        say(f"wrote {out}: {len(images)} targets; build with `docker buildx bake -f {out}`")
+
+@handles(BakeRequest)
+def bake(request: BakeRequest) -> None:
+    """Render every selected image for BuildKit and write the bake file."""
+    from imagekit.core.bake import bake_file
+    from imagekit.core.context import write_context
+    from imagekit.core.render import render_image
+
+    plans = request.selection.plans()
+    options, inputs = request.inputs.resolve(buildkit=True)
+    images = []
+    for plan in plans:
+        rendered = render_image(plan, options)
+        folder = write_context(rendered, request.contexts.resolve(), inputs)
+        images.append((rendered, folder.resolve()))
+    data = bake_file(images, inputs.ca_bundle.resolve() if inputs.ca_bundle else None)
+    request.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    out = request.out
+    say(f"wrote {out}: {len(images)} targets; build with `docker buildx bake -f {out}`")
 
 
 # base ------------------------------------------------------------------------
@@ -221,30 +238,36 @@ def base_bootstrap_command(
     ] = False,
 ) -> None:
     """Make a minimal base image with Python from distribution packages (needs mmdebstrap)."""
-    from imagekit.baseimage import BootstrapRequest, bootstrap
-    from imagekit.engine import connect
-    from imagekit.plan import IMAGE_REF_RE
-
-    with guard():
-        if not IMAGE_REF_RE.match(tag) or ":" not in tag.rsplit("/", 1)[-1]:
-            raise InputError(f"--tag {tag!r} is not NAME:TAG", "e.g. imagekit-base/debian:bookworm")
-        epoch_text = os.environ.get("SOURCE_DATE_EPOCH")
-        if epoch_text is not None and not epoch_text.isdigit():
-            raise InputError(f"SOURCE_DATE_EPOCH={epoch_text!r} is not a number of seconds")
-        request = BootstrapRequest(
+    dispatch(
+        lambda: BootstrapCommand(
             suite=suite,
             tag=tag,
             mirror=mirror,
             include=tuple(p for p in include.split(",") if p),
             variant=variant,
             docs=docs,
-            source_date_epoch=int(epoch_text) if epoch_text else None,
+            source_date_epoch=BootstrapCommand.epoch_from(os.environ),
         )
-        client = connect()
-        say(f"bootstrapping {suite} into {tag} (about a minute)")
-        image_id = bootstrap(client, request)
-        typer.echo(image_id)
-        say(f"{tag} is {image_id}")
+    )
+
+
+@handles(BootstrapCommand)
+def bootstrap(request: BootstrapCommand) -> None:
+    """Bootstrap the base and load it into the engine; prints its image id."""
+    from imagekit.adapters.baseimage import BootstrapRequest
+    from imagekit.adapters.baseimage import bootstrap as make_base
+    from imagekit.adapters.engine import connect
+    from imagekit.core.plan import IMAGE_REF_RE
+
+    if not IMAGE_REF_RE.match(request.tag) or ":" not in request.tag.rsplit("/", 1)[-1]:
+        raise InputError(
+            f"--tag {request.tag!r} is not NAME:TAG", "e.g. imagekit-base/debian:bookworm"
+        )
+    client = connect()
+    say(f"bootstrapping {request.suite} into {request.tag} (about a minute)")
+    image_id = make_base(client, BootstrapRequest(**asdict(request)))
+    typer.echo(image_id)
+    say(f"{request.tag} is {image_id}")
 
 
 # gc --------------------------------------------------------------------------
@@ -265,26 +288,24 @@ def gc_command(
 
     Dangling build stages are also the classic builder's layer cache: without them the next
     build of those images starts cold."""
-    from imagekit.engine import age_s, connect, leftovers, remove
-
-    with guard():
-        limit_s = _duration_s(older_than)
-        client = connect()
-        found = [x for x in leftovers(client, run_id) if age_s(x) >= limit_s]
-        failed = 0
-        for item in found:
-            why = None if dry_run else remove(client, item)
-            verb = "would remove" if dry_run else ("removed" if why is None else "kept")
-            failed += why is not None
-            typer.echo(
-                f"{verb} {item.kind} {item.id.removeprefix('sha256:')[:12]} {item.name}"
-                + (f" ({why})" if why else "")
-            )
-        say(f"{len(found) - failed} of {len(found)} leftovers {'listed' if dry_run else 'removed'}")
+    dispatch(lambda: GcRequest(duration_s("--older-than", older_than), dry_run, run_id))
 
 
-def _duration_s(text: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
-        raise InputError(f"--older-than {text!r} is not a duration", "e.g. 30s, 10m, 2h, 1d")
-    return int(text[:-1]) * units[text[-1]]
+@handles(GcRequest)
+def gc(request: GcRequest) -> None:
+    """List or remove what imagekit left behind."""
+    from imagekit.adapters.engine import age_s, connect, leftovers, remove
+
+    client = connect()
+    found = [x for x in leftovers(client, request.run_id) if age_s(x) >= request.older_than_s]
+    failed = 0
+    for item in found:
+        why = None if request.dry_run else remove(client, item)
+        verb = "would remove" if request.dry_run else ("removed" if why is None else "kept")
+        failed += why is not None
+        typer.echo(
+            f"{verb} {item.kind} {item.id.removeprefix('sha256:')[:12]} {item.name}"
+            + (f" ({why})" if why else "")
+        )
+    done = "listed" if request.dry_run else "removed"
+    say(f"{len(found) - failed} of {len(found)} leftovers {done}")

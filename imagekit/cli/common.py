@@ -7,25 +7,21 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from imagekit import __version__
+from imagekit.core.runtime import GpuChoice
 from imagekit.errors import (
     ExitCode,
     ImagekitError,
-    InputError,
 )
-
-if TYPE_CHECKING:  # imported lazily: `imagekit probe` must not load jinja2 or docker
-    from imagekit.context import ContextInputs
-    from imagekit.render import RenderOptions
 
 app = typer.Typer(
     name="imagekit",
@@ -107,6 +103,32 @@ def _main(
     STATE.debug = debug
 
 
+Request = TypeVar("Request")
+# The function that carries out each kind of request; tests/test_cli_options.py swaps them to
+# see the request a command line makes.
+HANDLERS: dict[type, Callable[[Any], None]] = {}
+
+
+def handles(
+    kind: type[Request],
+) -> Callable[[Callable[[Request], None]], Callable[[Request], None]]:
+    """Register the function that carries out requests of `kind`."""
+
+    def register(function: Callable[[Request], None]) -> Callable[[Request], None]:
+        HANDLERS[kind] = function
+        return function
+
+    return register
+
+
+def dispatch(make: Callable[[], object]) -> None:
+    """Make a command's request from its options and carry it out; expected failures (bad
+    options among them) become a message and an exit code."""
+    with guard():
+        request = make()
+        HANDLERS[type(request)](request)
+
+
 def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True))
 
@@ -136,56 +158,14 @@ BaseOverrideOption = Annotated[
 ]
 
 
-def render_inputs(
-    wheelhouse: Path | None,
-    ca_cert: Path | None,
-    no_ca_cert: bool,
-    pip_index_url: str | None,
-    extra_index_url: list[str] | None,
-    buildkit: bool,
-    created: str | None,
-    revision: str | None,
-    base_override: list[str] | None,
-) -> tuple[RenderOptions, ContextInputs]:
-    """Check the render options a user gave and turn them into values."""
-    from imagekit.context import ContextInputs, resolve_ca_bundle
-    from imagekit.render import RenderOptions
-
-    ca = None if no_ca_cert else resolve_ca_bundle(ca_cert)
-    if wheelhouse is not None and not wheelhouse.is_dir():
-        raise InputError(f"--wheelhouse {wheelhouse} is not a folder")
-    overrides = []
-    for item in base_override or ():
-        source, sep, target = item.partition("=")
-        if not sep or not source or not target:
-            raise InputError(
-                f"--base-override {item!r} is not IMAGE=LOCAL_IMAGE",
-                "e.g. --base-override ubuntu:24.04=imagekit-base/ubuntu:noble",
-            )
-        overrides.append((source, target))
-    options = RenderOptions(
-        wheelhouse=wheelhouse is not None,
-        ca_bundle=ca is not None,
-        pip_index_url=pip_index_url,
-        extra_index_urls=tuple(extra_index_url or ()),
-        buildkit=buildkit,
-        created=created,
-        revision=revision,
-        base_overrides=tuple(overrides),
-    )
-    return options, ContextInputs(wheelhouse=wheelhouse, ca_bundle=ca)
-
-
 ResultsOption = Annotated[
     Path, typer.Option(help="Folder that receives results/<run-id>/.", envvar="IMAGEKIT_RESULTS")
 ]
 
 
-class GpusChoice(StrEnum):
-    auto = "auto"
-    all = "all"
-    none = "none"
-
+GpusOption = Annotated[
+    GpuChoice, typer.Option("--gpus", help="auto: GPUs when the engine has them.")
+]
 
 ProbesOption = Annotated[
     str | None, typer.Option(help="Comma-separated probes (default: all that apply).")

@@ -24,14 +24,23 @@ from imagekit.cli.common import (
     WheelhouseOption,
     app,
     compat_app,
-    guard,
+    dispatch,
+    handles,
     print_json,
-    render_inputs,
     say,
 )
-from imagekit.errors import (
-    InputError,
+from imagekit.cli.requests import (
+    CheckRequest,
+    CompatRequest,
+    ExplainRequest,
+    MatrixRequest,
+    RenderInputs,
+    RenderRequest,
+    SchemaRequest,
+    Selection,
+    TagsRequest,
 )
+from imagekit.errors import InputError
 
 # matrix ----------------------------------------------------------------------
 
@@ -46,75 +55,71 @@ def matrix_command(
     ),
 ) -> None:
     """List the images the matrix expands to."""
-    from imagekit.matrix import load_matrix
-    from imagekit.report import plan_row, plans_table
+    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    dispatch(lambda: MatrixRequest(selection, fmt.value))
 
-    with guard():
-        loaded = load_matrix(matrix)
-        github = fmt is MatrixFormat.github
-        plans = loaded.select(only, flavour.value if flavour else None, allow_empty=github)
-        if github:
-            include = [plan_row(p) for p in plans]
-            # Compact, one line: what $GITHUB_OUTPUT and fromJSON() take.
-            typer.echo(json.dumps({"include": include}, sort_keys=True, separators=(",", ":")))
-        elif fmt is MatrixFormat.json:
-            print_json([plan_row(p) for p in plans])
-        else:
-            typer.echo(plans_table(plans))
-            say(f"{matrix}: {len(loaded.cells)} cells, {len(plans)} images")
+
+@handles(MatrixRequest)
+def show_matrix(request: MatrixRequest) -> None:
+    """Print the plans as a table, JSON, or a GitHub Actions matrix."""
+    from imagekit.core.report import plan_row, plans_table
+
+    github = request.format == MatrixFormat.github
+    loaded = request.selection.load()
+    plans = request.selection.plans(loaded, allow_empty=github)
+    if github:
+        # Compact, one line: what $GITHUB_OUTPUT and fromJSON() take.
+        include = [plan_row(p) for p in plans]
+        typer.echo(json.dumps({"include": include}, sort_keys=True, separators=(",", ":")))
+    elif request.format == MatrixFormat.json:
+        print_json([plan_row(p) for p in plans])
+    else:
+        typer.echo(plans_table(plans))
+        say(f"{request.selection.matrix}: {len(loaded.cells)} cells, {len(plans)} images")
 
 
 # check -----------------------------------------------------------------------
 
 
 @app.command("check")
-def check_command(
-    matrix: MatrixOption = Path("matrix.yaml"),
-    json_out: JsonOption = False,
-) -> None:
+def check_command(matrix: MatrixOption = Path("matrix.yaml"), json_out: JsonOption = False) -> None:
     """Validate the matrix and lint every rendered Dockerfile (exit 0 or 2)."""
-    from imagekit.lint import hadolint_binary, lint
-    from imagekit.matrix import load_matrix
-    from imagekit.render import RenderOptions, render_image
+    dispatch(lambda: CheckRequest(matrix, json_out))
 
-    with guard():
-        loaded = load_matrix(matrix)
-        for warning in loaded.warnings:
-            say(f"warning: {warning.format()}")
-        binary = hadolint_binary()
-        findings = []
-        variants = (RenderOptions(), RenderOptions(buildkit=True, ca_bundle=True))
-        for plan in loaded.plans:
-            for options in variants:
-                rendered = render_image(plan, options)
-                kind = "buildkit" if options.buildkit else "docker"
-                findings += lint(f"{plan.name} ({kind})", rendered.dockerfile, binary)
-        failing = [f for f in findings if f.fails]
-        for finding in findings:
-            say(finding.format())
-        linted = len(loaded.plans) * len(variants)
-        if json_out:
-            print_json(
-                {
-                    "matrix": str(matrix),
-                    "cells": len(loaded.cells),
-                    "images": len(loaded.plans),
-                    "dockerfiles_linted": linted,
-                    "findings": [f.__dict__ for f in findings],
-                    "warnings": [w.format() for w in loaded.warnings],
-                    "ok": not failing,
-                }
-            )
-        if failing:
-            raise InputError(
-                f"hadolint reported {len(failing)} problems in the rendered Dockerfiles",
-                "fix templates/Dockerfile.j2, or ignore a rule with its reason in "
-                "imagekit/data/hadolint.yaml",
-            )
-        say(
-            f"{matrix}: ok: {len(loaded.cells)} cells, {len(loaded.plans)} images, "
-            f"{linted} Dockerfiles lint clean"
+
+@handles(CheckRequest)
+def check(request: CheckRequest) -> None:
+    """Validate the matrix, then lint the legacy and BuildKit render of every image."""
+    from imagekit.adapters.lint import lint_plans
+
+    loaded, findings, linted = lint_plans(request.matrix)
+    for warning in loaded.warnings:
+        say(f"warning: {warning.format()}")
+    failing = [f for f in findings if f.fails]
+    for finding in findings:
+        say(finding.format())
+    if request.json:
+        print_json(
+            {
+                "matrix": str(request.matrix),
+                "cells": len(loaded.cells),
+                "images": len(loaded.plans),
+                "dockerfiles_linted": linted,
+                "findings": [f.__dict__ for f in findings],
+                "warnings": [w.format() for w in loaded.warnings],
+                "ok": not failing,
+            }
         )
+    if failing:
+        raise InputError(
+            f"hadolint reported {len(failing)} problems in the rendered Dockerfiles",
+            "fix templates/Dockerfile.j2, or ignore a rule with its reason in "
+            "imagekit/data/hadolint.yaml",
+        )
+    say(
+        f"{request.matrix}: ok: {len(loaded.cells)} cells, {len(loaded.plans)} images, "
+        f"{linted} Dockerfiles lint clean"
+    )
 
 
 # render ----------------------------------------------------------------------
@@ -145,39 +150,43 @@ def render_command(
     json_out: JsonOption = False,
 ) -> None:
     """Write a Dockerfile and build context per image (one folder each)."""
-    from imagekit.context import compare_tree, render_tree
-    from imagekit.matrix import load_matrix
+    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    inputs = RenderInputs.of(
+        wheelhouse,
+        ca_cert,
+        no_ca_cert,
+        pip_index_url,
+        extra_index_url,
+        created,
+        revision,
+        base_override,
+    )
+    dispatch(lambda: RenderRequest(selection, inputs, out, buildkit, check, json_out))
 
-    with guard():
-        loaded = load_matrix(matrix)
-        plans = loaded.select(only, flavour.value if flavour else None)
-        options, inputs = render_inputs(
-            wheelhouse,
-            ca_cert,
-            no_ca_cert,
-            pip_index_url,
-            extra_index_url,
-            buildkit,
-            created,
-            revision,
-            base_override,
-        )
-        if check:
-            differences = compare_tree(plans, options, inputs, out)
-            for line in differences:
-                say(line)
-            if differences:
-                say(f"{out}: {len(differences)} differences; re-render with `make goldens`")
-                raise typer.Exit(1)
-            say(f"{out}: {len(plans)} images match a fresh render")
-            return
-        folders = render_tree(plans, options, inputs, out)
-        if json_out:
-            print_json([str(f) for f in folders])
-        else:
-            for folder in folders:
-                typer.echo(str(folder))
-        say(f"rendered {len(folders)} images into {out}")
+
+@handles(RenderRequest)
+def render(request: RenderRequest) -> None:
+    """Write the build contexts, or compare them with what `--out` holds."""
+    from imagekit.core.context import compare_tree, render_tree
+
+    plans = request.selection.plans()
+    options, inputs = request.inputs.resolve(buildkit=request.buildkit)
+    if request.check:
+        differences = compare_tree(plans, options, inputs, request.out)
+        for line in differences:
+            say(line)
+        if differences:
+            say(f"{request.out}: {len(differences)} differences; re-render with `make goldens`")
+            raise typer.Exit(1)
+        say(f"{request.out}: {len(plans)} images match a fresh render")
+        return
+    folders = render_tree(plans, options, inputs, request.out)
+    if request.json:
+        print_json([str(f) for f in folders])
+    else:
+        for folder in folders:
+            typer.echo(str(folder))
+    say(f"rendered {len(folders)} images into {request.out}")
 
 
 # compat ----------------------------------------------------------------------
@@ -190,25 +199,29 @@ def compat_show(
     json_out: JsonOption = False,
 ) -> None:
     """Show the compatibility table (or one release)."""
-    if ctx.invoked_subcommand is not None:
-        return
-    from imagekit.compat import load_compat
-    from imagekit.report import compat_rows, table
+    if ctx.invoked_subcommand is None:
+        dispatch(lambda: CompatRequest(torch, json_out))
 
-    with guard():
-        data = load_compat()
-        if torch is not None and torch not in data.torch:
-            raise InputError(
-                f"torch {torch} is not a release imagekit knows",
-                f"known releases: {', '.join(data.torch_versions())}",
-            )
-        releases = [torch] if torch else data.torch_versions()
-        if json_out:
-            print_json({t: data.torch[t].model_dump(mode="json") for t in releases})
-            return
-        header, rows = compat_rows(data, releases)
-        typer.echo(table(header, rows))
-        say("* experimental in PyTorch's release matrix; ~ inferred, checked at verify time")
+
+@handles(CompatRequest)
+def show_compat(request: CompatRequest) -> None:
+    """The compatibility table of every release, or of one."""
+    from imagekit.core.compat import load_compat
+    from imagekit.core.report import compat_rows, table
+
+    data = load_compat()
+    if request.torch is not None and request.torch not in data.torch:
+        raise InputError(
+            f"torch {request.torch} is not a release imagekit knows",
+            f"known releases: {', '.join(data.torch_versions())}",
+        )
+    releases = [request.torch] if request.torch else data.torch_versions()
+    if request.json:
+        print_json({t: data.torch[t].model_dump(mode="json") for t in releases})
+        return
+    header, rows = compat_rows(data, releases)
+    typer.echo(table(header, rows))
+    say("* experimental in PyTorch's release matrix; ~ inferred, checked at verify time")
 
 
 @compat_app.command("explain")
@@ -222,18 +235,25 @@ def compat_explain(
     json_out: JsonOption = False,
 ) -> None:
     """Explain one cell: what it derives to, or why it cannot be built."""
-    from imagekit.compat import load_compat
-    from imagekit.report import explain_cell
+    dispatch(lambda: ExplainRequest(torch, cuda, python, os_name, json_out))
 
-    with guard():
-        facts, reasons = explain_cell(load_compat(), torch, cuda, python, os_name)
-        if json_out:
-            print_json({"ok": not reasons, "facts": facts, "reasons": reasons})
-        else:
-            for key, value in facts.items():
-                typer.echo(f"{key:<18} {value}")
-        if reasons:
-            raise InputError("cannot build this cell:\n  - " + "\n  - ".join(reasons))
+
+@handles(ExplainRequest)
+def explain(request: ExplainRequest) -> None:
+    """What one cell derives to, or every reason it cannot be built (exit 2)."""
+    from imagekit.core.compat import load_compat
+    from imagekit.core.report import explain_cell
+
+    derived, reasons = explain_cell(
+        load_compat(), request.torch, request.cuda, request.python, request.os
+    )
+    if request.json:
+        print_json({"ok": not reasons, "facts": derived, "reasons": reasons})
+    else:
+        for key, value in derived.items():
+            typer.echo(f"{key:<18} {value}")
+    if reasons:
+        raise InputError("cannot build this cell:\n  - " + "\n  - ".join(reasons))
 
 
 # schema ----------------------------------------------------------------------
@@ -242,19 +262,33 @@ def compat_explain(
 @app.command("schema")
 def schema_command(
     out: Annotated[Path | None, typer.Option(help="Write to this file instead of stdout.")] = None,
+    results: Annotated[
+        bool, typer.Option("--results", help="The schema of a results record instead.")
+    ] = False,
 ) -> None:
-    """Print the JSON Schema of matrix.yaml (for editors and CI)."""
-    from imagekit.matrix_schema import json_schema
+    """Print the JSON Schema of matrix.yaml (or of a results record), for editors and CI."""
+    dispatch(lambda: SchemaRequest(out, results))
 
-    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
-    if out is None:
+
+@handles(SchemaRequest)
+def schema(request: SchemaRequest) -> None:
+    """Print or write a JSON Schema."""
+    if request.results:
+        from imagekit.core.records import results_schema_text
+
+        text = results_schema_text()
+    else:
+        from imagekit.core.matrix_schema import json_schema
+
+        text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    if request.out is None:
         typer.echo(text, nl=False)
     else:
-        out.write_text(text, encoding="utf-8")
-        say(f"wrote {out}")
+        request.out.write_text(text, encoding="utf-8")
+        say(f"wrote {request.out}")
 
 
-# tags and publish --------------------------------------------------------------
+# tags ------------------------------------------------------------------------
 
 
 @app.command("tags")
@@ -266,18 +300,22 @@ def tags_command(
     json_out: JsonOption = False,
 ) -> None:
     """List every tag publish would push: versioned (immutable) and aliases (may move)."""
-    from imagekit.matrix import load_matrix
-    from imagekit.publish import retarget
-    from imagekit.report import table
+    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    dispatch(lambda: TagsRequest(selection, registry, json_out))
 
-    with guard():
-        plans = load_matrix(matrix).select(only, flavour.value if flavour else None)
-        rows = []
-        for plan in plans:
-            repository = retarget(plan.repository, registry)
-            rows.append([plan.name, f"{repository}:{plan.tag}", "versioned"])
-            rows += [[plan.name, f"{repository}:{alias}", "alias"] for alias in plan.aliases]
-        if json_out:
-            print_json([{"image": r[0], "tag": r[1], "kind": r[2]} for r in rows])
-        else:
-            typer.echo(table(["IMAGE", "TAG", "KIND"], rows))
+
+@handles(TagsRequest)
+def tags(request: TagsRequest) -> None:
+    """Every tag of every selected image."""
+    from imagekit.core.report import table
+    from imagekit.orchestration.publish import retarget
+
+    rows = []
+    for plan in request.selection.plans():
+        repository = retarget(plan.repository, request.registry)
+        rows.append([plan.name, f"{repository}:{plan.tag}", "versioned"])
+        rows += [[plan.name, f"{repository}:{alias}", "alias"] for alias in plan.aliases]
+    if request.json:
+        print_json([{"image": r[0], "tag": r[1], "kind": r[2]} for r in rows])
+    else:
+        typer.echo(table(["IMAGE", "TAG", "KIND"], rows))

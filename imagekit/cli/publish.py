@@ -14,14 +14,14 @@ from imagekit.cli.common import (
     OnlyOption,
     ResultsOption,
     app,
-    guard,
+    dispatch,
+    handles,
     plain_view,
     print_json,
     say,
 )
-from imagekit.errors import (
-    PublishError,
-)
+from imagekit.cli.requests import PublishCommand, Selection
+from imagekit.errors import PublishError
 
 
 @app.command("publish")
@@ -43,50 +43,74 @@ def publish_command(
         str | None, typer.Option(help="Pull TAG-candidate-ID and publish it (CI promotion).")
     ] = None,
     attempts: Annotated[int, typer.Option(min=1, max=10, help="Tries per tag.")] = 4,
-    backoff_s: Annotated[float, typer.Option(help="First retry delay; doubles each time.")] = 2.0,
+    backoff_s: Annotated[
+        float, typer.Option(min=0, help="First retry delay; doubles each time.")
+    ] = 2.0,
     results: ResultsOption = Path("results"),
     json_out: JsonOption = False,
 ) -> None:
     """Push the tags of images that passed verification (exit 6 if any is refused or fails)."""
-    from imagekit.engine import connect, engine_info
-    from imagekit.matrix import load_matrix
-    from imagekit.publish import DRY_RUN, PUBLISHED, UNCHANGED, PublishRun, PublishSettings
-    from imagekit.report import table
-    from imagekit.results import RunFolder
-
-    with guard():
-        plans = load_matrix(matrix).select(only, flavour.value if flavour else None)
-        client = connect()
-        run = RunFolder.create(results)
-        run.write_run("publish", engine_info(client), {"registry": registry, "force": force})
-        settings = PublishSettings(
-            results_dir=results,
+    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    dispatch(
+        lambda: PublishCommand(
+            selection=selection,
             registry=registry,
             dry_run=dry_run,
             force=force,
+            candidate=candidate,
+            from_candidate=from_candidate,
             attempts=attempts,
             backoff_s=backoff_s,
+            results=results,
+            json=json_out,
         )
-        publisher = PublishRun(client, settings, run, plain_view())
-        done = [publisher.publish_one(plan) for plan in plans]
-        if json_out:
-            print_json({"run_id": run.run_id, "images": [r.__dict__ for r in done]})
-        else:
-            rows = [
-                [
-                    r.name,
-                    r.status + (" (forced)" if r.forced else ""),
-                    ", ".join(t["tag"].rsplit(":", 1)[1] + "=" + t["status"] for t in r.tags),
-                    "; ".join(r.reasons)[:100],
-                ]
-                for r in done
+    )
+
+
+@handles(PublishCommand)
+def publish(request: PublishCommand) -> None:
+    """Gate and push every selected image; exit 6 when one is refused or fails."""
+    from imagekit.adapters.engine import DockerEngine, connect
+    from imagekit.adapters.registry import HttpRegistry
+    from imagekit.adapters.results import RunFolder, verify_evidence
+    from imagekit.adapters.sbom import CycloneDx
+    from imagekit.core.report import table
+    from imagekit.orchestration.publish import PublishRun, PublishSettings
+
+    plans = request.selection.plans()
+    client = connect()
+    engine = DockerEngine(client)
+    run = RunFolder.create(request.results)
+    run.write_run("publish", engine.info(), {"registry": request.registry, "force": request.force})
+    settings = PublishSettings(
+        registry=request.registry,
+        dry_run=request.dry_run,
+        force=request.force,
+        candidate=request.candidate,
+        from_candidate=request.from_candidate,
+    )
+    registry = HttpRegistry(client, attempts=request.attempts, backoff_s=request.backoff_s)
+    evidence = verify_evidence(request.results)
+    publisher = PublishRun(engine, registry, CycloneDx(), run, evidence, settings, plain_view())
+    done = [publisher.publish_one(plan) for plan in plans]
+    if request.json:
+        print_json({"run_id": run.run_id, "images": [r.to_json() for r in done]})
+    else:
+        rows = [
+            [
+                r.name,
+                r.status + (" (forced)" if r.forced else ""),
+                ", ".join(t.tag.rsplit(":", 1)[1] + "=" + t.status for t in r.tags),
+                "; ".join(r.reasons)[:100],
             ]
-            typer.echo(table(["IMAGE", "STATUS", "TAGS", "REASONS"], rows))
-        say(f"results: {run.root / 'publish.json'}")
-        bad = [r for r in done if r.status not in (PUBLISHED, UNCHANGED, DRY_RUN)]
-        if bad:
-            raise PublishError(
-                f"{len(bad)} of {len(done)} images not published: "
-                + "; ".join(f"{r.name}: {r.status}" for r in bad),
-                "verify them first (imagekit verify), or see the reasons above",
-            )
+            for r in done
+        ]
+        typer.echo(table(["IMAGE", "STATUS", "TAGS", "REASONS"], rows))
+    say(f"results: {run.root / 'publish.json'}")
+    bad = [r for r in done if not r.status.ok]
+    if bad:
+        raise PublishError(
+            f"{len(bad)} of {len(done)} images not published: "
+            + "; ".join(f"{r.name}: {r.status}" for r in bad),
+            "verify them first (imagekit verify), or see the reasons above",
+        )

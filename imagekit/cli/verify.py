@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from imagekit import __version__
 from imagekit.cli.common import (
     FlavourOption,
-    GpusChoice,
+    GpusOption,
     JsonOption,
     MatrixOption,
     OnlyOption,
@@ -20,15 +18,22 @@ from imagekit.cli.common import (
     ResultsOption,
     TimeoutOption,
     app,
-    guard,
+    dispatch,
+    handles,
     plain_view,
     print_json,
     say,
 )
-from imagekit.errors import (
-    InputError,
-    ProbeFailedError,
+from imagekit.cli.requests import (
+    ProbeCommand,
+    ReportRequest,
+    Selection,
+    VerifyCommand,
+    probe_names,
+    record_name,
 )
+from imagekit.core.runtime import DEFAULT_SHM_BYTES, GpuChoice
+from imagekit.errors import InputError, ProbeFailedError
 
 # verify ----------------------------------------------------------------------
 
@@ -41,13 +46,11 @@ def verify_command(
     matrix: MatrixOption = Path("matrix.yaml"),
     only: OnlyOption = None,
     flavour: FlavourOption = None,
-    gpus: Annotated[GpusChoice, typer.Option(help="auto: GPUs when the engine has them.")] = (
-        GpusChoice.auto
-    ),
+    gpus: GpusOption = GpuChoice.AUTO,
     probes: ProbesOption = None,
     timeout_s: TimeoutOption = None,
     shm_size: Annotated[int, typer.Option(help="/dev/shm bytes (NCCL needs >= 1 GiB).")] = (
-        2 << 30
+        DEFAULT_SHM_BYTES
     ),
     structure: Annotated[bool, typer.Option(help="Run the structure checks (testinfra).")] = True,
     probes_dir: Annotated[
@@ -57,68 +60,88 @@ def verify_command(
     json_out: JsonOption = False,
 ) -> None:
     """Run the probes inside each image and record the results."""
-    from imagekit.engine import connect, engine_info
-    from imagekit.resources import probes_dir as bundled_probes
-    from imagekit.results import RunFolder
-    from imagekit.summary import summary_rows
-    from imagekit.verify import Target, VerifyRun, VerifySettings
-
-    with guard():
-        if images:
-            targets = [Target(_record_name(ref), ref) for ref in images]
-        else:
-            from imagekit.matrix import load_matrix
-
-            loaded = load_matrix(matrix)
-            plans = loaded.select(only, flavour.value if flavour else None)
-            targets = [Target(p.name, p.reference, p.required_probes) for p in plans]
-        folder = probes_dir or bundled_probes()
-        if not (folder / "_runner.py").is_file():
-            raise InputError(
-                f"--probes-dir {folder} has no _runner.py",
-                "copy imagekit's probes/ folder and add your probes beside them",
-            )
-        settings = VerifySettings(
-            probes_dir=folder,
-            probes=tuple(p for p in (probes or "").split(",") if p),
-            gpus=gpus.value,
+    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    dispatch(
+        lambda: VerifyCommand(
+            selection=selection,
+            images=tuple(images or ()),
+            gpus=gpus,
+            probes=probe_names(probes),
             timeout_s=timeout_s,
             shm_bytes=shm_size,
             structure=structure,
+            probes_dir=probes_dir,
+            results=results,
+            json=json_out,
         )
-        client = connect()
-        engine = engine_info(client)
-        run = RunFolder.create(results)
-        run.write_run("verify", engine, {"images": [t.reference for t in targets]})
-        verifier = VerifyRun(client, settings, run, plain_view(), engine)
-        for note in verifier.notes():
-            say(f"note: {note}")
-        try:
-            records = verifier.execute(targets)
-        except KeyboardInterrupt:
-            say(f"interrupted; finished images are recorded in {run.root}")
-            raise
-        header, rows = summary_rows(verifier.load_records())
-        if json_out:
-            print_json({"run_id": run.run_id, "images": records})
-        else:
-            from imagekit.report import table
-
-            typer.echo(table(header, rows))
-        say(f"results: {run.root}")
-        failed = [n for n, r in records.items() if r["verify"]["status"] != "pass"]
-        if failed:
-            raise ProbeFailedError(
-                f"{len(failed)} of {len(records)} images failed verification: {', '.join(failed)}",
-                f"details: {run.root / 'summary.md'}",
-            )
+    )
 
 
-def _record_name(reference: str) -> str:
-    """A file-safe record name for an image reference."""
-    import re
+@handles(VerifyCommand)
+def verify(request: VerifyCommand) -> None:
+    """Verify the images, print the summary, exit 5 when one did not pass."""
+    from imagekit.adapters.containers import ContainerProbeRunner
+    from imagekit.adapters.engine import DockerEngine, connect
+    from imagekit.adapters.results import RunFolder
+    from imagekit.adapters.structure import DockerInspector
+    from imagekit.core.compat import load_compat
+    from imagekit.core.records import ImageRecord
+    from imagekit.core.report import table
+    from imagekit.core.summary import summary_rows
+    from imagekit.orchestration.verify import Target, VerifyRun, VerifySettings
+    from imagekit.resources import probes_dir as bundled_probes
 
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", reference.split("/")[-1]).strip("_") or "image"
+    if request.images:
+        targets = [Target(record_name(ref), ref) for ref in request.images]
+    else:
+        plans = request.selection.plans()
+        targets = [Target(p.name, p.reference, p.required_probes) for p in plans]
+    folder = request.probes_dir or bundled_probes()
+    if not (folder / "_runner.py").is_file():
+        raise InputError(
+            f"--probes-dir {folder} has no _runner.py",
+            "copy imagekit's probes/ folder and add your probes beside them",
+        )
+    settings = VerifySettings(
+        folder,
+        request.probes,
+        request.gpus,
+        request.timeout_s,
+        request.shm_bytes,
+        request.structure,
+    )
+    client = connect()
+    engine = DockerEngine(client)
+    run = RunFolder.create(request.results)
+    run.write_run("verify", engine.info(), {"images": [t.reference for t in targets]})
+    verifier = VerifyRun(
+        engine,
+        ContainerProbeRunner(client),
+        DockerInspector(client),
+        run,
+        settings,
+        plain_view(),
+        load_compat(),
+    )
+    for note in verifier.notes():
+        say(f"note: {note}")
+    try:
+        records = verifier.execute(targets)
+    except KeyboardInterrupt:
+        say(f"interrupted; finished images are recorded in {run.root}")
+        raise
+    if request.json:
+        images = {n: ImageRecord(verify=r).to_json() for n, r in records.items()}
+        print_json({"run_id": run.run_id, "images": images})
+    else:
+        typer.echo(table(*summary_rows(run.images())))
+    say(f"results: {run.root}")
+    failed = [n for n, r in records.items() if r.status != "pass"]
+    if failed:
+        raise ProbeFailedError(
+            f"{len(failed)} of {len(records)} images failed verification: {', '.join(failed)}",
+            f"details: {run.root / 'summary.md'}",
+        )
 
 
 # probe (host mode) -------------------------------------------------------------
@@ -143,53 +166,34 @@ def probe_command(
     json_out: JsonOption = False,
 ) -> None:
     """Run the probes in this Python environment, no Docker (a doctor for GPU nodes)."""
-    import platform
+    dispatch(lambda: ProbeCommand(probe_names(probes), device.value, timeout_s, out, json_out))
 
-    from imagekit.hostprobe import run_host
-    from imagekit.probes import discover, overall, select
+
+@handles(ProbeCommand)
+def probe(request: ProbeCommand) -> None:
+    """Run the probes here, print what they found, exit 5 when one did not pass."""
+    from imagekit.adapters.hostprobe import HostProbeRunner
+    from imagekit.adapters.results import write_json
+    from imagekit.core.report import table
+    from imagekit.orchestration.hostprobe import host_document, probe_here, result_rows
     from imagekit.resources import probes_dir
 
-    with guard():
-        folder = probes_dir()
-        chosen = select(discover(folder), [p for p in (probes or "").split(",") if p] or None)
-        limit = timeout_s or sum(s.timeout_s for s in chosen) + 60
-        output, wall_s = run_host(
-            folder, [s.name for s in chosen], {}, device=device.value, timeout_s=limit
+    run = probe_here(
+        HostProbeRunner(), probes_dir(), request.probes, request.device, request.timeout_s
+    )
+    document = host_document(run)
+    if request.out is not None:
+        write_json(request.out, document)
+    if request.json:
+        print_json(document)
+    else:
+        typer.echo(table(["PROBE", "STATUS", "REASON", "METRICS"], result_rows(run)))
+        output = run.output
+        say(
+            f"{document['status']} on {output.device} ({output.device_reason}) in {run.wall_s:.1f}s"
         )
-        status = overall(output.results)
-        document = {
-            "schema_version": 1,
-            "mode": "host",
-            "imagekit_version": __version__,
-            "host": {"hostname": platform.node(), "python": platform.python_version()},
-            "device": output.device,
-            "device_reason": output.device_reason,
-            "status": status,
-            "wall_s": round(wall_s, 3),
-            "probes": output.results,
-        }
-        if out is not None:
-            from imagekit.results import write_json
-
-            write_json(out, document)
-        if json_out:
-            print_json(document)
-        else:
-            from imagekit.report import table
-
-            rows = [
-                [
-                    r["probe"],
-                    r["status"],
-                    r.get("reason", "")[:60],
-                    ", ".join(f"{k}={v:g}" for k, v in sorted(r["metrics"].items()))[:70],
-                ]
-                for r in output.results
-            ]
-            typer.echo(table(["PROBE", "STATUS", "REASON", "METRICS"], rows))
-            say(f"{status} on {output.device} ({output.device_reason}) in {wall_s:.1f}s")
-        if status != "pass":
-            raise ProbeFailedError(f"probes failed on {output.device}")
+    if document["status"] != "pass":
+        raise ProbeFailedError(f"probes failed on {run.output.device}")
 
 
 # report ----------------------------------------------------------------------
@@ -207,31 +211,22 @@ def report_command(
     ] = 0.2,
 ) -> None:
     """Show a run's summary table; with two runs, what got worse from the first to the second."""
-    from imagekit.report import table
-    from imagekit.summary import changes, summary_rows
-
-    with guard():
-        folders = list(runs or [])
-        if not folders:
-            candidates = sorted(p for p in results.glob("*/images") if any(p.glob("*.json")))
-            if not candidates:
-                raise InputError(f"no runs under {results}", "run imagekit verify first")
-            folders = [candidates[-1].parent]
-        if len(folders) > 2:
-            raise InputError("report takes one run, or two to compare")
-        loaded = [_load_run(f) for f in folders]
-        header, rows = summary_rows(loaded[-1])
-        typer.echo(table(header, rows))
-        say(f"run: {folders[-1]}")
-        if len(loaded) == 2:
-            found = changes(loaded[0], loaded[1], threshold)
-            for line in found:
-                typer.echo(line)
-            say(f"{len(found)} changes for the worse from {folders[0].name} to {folders[1].name}")
+    dispatch(lambda: ReportRequest(tuple(runs or ()), results, threshold))
 
 
-def _load_run(folder: Path) -> dict[str, dict[str, Any]]:
-    images = folder / "images"
-    if not images.is_dir():
-        raise InputError(f"{folder} is not an imagekit run folder (no images/)")
-    return {p.stem: json.loads(p.read_text()) for p in sorted(images.glob("*.json"))}
+@handles(ReportRequest)
+def report(request: ReportRequest) -> None:
+    """The summary of one run, or what got worse between two."""
+    from imagekit.adapters.results import RunFolder
+    from imagekit.core.report import table
+    from imagekit.core.summary import changes, summary_rows
+
+    folders = [RunFolder.open(f) for f in request.runs] or [RunFolder.newest(request.results)]
+    loaded = [f.images() for f in folders]
+    typer.echo(table(*summary_rows(loaded[-1])))
+    say(f"run: {folders[-1].root}")
+    if len(loaded) == 2:
+        found = changes(loaded[0], loaded[1], request.threshold)
+        for line in found:
+            typer.echo(line)
+        say(f"{len(found)} changes for the worse from {folders[0].run_id} to {folders[1].run_id}")

@@ -1,0 +1,204 @@
+"""Adapter: bootstrap a minimal Debian/Ubuntu base image with mmdebstrap, without a registry.
+
+mmdebstrap writes the root filesystem as a tar; imagekit wraps it in a
+docker-archive (the `docker save` format) with an image config of its own and
+loads it. With SOURCE_DATE_EPOCH and a snapshot mirror the tar, the config and
+so the image id are the same on every run: `docker import` would stamp the
+current time into the config instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+
+from imagekit.adapters.engine import engine_errors
+from imagekit.core import labels as L
+from imagekit.core.context import file_sha256
+from imagekit.errors import ExitCode, ImagekitError, InputError
+
+DEFAULT_INCLUDE = ("python3", "python3-venv", "ca-certificates")
+DEBIAN_SUITES = {"bullseye", "bookworm", "trixie", "sid", "forky"}
+UBUNTU_SUITES = {"focal", "jammy", "noble", "oracular", "plucky"}
+DEFAULT_MIRRORS = {
+    "debian": "http://deb.debian.org/debian",
+    "ubuntu": "http://archive.ubuntu.com/ubuntu",
+}
+PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class BootstrapError(ImagekitError):
+    """mmdebstrap could not make the root filesystem, or the engine refused it."""
+
+    exit_code = ExitCode.BUILD_FAILED
+
+
+@dataclass(frozen=True)
+class BootstrapRequest:
+    """What base to make."""
+
+    suite: str
+    tag: str
+    mirror: str | None = None
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    variant: str = "minbase"
+    source_date_epoch: int | None = None
+    docs: bool = False
+
+
+def distribution(suite: str) -> str:
+    """`debian` or `ubuntu` for a suite name."""
+    if suite in DEBIAN_SUITES:
+        return "debian"
+    if suite in UBUNTU_SUITES:
+        return "ubuntu"
+    known = ", ".join(sorted(DEBIAN_SUITES | UBUNTU_SUITES))
+    raise InputError(f"unknown suite {suite!r}", f"known suites: {known}")
+
+
+def image_config(request: BootstrapRequest, layer_sha: str, created: str) -> bytes:
+    """The image config: one layer, a PATH, a shell; canonical JSON so it hashes stably."""
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "created": created,
+        "config": {
+            "Env": [PATH_ENV, "LANG=C.UTF-8"],
+            "Cmd": ["bash"],
+            "Labels": {
+                L.BASE_SUITE: request.suite,
+                L.BASE_INCLUDE: ",".join(request.include),
+                L.BASE_VARIANT: request.variant,
+                L.BASE_DOCS: "yes" if request.docs else "no",
+            },
+        },
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_sha}"]},
+        "history": [
+            {
+                "created": created,
+                "created_by": f"imagekit base bootstrap --suite {request.suite} "
+                f"--include {','.join(request.include)}",
+            }
+        ],
+    }
+    return json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _docker_archive(rootfs_tar: Path, config: bytes, tag: str, out: Path) -> str:
+    """Write a docker-archive holding one layer; returns the image id."""
+    layer_sha = file_sha256(rootfs_tar)
+    config_sha = hashlib.sha256(config).hexdigest()
+    manifest = [
+        {"Config": f"{config_sha}.json", "RepoTags": [tag], "Layers": [f"{layer_sha}/layer.tar"]}
+    ]
+    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as archive:
+
+        def add_bytes(name: str, data: bytes) -> None:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 0
+            archive.addfile(info, _BytesReader(data))
+
+        add_bytes(f"{config_sha}.json", config)
+        add_bytes("manifest.json", json.dumps(manifest).encode())
+        archive.add(rootfs_tar, arcname=f"{layer_sha}/layer.tar")
+    return f"sha256:{config_sha}"
+
+
+class _BytesReader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self.data) if size < 0 else self.pos + size
+        chunk, self.pos = self.data[self.pos : end], min(end, len(self.data))
+        return chunk
+
+
+# What Debian's own `-slim` images leave out: manuals, info pages, translations and package
+# docs, but not the copyright files (licences must ship). The rule stays in the image
+# (/etc/dpkg/dpkg.cfg.d/), so packages installed later, in the full flavour, obey it too.
+SLIM_DPKG_OPTIONS = (
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/locale/*",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+    "path-exclude=/usr/share/lintian/*",
+)
+
+
+def mmdebstrap_command(request: BootstrapRequest, out_tar: Path) -> list[str]:
+    """The mmdebstrap command line that writes the root filesystem tar."""
+    mirror = request.mirror or DEFAULT_MIRRORS[distribution(request.suite)]
+    command = ["mmdebstrap", "--quiet", f"--variant={request.variant}", "--format=tar"]
+    if request.include:
+        command.append("--include=" + ",".join(request.include))
+    if not request.docs:
+        command += [f"--dpkgopt={option}" for option in SLIM_DPKG_OPTIONS]
+    # Drop caches and logs that differ between runs and nobody needs in an image.
+    command += [
+        "--customize-hook=rm -rf $1/var/cache/apt/* $1/var/lib/apt/lists/* $1/var/log/*",
+        request.suite,
+        str(out_tar),
+        mirror,
+    ]
+    return command
+
+
+def bootstrap(client: docker.DockerClient, request: BootstrapRequest) -> str:
+    """Make the base image `request.tag` in the engine; returns its image id."""
+    distribution(request.suite)
+    if shutil.which("mmdebstrap") is None:
+        raise InputError(
+            "mmdebstrap is not installed",
+            "apt-get install mmdebstrap (make engine installs it on Debian/Ubuntu)",
+        )
+    epoch = request.source_date_epoch
+    env = dict(os.environ)
+    if epoch is not None:
+        env["SOURCE_DATE_EPOCH"] = str(epoch)
+    created = time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch if epoch is not None else time.time())
+    )
+    with tempfile.TemporaryDirectory(prefix="imagekit-base-") as tmp:
+        rootfs = Path(tmp) / "rootfs.tar"
+        done = subprocess.run(
+            mmdebstrap_command(request, rootfs),
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+            raise BootstrapError(
+                f"mmdebstrap failed for {request.suite} (exit {done.returncode}):\n{tail}",
+                "check --mirror (it must serve this suite) and that you are root",
+            )
+        config = image_config(request, file_sha256(rootfs), created)
+        archive = Path(tmp) / "image.tar"
+        image_id = _docker_archive(rootfs, config, request.tag, archive)
+        rootfs.unlink()
+        with engine_errors(f"loading {request.tag}"), archive.open("rb") as handle:
+            # The engine answers 200 and reports a refused archive as an item of
+            # the stream, which docker-py does not raise for: look at every item.
+            for item in client.api.load_image(handle, quiet=True):
+                if isinstance(item, dict) and ("error" in item or "errorDetail" in item):
+                    detail = item.get("errorDetail") or {}
+                    why = str(item.get("error") or detail.get("message") or "load failed")
+                    raise BootstrapError(
+                        f"the engine did not load {request.tag}: {why.strip()}",
+                        "see the engine's log (journalctl -u docker) for why it refused it",
+                    )
+    return image_id

@@ -1,0 +1,126 @@
+"""Adapters that turn a build context into an image: the Docker SDK and `docker buildx`.
+
+Both take a `BuildRequest`, stream output lines to a callback and to the image's
+log file, and return a `BuildOutcome`; neither raises for a failed build.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from imagekit.adapters.engine import engine_errors
+from imagekit.core.build_stream import BuildLog
+from imagekit.core.ports import BuildOutcome, BuildRequest, LineSink
+
+
+def _record(log: BuildLog, lines: list[str], handle: object, on_line: LineSink) -> None:
+    for line in lines:
+        handle.write(line + "\n")  # type: ignore[attr-defined]
+        on_line(log, line)
+
+
+class SdkBuilder:
+    """The legacy builder, driven through the Docker SDK's low-level API."""
+
+    name = "sdk"
+
+    def __init__(self, client: docker.DockerClient) -> None:
+        self.client = client
+
+    def build(self, request: BuildRequest, on_line: LineSink) -> BuildOutcome:
+        """Stream the build; an error item in the stream is a failed build."""
+        log = BuildLog()
+        request.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with request.log_path.open("w", encoding="utf-8") as handle:
+            try:
+                with engine_errors(f"building {request.name}"):
+                    stream = self.client.api.build(
+                        path=str(request.context_dir),
+                        dockerfile="Dockerfile",
+                        tag=request.reference,
+                        buildargs=request.build_args,
+                        labels=request.labels,
+                        nocache=request.no_cache,
+                        rm=True,
+                        forcerm=True,  # intermediate containers go, even when a step fails
+                        pull=False,
+                        decode=True,
+                    )
+                    for item in stream:
+                        _record(log, log.feed(item), handle, on_line)
+                    _record(log, log.close(), handle, on_line)
+            except docker.errors.APIError as exc:
+                message = str(exc.explanation or exc)
+                _record(log, log.feed({"error": message}), handle, on_line)
+        if log.failed:
+            return BuildOutcome(False, None, log.failure_message(), log)
+        image_id = log.image_id or ""
+        if not image_id.startswith("sha256:"):
+            with engine_errors("reading the built image"):
+                image_id = self.client.api.inspect_image(request.reference)["Id"]
+        return BuildOutcome(True, image_id, "", log)
+
+
+def buildx_available() -> bool:
+    """Whether the `docker buildx` plugin answers."""
+    if shutil.which("docker") is None:
+        return False
+    done = subprocess.run(
+        ["docker", "buildx", "version"], capture_output=True, text=True, check=False, timeout=30
+    )
+    return done.returncode == 0
+
+
+class BuildxBuilder:
+    """BuildKit through `docker buildx build --load` (cache mounts, the CA as a secret)."""
+
+    name = "buildx"
+
+    def build(self, request: BuildRequest, on_line: LineSink) -> BuildOutcome:
+        """Run buildx; its plain progress output is the log."""
+        log = BuildLog()
+        request.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="imagekit-iid-") as tmp:
+            iidfile = Path(tmp) / "iid"
+            command = ["docker", "buildx", "build", "--load", "--progress", "plain"]
+            command += ["--file", str(request.context_dir / "Dockerfile")]
+            command += ["--tag", request.reference, "--iidfile", str(iidfile)]
+            for key, value in sorted(request.build_args.items()):
+                command += ["--build-arg", f"{key}={value}"]
+            for key, value in sorted(request.labels.items()):
+                command += ["--label", f"{key}={value}"]
+            if request.no_cache:
+                command.append("--no-cache")
+            if request.ca_bundle is not None:
+                command += ["--secret", f"id=ca,src={request.ca_bundle}"]
+            command.append(str(request.context_dir))
+            with request.log_path.open("w", encoding="utf-8") as handle:
+                process = subprocess.Popen(
+                    command,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                )
+                try:
+                    assert process.stdout is not None
+                    for raw in process.stdout:
+                        _record(log, log.feed({"stream": raw}), handle, on_line)
+                    _record(log, log.close(), handle, on_line)
+                    code = process.wait()
+                except BaseException:
+                    process.kill()  # Ctrl-C: do not leave a build running behind us
+                    process.wait()
+                    raise
+            if code != 0:
+                log.error = f"docker buildx build exited with {code}"
+                return BuildOutcome(False, None, log.failure_message(), log)
+            image_id = iidfile.read_text().strip()
+        log.image_id = image_id
+        return BuildOutcome(True, image_id, "", log)

@@ -1,0 +1,135 @@
+"""Adapter: run the probes inside a container of an image, and take it away afterwards.
+
+One container per image: the probes are copied in with `put_archive` (works
+with a remote engine, where a bind mount would not), all probes run in one
+Python process, the container is waited for with a timeout, killed when it
+runs over, and always removed, Ctrl-C included. Containers carry imagekit
+labels so `imagekit gc` can collect any that a killed run leaves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import docker.types
+import requests.exceptions
+from docker.models.containers import Container
+
+from imagekit.adapters.engine import engine_errors
+from imagekit.core.ports import ProbeRequest, ProbeRun
+from imagekit.core.probes import parse_events, runner_command
+from imagekit.errors import GpuUnavailableError
+
+PROBE_DIR = "/tmp/imagekit-probes"
+KILL_GRACE_S = 10
+NO_GPU_HINT = (
+    "the engine has no NVIDIA runtime (install the NVIDIA Container Toolkit), "
+    "or run with --gpus none"
+)
+
+
+def probes_archive(folder: Path) -> bytes:
+    """A tar of the probe files, root-owned and world-readable, for `put_archive`."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        info = tarfile.TarInfo("imagekit-probes")
+        info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+        archive.addfile(info)
+        for path in sorted(folder.glob("*.py")):
+            data = path.read_bytes()
+            item = tarfile.TarInfo(f"imagekit-probes/{path.name}")
+            item.size, item.mode, item.mtime = len(data), 0o644, 0
+            archive.addfile(item, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class ContainerProbeRunner:
+    """The `ProbeRunner` port: one container per request, removed whatever happens."""
+
+    def __init__(self, client: docker.DockerClient) -> None:
+        self.client = client
+
+    def run(self, request: ProbeRequest) -> ProbeRun:
+        """Run the request's probes in one container of its image."""
+        command = runner_command(
+            "python3", PROBE_DIR, list(request.probes), dict(request.expected), request.device
+        )
+        gpus = (
+            [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if request.gpus else []
+        )
+        started = time.monotonic()
+        container = None
+        try:
+            container = self._start(request, command, gpus)
+            start_s = time.monotonic() - started
+            exit_code, timed_out = self._wait(container, request.timeout_s)
+            with engine_errors(f"reading the probe output of {request.image}"):
+                stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+                stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+        finally:
+            if container is not None:
+                # On failure `imagekit gc` collects it by its labels.
+                with contextlib.suppress(
+                    docker.errors.APIError, requests.exceptions.RequestException
+                ):
+                    container.remove(force=True, v=True)
+        output = parse_events(
+            stdout, list(request.probes), timed_out=timed_out, exit_code=exit_code, stderr=stderr
+        )
+        wall_s = time.monotonic() - started
+        return ProbeRun(output, stdout + stderr, exit_code, timed_out, wall_s, start_s)
+
+    def _start(self, request: ProbeRequest, command: list[str], gpus: list[Any]) -> Container:
+        with engine_errors(f"creating a probe container of {request.image}"):
+            try:
+                container = self.client.containers.create(
+                    request.image,
+                    command,
+                    entrypoint=[],  # full images start services by default; probes need none
+                    labels=dict(request.labels),
+                    shm_size=request.shm_bytes,
+                    # An init as PID 1: it reaps the DDP ranks, and a probe process that is
+                    # killed dies (signals to PID 1 itself would be ignored).
+                    init=True,
+                    network_mode="none",  # probes need no network; DDP uses loopback
+                    device_requests=gpus,
+                    detach=True,
+                )
+            except docker.errors.APIError as exc:
+                raise _no_gpus(request.image, exc) from None
+            try:
+                container.put_archive("/tmp", probes_archive(request.probes_dir))
+                container.start()
+            except docker.errors.APIError as exc:
+                with contextlib.suppress(docker.errors.APIError):
+                    container.remove(force=True, v=True)
+                raise _no_gpus(request.image, exc) from None
+        return container
+
+    @staticmethod
+    def _wait(container: Container, timeout_s: float) -> tuple[int | None, bool]:
+        """The exit code, and whether it ran over its time (then it is killed)."""
+        try:
+            # Not under engine_errors: a read timeout here means "ran over", not "no engine".
+            status = container.wait(timeout=timeout_s)
+            return int(status.get("StatusCode", -1)), False
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            with engine_errors("stopping a probe container that ran over"):
+                container.kill()
+                container.wait(timeout=KILL_GRACE_S)
+            return None, True
+
+
+def _no_gpus(image: str, exc: docker.errors.APIError) -> Exception:
+    """GpuUnavailableError when the engine could not hand over GPUs; else the error itself."""
+    text = str(exc.explanation or exc)
+    if "could not select device driver" in text or "nvidia" in text.lower():
+        return GpuUnavailableError(f"no GPUs for {image}: {text}", NO_GPU_HINT)
+    return exc

@@ -1,0 +1,201 @@
+"""Adapter: the results folder of a run: `results/<run-id>/`, written atomically, file by file.
+
+Each image's record is written as soon as that image is done, through a temp
+file and a rename, so an interrupted run keeps every image already finished and
+never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from imagekit import __version__
+from imagekit.core.ports import EngineInfo
+from imagekit.core.records import Evidence, ImageRecord, PublishRecord
+from imagekit.errors import InputError
+
+
+def new_run_id(now_s: float | None = None) -> str:
+    """`20261130T010203Z-1a2b3c4d`: sortable by time, unique across parallel CI jobs.
+
+    32 random bits: with 16, a few dozen jobs starting in the same second
+    already collide with a chance of a few percent.
+    """
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now_s))
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` in one step (temp file in the same folder + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Not mkstemp: it makes the file 0600, and the rename would then leave results
+    # unreadable to anyone but their writer. 0o666 less the umask is what a plain
+    # open(path, "w") gives; O_EXCL keeps the temp name private to this call.
+    tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write `data` as indented, key-sorted JSON, atomically."""
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """One run's folder: it writes typed records atomically and reads back what it wrote.
+
+    The one reader of `results/<run-id>/`: report, publish and verify all go through it.
+    """
+
+    root: Path
+    run_id: str
+
+    @classmethod
+    def create(cls, results_dir: Path, run_id: str | None = None) -> RunFolder:
+        """Make `results_dir/<run-id>/` (a new id unless one is given).
+
+        A new id never reuses an existing folder: two runs that drew the same id
+        would otherwise write into one folder and mix their records.
+        """
+        rid = run_id or new_run_id()
+        root = results_dir / rid
+        try:
+            while run_id is None:
+                try:
+                    root.mkdir(parents=True)
+                    break
+                except FileExistsError:
+                    rid = new_run_id()
+                    root = results_dir / rid
+            (root / "images").mkdir(parents=True, exist_ok=True)
+            (root / "logs").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(
+                f"cannot write results under {results_dir}: {exc.strerror or exc}",
+                "pass --results DIR with a folder you can write (or set IMAGEKIT_RESULTS)",
+            ) from None
+        return cls(root, rid)
+
+    @classmethod
+    def open(cls, folder: Path) -> RunFolder:
+        """An existing run folder, for reading; InputError when it is not one."""
+        if not (folder / "images").is_dir():
+            raise InputError(f"{folder} is not an imagekit run folder (no images/)")
+        return cls(folder, folder.name)
+
+    @staticmethod
+    def newest(results_dir: Path) -> RunFolder:
+        """The newest run under `results_dir` that recorded an image."""
+        runs = sorted(p.parent for p in results_dir.glob("*/images") if any(p.glob("*.json")))
+        if not runs:
+            raise InputError(f"no runs under {results_dir}", "run imagekit verify first")
+        return RunFolder.open(runs[-1])
+
+    def image_file(self, name: str) -> Path:
+        """The JSON record of one image."""
+        return self.root / "images" / f"{name}.json"
+
+    def log_file(self, name: str, stage: str = "build") -> Path:
+        """The full log of one image's build (or other stage)."""
+        return self.root / "logs" / f"{name}.{stage}.log"
+
+    def write_run(self, command: str, engine: EngineInfo, extra: dict[str, Any]) -> None:
+        """run.json: who ran what where."""
+        write_json(
+            self.root / "run.json",
+            {
+                "schema_version": 1,
+                "run_id": self.run_id,
+                "command": command,
+                "imagekit_version": __version__,
+                "host": {
+                    "hostname": socket.gethostname(),
+                    "platform": platform.platform(),
+                    "python": platform.python_version(),
+                },
+                "engine": engine.to_json(),
+                **extra,
+            },
+        )
+
+    def read_image(self, name: str) -> ImageRecord | None:
+        """One image's record; None when there is none yet."""
+        path = self.image_file(name)
+        return _read_record(path) if path.is_file() else None
+
+    def update_image(self, name: str, record: ImageRecord) -> None:
+        """Set the sections `record` has, keeping the image's other sections."""
+        current = self.read_image(name) or ImageRecord()
+        written = {section: value for section, value in record if value is not None}
+        merged = current.model_copy(update=written)
+        write_json(self.image_file(name), merged.to_json())
+
+    def images(self) -> dict[str, ImageRecord]:
+        """Every image record of this run, by name."""
+        folder = self.root / "images"
+        return {p.stem: _read_record(p) for p in sorted(folder.glob("*.json"))}
+
+    def write_report(self, name: str, text: str) -> None:
+        """A report file of the run, such as summary.md or junit.xml."""
+        write_atomic(self.root / name, text)
+
+    def write_publish(self, records: list[PublishRecord]) -> None:
+        """publish.json: what happened to each image of a publish run."""
+        write_json(self.root / "publish.json", [r.to_json() for r in records])
+
+    def write_artifact(self, name: str, data: Any) -> Path:
+        """Another JSON file of the run (a package list, an SBOM), atomically; its path."""
+        path = self.root / name
+        write_json(path, data)
+        return path
+
+
+def _read_record(path: Path) -> ImageRecord:
+    """A record file, typed; InputError naming the file when it is not one."""
+    try:
+        return ImageRecord.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise InputError(
+            f"{path} is not an imagekit record ({where}: {first['msg']})",
+            "it was edited or cut short; run the stage again",
+        ) from None
+
+
+def verify_evidence(results_dir: Path) -> list[Evidence]:
+    """Every verify record under `results_dir`, newest run first.
+
+    A file that cannot be read as a record is no evidence at all: it is skipped, never trusted.
+    """
+    found = []
+    for images in sorted(results_dir.glob("*/images"), reverse=True):
+        for path in sorted(images.glob("*.json")):
+            try:
+                record = _read_record(path)
+            except InputError:
+                continue
+            if record.verify is not None:
+                found.append(Evidence(images.parent.name, path.stem, record.verify))
+    return found

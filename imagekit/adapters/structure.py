@@ -1,0 +1,155 @@
+"""Adapter: image structure checks with pytest-testinfra's docker backend.
+
+A throw-away container of the image (its entrypoint replaced by `sleep`) is
+inspected the way a person would with `docker exec`: who runs, what is
+writable, what caches and packages the image carries. The container is always
+removed. Whether the labels agree with what runs inside is decided by
+`imagekit.core.agreement`, from the env probe's facts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+import docker
+import docker.errors
+
+from imagekit.adapters.engine import engine_errors
+from imagekit.core import labels as L
+from imagekit.core.labels import ImageLabels
+from imagekit.core.records import Check
+
+SERVICES = {
+    "jupyter": "/opt/venv/bin/jupyter",
+    "tensorboard": "/opt/venv/bin/tensorboard",
+    "sshd": "/usr/sbin/sshd",
+}
+COMPILERS = ("gcc", "g++", "make")
+REQUIRED_LABELS = (L.TORCH, L.PYTHON, L.FLAVOUR, L.CELL)
+
+
+class DockerInspector:
+    """The `Inspector` port: testinfra's docker backend on a throw-away container."""
+
+    def __init__(self, client: docker.DockerClient) -> None:
+        self.client = client
+
+    def structure(
+        self, image_id: str, labels: Mapping[str, str], labels_run: Mapping[str, str]
+    ) -> list[Check]:
+        """Inspect a container of `image_id` as its default user and as root."""
+        import testinfra  # imported here: only verify needs it
+
+        with engine_errors(f"starting a structure-check container of {image_id[:19]}"):
+            container = self.client.containers.run(
+                image_id,
+                ["sleep", "600"],
+                entrypoint=[],
+                detach=True,
+                network_mode="none",
+                labels=dict(labels_run),
+            )
+        try:
+            user_host = testinfra.get_host(f"docker://{container.id}")
+            root_host = testinfra.get_host(f"docker://root@{container.id}")
+            configured = self.client.images.get(image_id).attrs["Config"].get("User") or "root"
+            return [
+                *_user_checks(configured, user_host),
+                *_cleanliness_checks(root_host),
+                *_label_checks(labels),
+                *_flavour_checks(ImageLabels.parse(labels), root_host),
+            ]
+        finally:
+            # On failure `imagekit gc` collects it by its labels.
+            with contextlib.suppress(docker.errors.APIError):
+                container.remove(force=True, v=True)
+
+
+def _user_checks(configured: str, user: Any) -> list[Check]:
+    uid = user.run("id -u").stdout.strip()
+    probe = "/workspace/.imagekit-write-test"
+    wrote = user.run(f"touch {probe} && rm {probe}")
+    home = user.run('test -w "$HOME" && echo "$HOME"')
+    return [
+        Check(
+            name="default user is numeric and non-root",
+            ok=configured.split(":")[0].isdigit() and uid not in ("", "0"),
+            detail=f"USER {configured}, id -u {uid}",
+        ),
+        Check(
+            name="/workspace is writable by the default user",
+            ok=wrote.rc == 0,
+            detail=wrote.stderr.strip() or "ok",
+        ),
+        Check(
+            name="HOME is writable by the default user",
+            ok=home.rc == 0,
+            detail=home.stdout.strip() or "not writable",
+        ),
+    ]
+
+
+def _cleanliness_checks(root: Any) -> list[Check]:
+    caches = root.run(
+        "find / -xdev -type d -path '*/.cache/pip' 2>/dev/null | head -5"
+    ).stdout.split()
+    lists = root.run(
+        "find /var/lib/apt/lists -mindepth 1 -maxdepth 1 ! -name partial ! -name lock "
+        "2>/dev/null | head -5"
+    ).stdout.split()
+    return [
+        Check(name="no pip cache", ok=not caches, detail=", ".join(caches) or "none found"),
+        Check(name="no apt lists", ok=not lists, detail=", ".join(lists) or "empty"),
+    ]
+
+
+def _label_checks(labels: Mapping[str, str]) -> list[Check]:
+    return [
+        Check(
+            name=f"label {key} present", ok=bool(labels.get(key)), detail=labels.get(key, "missing")
+        )
+        for key in REQUIRED_LABELS
+    ]
+
+
+def _flavour_checks(labels: ImageLabels, root: Any) -> list[Check]:
+    """Slim carries no services and no compilers; full carries both and no SSH host key."""
+    present = {name: root.file(path).exists for name, path in SERVICES.items()}
+    # A CUDA image's full flavour carries the CUDA compiler too; its slim flavour must not.
+    wanted = (*COMPILERS, "nvcc") if labels.cuda else COMPILERS
+    compilers = {c: root.run(f"command -v {c}").rc == 0 for c in wanted}
+    found = [n for n, p in present.items() if p] or "none"
+    missing = [n for n, p in present.items() if not p] or "none"
+    if labels.flavour == "slim":
+        return [
+            Check(
+                name="slim carries no jupyter, tensorboard or sshd",
+                ok=not any(present.values()),
+                detail=f"found {found}",
+            ),
+            Check(
+                name="slim carries no compilers",
+                ok=not any(compilers.values()),
+                detail=f"found {[n for n, p in compilers.items() if p] or 'none'}",
+            ),
+        ]
+    if labels.flavour != "full":
+        return []
+    keys = root.run("ls /etc/ssh/ssh_host_*_key 2>/dev/null").stdout.split()
+    return [
+        Check(
+            name="full carries jupyter, tensorboard and sshd",
+            ok=all(present.values()),
+            detail=f"missing {missing}",
+        ),
+        Check(
+            name="full carries compilers",
+            ok=all(compilers.values()),
+            detail=f"missing {[n for n, p in compilers.items() if not p] or 'none'}",
+        ),
+        Check(
+            name="full image holds no SSH host key", ok=not keys, detail=", ".join(keys) or "none"
+        ),
+    ]

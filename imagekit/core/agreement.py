@@ -1,0 +1,172 @@
+"""Does an image agree with what it claims? One owner for every such comparison. Pure.
+
+- `compare`: the versions an image reports from inside (the env probe's facts) against an
+  identity (from its labels, or from the tag a plan gives it): torch without its `+local` part,
+  Python major.minor, CUDA, cuDNN major. The structure checks and the publish gate both use it.
+- `expectations`: what the env probe itself compares inside the container, from the labels.
+- `label_checks`: an image's CUDA labels and NVIDIA_* variables against the compatibility data.
+  Labels are what schedulers, `imagekit doctor` and people read before they pull an image, so a
+  label that disagrees with the data misleads everyone downstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from imagekit.core import labels as L
+from imagekit.core.compat import CompatData
+from imagekit.core.labels import ImageLabels
+from imagekit.core.plan import Cell, nvidia_require_cuda
+from imagekit.core.records import Check
+
+MIN_SHM_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What an image is said to be: by its labels, or by the tag a plan gives it."""
+
+    torch: str
+    python: str
+    cuda: str | None
+    cudnn_major: str | None
+
+    @classmethod
+    def from_labels(cls, labels: ImageLabels) -> Identity:
+        """What the image's own labels say."""
+        return cls(labels.torch, labels.python, labels.cuda, labels.cudnn_major)
+
+    @classmethod
+    def from_cell(cls, cell: Cell) -> Identity:
+        """What the tag of a cell's image says."""
+        return cls(cell.torch, cell.python, cell.cuda, cell.cudnn_major)
+
+
+def _public(version: object) -> str:
+    """torch's public version: `2.13.0+cpu` -> `2.13.0`."""
+    return str(version or "").split("+")[0]
+
+
+def _minor(version: object) -> str:
+    return ".".join(str(version or "").split(".")[:2])
+
+
+def compare(want: Identity, facts: Mapping[str, Any], source: str = "label") -> list[Check]:
+    """One check per version `want` names, against the env probe's `facts`.
+
+    `source` says who claims the identity (`label`, `tag`), for the person reading a failure.
+    A fact the probe did not report is not compared (an older probe, or no env probe run).
+    """
+    rows: list[tuple[str, str, str | None, bool]] = []
+    if "torch" in facts:
+        seen = _public(facts["torch"])
+        rows.append(("torch", want.torch, seen, seen == want.torch))
+    if "python" in facts:
+        seen = _minor(facts["python"])
+        rows.append(("Python", want.python, seen, seen == want.python))
+    if "cuda" in facts:
+        seen_cuda = facts["cuda"] or None
+        rows.append(("CUDA", want.cuda or "none", seen_cuda, seen_cuda == want.cuda))
+    if want.cudnn_major is not None and "cudnn" in facts:
+        seen = str(facts.get("cudnn") or "").split(".")[0]
+        rows.append(("cuDNN", want.cudnn_major, facts.get("cudnn"), seen == want.cudnn_major))
+    return [
+        Check(
+            name=f"{what} {source} agrees with the image",
+            ok=ok,
+            detail=f"{source} says {what} {claimed}, the image has {seen or 'none'}",
+        )
+        for what, claimed, seen, ok in rows
+    ]
+
+
+def disagreements(want: Identity, facts: Mapping[str, Any], source: str) -> list[str]:
+    """Only what differs, as sentences."""
+    return [c.detail for c in compare(want, facts, source) if not c.ok]
+
+
+def expectations(labels: ImageLabels, *, container: bool = True) -> dict[str, Any]:
+    """What the env probe compares inside the image, from the image's own labels."""
+    expected: dict[str, Any] = {}
+    if labels.torch:
+        expected["torch"] = labels.torch
+        # A CPU image must report no CUDA; a CUDA image the CUDA of its label.
+        expected["cuda"] = labels.cuda
+    if labels.python:
+        expected["python"] = labels.python
+    if labels.cudnn:
+        expected["cudnn"] = labels.cudnn
+    if labels.nccl:
+        expected["nccl"] = labels.nccl
+    if labels.archs:
+        expected["archs"] = list(labels.archs)
+    if labels.glibc_floor:
+        expected["glibc_floor"] = labels.glibc_floor
+    if container:
+        expected["require_non_root"] = True
+        expected["min_shm_bytes"] = MIN_SHM_BYTES
+    return expected
+
+
+def label_checks(labels: dict[str, str], env: dict[str, str], data: CompatData) -> list[Check]:
+    """Checks that the CUDA labels and NVIDIA_* variables of an image match the data.
+
+    A CPU image must carry neither CUDA labels nor NVIDIA_REQUIRE_CUDA.
+    """
+    checks: list[Check] = []
+
+    def add(name: str, ok: bool, detail: str) -> None:
+        checks.append(Check(name=name, ok=bool(ok), detail=detail))
+
+    cuda = labels.get(L.CUDA)
+    torch = labels.get(L.TORCH, "")
+    if not cuda:
+        prefix = len(L.PREFIX)
+        stray = sorted(k[prefix:] for k in (L.CUDNN, L.NCCL, L.MIN_DRIVER) if labels.get(k))
+        stray += ["NVIDIA_REQUIRE_CUDA"] if "NVIDIA_REQUIRE_CUDA" in env else []
+        add("a CPU image carries no CUDA labels", not stray, f"found {stray}" if stray else "none")
+        return checks
+
+    problem = data.check_pair(torch, cuda)
+    if problem:
+        add(
+            "the compatibility data knows this torch and CUDA", False, f"{problem}; update imagekit"
+        )
+        return checks
+    variant = data.torch[torch].variants[cuda]
+    driver = data.cuda[cuda].min_driver
+
+    def agree(key: str, want: str) -> None:
+        seen = labels.get(key)
+        name = key.removeprefix(L.PREFIX)
+        add(f"label {name} agrees with the data", seen == want, f"label {seen!r}, data {want!r}")
+
+    agree(L.MIN_DRIVER, driver)
+    agree(L.CUDNN, variant.cudnn)
+    agree(L.NCCL, variant.nccl)
+    seen_archs = labels.get(L.CUDA_ARCHS, "").split()
+    missing = [a for a in variant.archs if a not in seen_archs]
+    extra = [a for a in seen_archs if a not in variant.archs]
+    add(
+        "label cuda-archs agrees with the data",
+        not missing and not extra,
+        f"label lacks {missing}, adds {extra}"
+        if missing or extra
+        else f"{' '.join(seen_archs)} (torch {torch} cu{cuda.replace('.', '')})",
+    )
+    want_require = nvidia_require_cuda(cuda)
+    seen_require = env.get("NVIDIA_REQUIRE_CUDA")
+    add(
+        "NVIDIA_REQUIRE_CUDA matches the CUDA of the image",
+        seen_require == want_require,
+        f"env {seen_require!r}, expected {want_require!r}",
+    )
+    capabilities = set(env.get("NVIDIA_DRIVER_CAPABILITIES", "").split(","))
+    add(
+        "NVIDIA_DRIVER_CAPABILITIES include compute and utility",
+        {"compute", "utility"} <= capabilities or "all" in capabilities,
+        env.get("NVIDIA_DRIVER_CAPABILITIES", "unset"),
+    )
+    return checks

@@ -1,0 +1,57 @@
+"""A `docker-bake.json` for the whole plan (pure), so any BuildKit builder can build the matrix.
+
+Each image is a target; a full target takes its slim target as a named context
+under the slim image's reference, so `FROM ${SLIM_IMAGE}` resolves to the slim
+target built in the same bake, with no registry round trip.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from imagekit.core import labels as L
+from imagekit.core.plan import ImagePlan
+from imagekit.core.render import RenderedImage
+
+
+def target_name(plan: ImagePlan) -> str:
+    """A bake target name for a plan (bake allows letters, digits, `_` and `-`)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", plan.name)
+
+
+def bake_file(
+    images: list[tuple[RenderedImage, Path]], ca_bundle: Path | None = None
+) -> dict[str, Any]:
+    """The bake definition for rendered images and their context folders."""
+    targets: dict[str, Any] = {}
+    slim_targets = {
+        r.plan.reference: target_name(r.plan) for r, _ in images if r.plan.flavour == "slim"
+    }
+    for rendered, folder in images:
+        plan = rendered.plan
+        target: dict[str, Any] = {
+            "context": str(folder),
+            "dockerfile": "Dockerfile",
+            "tags": [plan.reference, *(f"{plan.repository}:{a}" for a in plan.aliases)],
+            "args": dict(sorted(rendered.build_args.items())),
+            "labels": {L.MANAGED: "true"},
+        }
+        if plan.flavour == "full" and plan.slim_reference in slim_targets:
+            target["contexts"] = {
+                plan.slim_reference: f"target:{slim_targets[plan.slim_reference]}"
+            }
+        if ca_bundle is not None:
+            target["secret"] = [f"id=ca,src={ca_bundle}"]
+        targets[target_name(plan)] = target
+    groups = {
+        "default": {"targets": sorted(targets)},
+        "slim": {
+            "targets": sorted(target_name(r.plan) for r, _ in images if r.plan.flavour == "slim")
+        },
+        "full": {
+            "targets": sorted(target_name(r.plan) for r, _ in images if r.plan.flavour == "full")
+        },
+    }
+    return {"group": groups, "target": dict(sorted(targets.items()))}

@@ -1,0 +1,211 @@
+"""Can this image use this host's GPUs? Decided from labels and nvidia-smi facts alone. Pure.
+
+The answer comes before anyone pulls or starts the image: the driver must be new enough for the
+image's CUDA (fully, or under CUDA's minor-version compatibility with its limits), and every GPU
+must be one the image has machine code for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from imagekit.core import labels as L
+from imagekit.core.compat import CompatData, version_key
+from imagekit.core.labels import ImageLabels
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU: its index, name and compute capability (`9.0`)."""
+
+    index: int
+    name: str
+    capability: str
+
+    @property
+    def arch(self) -> str:
+        """ "sm_90" for capability 9.0."""
+        return "sm_" + self.capability.replace(".", "")
+
+
+@dataclass(frozen=True)
+class HostGpus:
+    """The driver and GPUs of a host; `driver` None and no GPUs where there is no driver."""
+
+    driver: str | None
+    gpus: tuple[Gpu, ...] = ()
+    source: str = ""
+    problems: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the doctor found: ok, warn or fail, and what it means."""
+
+    level: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The verdict for one image on this host, and the findings behind it."""
+
+    image: str
+    verdict: str
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+
+    @property
+    def runs(self) -> bool:
+        """Whether the image can use this host's GPUs (perhaps with limits), or needs none."""
+        return self.verdict in ("runs", "runs with limits")
+
+
+def newest_cuda_for(driver: str, data: CompatData) -> str | None:
+    """The newest CUDA version whose minimum driver `driver` meets."""
+    fits = [c for c, f in data.cuda.items() if version_key(driver) >= version_key(f.min_driver)]
+    return max(fits, key=version_key) if fits else None
+
+
+def arch_runs(gpu: Gpu, archs: list[str]) -> str | None:
+    """The compiled architecture that runs on `gpu`, or None.
+
+    Machine code for sm_XY runs on GPUs of the same major version and a minor version >= Y
+    (sm_80 code runs on an sm_86 GPU); never across major versions.
+    """
+    if gpu.arch in archs:
+        return gpu.arch
+    major, minor = (int(x) for x in gpu.capability.split("."))
+    same_major = []
+    for arch in archs:
+        digits = arch.removeprefix("sm_").rstrip("af")
+        if digits.isdigit() and len(digits) >= 2:
+            a_major, a_minor = int(digits[:-1]), int(digits[-1])
+            if a_major == major and a_minor <= minor and not arch.endswith(("a", "f")):
+                same_major.append((a_minor, arch))
+    return max(same_major)[1] if same_major else None
+
+
+def host_findings(host: HostGpus) -> list[Finding]:
+    """What the host itself has, for the report without an image."""
+    if not host.driver:
+        reasons = "; ".join(host.problems) or "no NVIDIA driver found"
+        return [Finding(FAIL, f"no NVIDIA GPU on this host: {reasons}")]
+    found = [Finding(OK, f"NVIDIA driver {host.driver} (from {host.source})")]
+    if not host.gpus:
+        found.append(Finding(WARN, "the driver is loaded but nvidia-smi listed no GPU"))
+    for gpu in host.gpus:
+        found.append(
+            Finding(
+                OK, f"GPU {gpu.index}: {gpu.name}, compute capability {gpu.capability} ({gpu.arch})"
+            )
+        )
+    return found
+
+
+def assess(image: str, labels: dict[str, str], host: HostGpus, data: CompatData) -> Assessment:
+    """Whether the image whose labels are `labels` can use this host's GPUs, and why."""
+    parsed = ImageLabels.parse(labels)
+    cuda = parsed.cuda
+    if not parsed.is_imagekit:
+        return Assessment(
+            image,
+            "unknown",
+            (Finding(FAIL, f"not an imagekit image (no {L.PREFIX}* labels); nothing to compare"),),
+        )
+    if not cuda:
+        return Assessment(
+            image, "runs", (Finding(OK, "a CPU image: it runs on any host and uses no GPU"),)
+        )
+    if not host.driver:
+        reasons = "; ".join(host.problems) or "no NVIDIA driver found"
+        return Assessment(
+            image,
+            "no GPU here",
+            (
+                Finding(
+                    FAIL,
+                    f"this CUDA {cuda} image needs an NVIDIA GPU; this host has none ({reasons})",
+                ),
+            ),
+        )
+    findings: list[Finding] = []
+    need = parsed.min_driver or (data.cuda[cuda].min_driver if cuda in data.cuda else "")
+    floor = data.cuda[cuda].compat_driver_floor if cuda in data.cuda else None
+    driver = host.driver
+    if need and version_key(driver) >= version_key(need):
+        findings.append(Finding(OK, f"driver {driver} >= {need}, the minimum for CUDA {cuda}"))
+    elif floor and version_key(driver) >= version_key(floor):
+        findings.append(
+            Finding(
+                WARN,
+                f"driver {driver} is older than {need} (CUDA {cuda}) but >= {floor}: it runs under "
+                "CUDA minor-version compatibility, without PTX JIT; kernels built for newer "
+                "architectures than the image's machine code fail. Upgrade the driver to "
+                f">= {need} for full support",
+            )
+        )
+    else:
+        newest = newest_cuda_for(driver, data)
+        instead = f"; this driver runs images up to CUDA {newest}" if newest else ""
+        findings.append(
+            Finding(
+                FAIL, f"driver {driver} is too old for CUDA {cuda}: it needs >= {need}{instead}"
+            )
+        )
+    archs = list(parsed.archs)
+    if not host.gpus:
+        findings.append(Finding(WARN, "nvidia-smi listed no GPU: architectures not checked"))
+    for gpu in host.gpus:
+        runs = arch_runs(gpu, archs)
+        if runs == gpu.arch:
+            findings.append(Finding(OK, f"GPU {gpu.index} ({gpu.name}, {gpu.arch}) is compiled in"))
+        elif runs:
+            findings.append(
+                Finding(
+                    OK, f"GPU {gpu.index} ({gpu.name}, {gpu.arch}) runs the image's {runs} code"
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    FAIL,
+                    f"GPU {gpu.index} ({gpu.name}, {gpu.arch}) has no machine code in the image "
+                    f"(compiled for {' '.join(archs) or 'nothing'}); pick a CUDA variant that "
+                    "targets it",
+                )
+            )
+    levels = {f.level for f in findings}
+    verdict = (
+        "cannot use the GPUs here"
+        if FAIL in levels
+        else "runs with limits"
+        if WARN in levels
+        else "runs"
+    )
+    return Assessment(image, verdict, tuple(findings))
+
+
+def doctor_document(host: HostGpus, assessments: list[Assessment]) -> dict[str, Any]:
+    """`imagekit doctor --json`: the host and the verdict on each image."""
+    return {
+        "host": {
+            "driver": host.driver,
+            "source": host.source,
+            "problems": list(host.problems),
+            "gpus": [
+                {"index": g.index, "name": g.name, "capability": g.capability} for g in host.gpus
+            ],
+        },
+        "images": [
+            {
+                "image": a.image,
+                "verdict": a.verdict,
+                "runs": a.runs,
+                "findings": [{"level": f.level, "text": f.text} for f in a.findings],
+            }
+            for a in assessments
+        ],
+    }

@@ -1,0 +1,89 @@
+"""The publish gate (pure): may this exact image be pushed under these tags?
+
+Only results recorded for the same image id count; every required probe must
+have passed there; and the versions a tag names must equal the versions the
+probes saw inside the image. `--force` overrides the gate and is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from imagekit.core.agreement import Identity, disagreements
+from imagekit.core.plan import ImagePlan, tag_problem
+from imagekit.core.records import Evidence, Status, VerifyRecord
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """Whether an image may be published, and every reason it may not."""
+
+    allowed: bool
+    reasons: tuple[str, ...] = ()
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def _problems(record: VerifyRecord, required: Sequence[str]) -> list[str]:
+    """Why this one verify record does not let the image through (empty: it does)."""
+    missing = [p for p in required if record.result(p) is None]
+    failed = [
+        f"{p} {result.status}"
+        for p in required
+        if (result := record.result(p)) is not None and result.status is not Status.PASS
+    ]
+    parts = ([f"not run: {', '.join(missing)}"] if missing else []) + failed
+    parts += [f"structure: {c.name}" for c in record.structure if not c.ok]
+    return parts
+
+
+def _passing_run(
+    mine: Sequence[Evidence], required: Sequence[str]
+) -> tuple[Evidence | None, list[str]]:
+    """The newest verify record where every required probe passed, and why others did not."""
+    why: list[str] = []
+    for item in mine:
+        parts = _problems(item.record, required)
+        if not parts:
+            return item, why
+        why.append(f"run {item.run_id}: " + "; ".join(parts))
+    return None, why
+
+
+def decide(
+    plan: ImagePlan,
+    image_id: str,
+    records: Sequence[Evidence],
+    *,
+    force: bool = False,
+) -> GateDecision:
+    """May `image_id` be published as `plan`? `records` are verify records of any images,
+    newest first."""
+    for tag in (plan.tag, *plan.aliases):
+        if (problem := tag_problem(tag)) is not None:
+            return GateDecision(False, (problem,))  # never overridable: the push would fail
+    mine = [r for r in records if r.record.image_id == image_id]
+    others = len(records) - len(mine)
+    reasons: list[str] = []
+    evidence: dict[str, Any] = {"image_id": image_id, "forced": force}
+    if not mine:
+        reasons.append(
+            f"no verify results for image {image_id[:19]}"
+            + (f" ({others} results belong to other image ids)" if others else "")
+        )
+    else:
+        passing, why = _passing_run(mine, plan.required_probes)
+        if passing is None:
+            reasons += why or ["no passing verify run"]
+        else:
+            evidence["verify_run"] = passing.run_id
+            env = passing.record.result("env")
+            if env is None:
+                reasons.append("no env probe result to check the tag against")
+            else:
+                reasons += disagreements(Identity.from_cell(plan.cell), env.facts, "tag")
+    if reasons and force:
+        evidence["overridden"] = list(reasons)
+        return GateDecision(True, tuple(reasons), evidence)
+    return GateDecision(not reasons, tuple(reasons), evidence)

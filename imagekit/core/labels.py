@@ -1,0 +1,138 @@
+"""The one owner of imagekit's `io.imagekit.*` labels: their names, how an image's labels are
+written from its plan, and how they are read back. Pure.
+
+Labels are how an image describes itself to everyone who meets it later (verify, the gate,
+`doctor`, schedulers, people running `docker inspect`), so each name is spelled once, here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+PREFIX = "io.imagekit."
+
+# What an image says about its contents (written by render, read by verify, gate and doctor).
+SCHEMA = PREFIX + "schema"
+CELL = PREFIX + "cell"
+TORCH = PREFIX + "torch"
+VARIANT = PREFIX + "variant"
+PYTHON = PREFIX + "python"
+OS = PREFIX + "os"
+FLAVOUR = PREFIX + "flavour"
+USER = PREFIX + "user"
+REPOSITORY = PREFIX + "repository"
+GLIBC_FLOOR = PREFIX + "glibc-floor"
+CUDA = PREFIX + "cuda"
+CUDNN = PREFIX + "cudnn"
+NCCL = PREFIX + "nccl"
+MIN_DRIVER = PREFIX + "min-driver"
+CUDA_ARCHS = PREFIX + "cuda-archs"
+
+# What imagekit marks its own things with, so that it (and `gc`) can find them again.
+INPUT_HASH = PREFIX + "input-hash"  # the build's inputs: equal hash, up to date
+MANAGED = PREFIX + "managed"  # an image imagekit built
+STAGE = PREFIX + "stage"  # a builder stage (the classic builder's layer cache)
+RUN_ID = PREFIX + "run-id"  # a container of one imagekit run
+IMAGE = PREFIX + "image"  # the record name a probe container works for
+SERVICE = PREFIX + "service"  # the service an `imagekit run` container serves
+
+# A base image made by `imagekit base bootstrap`.
+BASE_SUITE = PREFIX + "base.suite"
+BASE_INCLUDE = PREFIX + "base.include"
+BASE_VARIANT = PREFIX + "base.variant"
+BASE_DOCS = PREFIX + "base.docs"
+
+# Labels the template writes literally into builder stages (`LABEL io.imagekit.stage=...`);
+# tests/test_labels.py checks the template against these names.
+TEMPLATE_LABELS = (STAGE, CELL)
+
+CUDA_KEYS = (CUDA, CUDNN, NCCL, MIN_DRIVER, CUDA_ARCHS)
+
+
+@dataclass(frozen=True)
+class ImageLabels:
+    """The `io.imagekit.*` labels of one image, parsed. Empty strings where a label is absent."""
+
+    torch: str = ""
+    python: str = ""
+    flavour: str = ""
+    cell: str = ""
+    os: str = ""
+    glibc_floor: str = ""
+    cuda: str | None = None
+    cudnn: str = ""
+    nccl: str = ""
+    min_driver: str = ""
+    archs: tuple[str, ...] = ()
+    input_hash: str = ""
+
+    @classmethod
+    def parse(cls, labels: Mapping[str, str]) -> ImageLabels:
+        """Read the labels an engine or registry reports for an image."""
+        get = labels.get
+        return cls(
+            torch=get(TORCH, ""),
+            python=get(PYTHON, ""),
+            flavour=get(FLAVOUR, ""),
+            cell=get(CELL, ""),
+            os=get(OS, ""),
+            glibc_floor=get(GLIBC_FLOOR, ""),
+            cuda=get(CUDA) or None,
+            cudnn=get(CUDNN, ""),
+            nccl=get(NCCL, ""),
+            min_driver=get(MIN_DRIVER, ""),
+            archs=tuple(get(CUDA_ARCHS, "").split()),
+            input_hash=get(INPUT_HASH, ""),
+        )
+
+    @property
+    def is_imagekit(self) -> bool:
+        """Whether these are the labels of an image imagekit built (it always labels torch)."""
+        return bool(self.torch)
+
+    @property
+    def cudnn_major(self) -> str | None:
+        """cuDNN's major version, the part a tag names."""
+        return self.cudnn.split(".")[0] if self.cudnn else None
+
+
+def content_labels(
+    *,
+    cell: str,
+    torch: str,
+    variant: str,
+    python: str,
+    os: str,
+    flavour: str,
+    user: str,
+    repository: str,
+    glibc_floor: str,
+    cuda: str | None,
+    cudnn: str | None,
+    nccl: str | None,
+    min_driver: str | None,
+    archs: tuple[str, ...],
+) -> dict[str, str]:
+    """The labels that describe an image's contents; CUDA labels only on a CUDA image."""
+    labels = {
+        SCHEMA: "1",
+        CELL: cell,
+        TORCH: torch,
+        VARIANT: variant,
+        PYTHON: python,
+        OS: os,
+        FLAVOUR: flavour,
+        USER: user,
+        REPOSITORY: repository,
+        GLIBC_FLOOR: glibc_floor,
+    }
+    if cuda:
+        labels |= {
+            CUDA: cuda,
+            CUDNN: cudnn or "",
+            NCCL: nccl or "",
+            MIN_DRIVER: min_driver or "",
+            CUDA_ARCHS: " ".join(archs),
+        }
+    return labels

@@ -1,0 +1,294 @@
+"""The ports: what orchestration needs from the world, as small Protocols and plain values. Pure.
+
+The adapters (`imagekit/adapters/`) implement them over Docker, registries, subprocesses and
+the results folder; `tests/fakes.py` implements them in memory, so `BuildRun`, `VerifyRun` and
+`PublishRun` are tested without an engine. Each port is as small as its callers need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from imagekit.core.build_stream import BuildLog
+from imagekit.core.labels import ImageLabels
+from imagekit.core.probes import RunnerOutput
+from imagekit.core.records import Check, ImageRecord, PublishRecord
+
+# The engine ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LocalImage:
+    """An image as the local engine describes it (`docker image inspect`)."""
+
+    id: str
+    tags: tuple[str, ...]
+    labels: Mapping[str, str]
+    size_bytes: int
+    layers: tuple[str, ...]
+    created: str
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_inspect(cls, attrs: Mapping[str, Any]) -> LocalImage:
+        """From `docker image inspect` output."""
+        config = attrs.get("Config") or {}
+        return cls(
+            id=attrs["Id"],
+            tags=tuple(attrs.get("RepoTags") or ()),
+            labels=dict(config.get("Labels") or {}),
+            size_bytes=int(attrs.get("Size") or 0),
+            layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
+            created=str(attrs.get("Created", "")),
+            env=dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e),
+        )
+
+    @property
+    def imagekit(self) -> ImageLabels:
+        """Its `io.imagekit.*` labels, parsed."""
+        return ImageLabels.parse(self.labels)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer of an image's history: the instruction that made it and its size."""
+
+    created_by: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """Who the engine is, for run.json and for the decisions that depend on it."""
+
+    server_version: str | None = None
+    api_version: str | None = None
+    os: str | None = None
+    storage_driver: str | None = None
+    cgroup_version: str | None = None
+    runtimes: tuple[str, ...] = ()
+    cpus: int | None = None
+    memory_bytes: int | None = None
+
+    @property
+    def gpu_runtime(self) -> bool:
+        """Whether the engine lists an NVIDIA runtime (the container toolkit)."""
+        return any("nvidia" in r for r in self.runtimes)
+
+    def to_json(self) -> dict[str, Any]:
+        """As run.json records it."""
+        return {
+            "server_version": self.server_version,
+            "api_version": self.api_version,
+            "os": self.os,
+            "storage_driver": self.storage_driver,
+            "cgroup_version": self.cgroup_version,
+            "runtimes": list(self.runtimes),
+            "cpus": self.cpus,
+            "memory_bytes": self.memory_bytes,
+        }
+
+
+class Engine(Protocol):
+    """The image store and runtime of a container engine."""
+
+    def info(self) -> EngineInfo:
+        """Versions, storage, runtimes."""
+        ...
+
+    def inspect_image(self, reference: str) -> LocalImage | None:
+        """The image `reference` names (a name:tag or an id); None when there is none."""
+        ...
+
+    def history(self, image_id: str) -> list[Layer]:
+        """The image's layers, newest first."""
+        ...
+
+    def pull(self, reference: str) -> str:
+        """Pull `reference`; "" when it worked, else the engine's reason."""
+        ...
+
+    def tag(self, image_id: str, repository: str, tag: str) -> None:
+        """Give `image_id` the name `repository:tag`."""
+        ...
+
+    def output_of(self, image_id: str, argv: list[str]) -> str:
+        """What `argv` prints in a throw-away container of the image (no network, removed)."""
+        ...
+
+
+# Builders -----------------------------------------------------------------------------------
+
+LineSink = Callable[[BuildLog, str], None]
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """One image to build from a written context folder."""
+
+    name: str
+    context_dir: Path
+    reference: str
+    build_args: dict[str, str]
+    labels: dict[str, str]
+    log_path: Path
+    no_cache: bool = False
+    ca_bundle: Path | None = None
+
+
+@dataclass
+class BuildOutcome:
+    """How a build ended."""
+
+    ok: bool
+    image_id: str | None
+    message: str = ""
+    log: BuildLog = field(default_factory=BuildLog)
+
+
+class Builder(Protocol):
+    """Builds one image."""
+
+    name: str
+
+    def build(self, request: BuildRequest, on_line: LineSink) -> BuildOutcome:
+        """Build `request`, calling `on_line` for every output line."""
+        ...
+
+
+# Probes -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """One run of some probes in one image (or, in host mode, in this Python environment)."""
+
+    image: str
+    probes_dir: Path
+    probes: tuple[str, ...]
+    expected: Mapping[str, Any]
+    device: str  # auto | cpu | cuda
+    gpus: bool
+    timeout_s: float
+    shm_bytes: int
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    """What came back from one probe run: the results, the raw log and the timings.
+
+    The same type from a container and from host mode.
+    """
+
+    output: RunnerOutput
+    log: str
+    exit_code: int | None
+    timed_out: bool
+    wall_s: float
+    start_s: float = 0.0
+
+
+class ProbeRunner(Protocol):
+    """Runs probes somewhere and always cleans up after itself."""
+
+    def run(self, request: ProbeRequest) -> ProbeRun:
+        """Run the request's probes; raises GpuUnavailableError when GPUs cannot be had."""
+        ...
+
+
+class Inspector(Protocol):
+    """Looks at an image from the outside: who runs, what is writable, what it carries."""
+
+    def structure(
+        self, image_id: str, labels: Mapping[str, str], labels_run: Mapping[str, str]
+    ) -> list[Check]:
+        """The structure checks of one image (its container carries `labels_run`)."""
+        ...
+
+
+# Registries ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemoteManifest:
+    """What a registry holds under a tag: the manifest digest and the config digest."""
+
+    digest: str
+    config: str
+
+
+@dataclass(frozen=True)
+class PushOutcome:
+    """How pushing one tag ended."""
+
+    ok: bool
+    attempts: int
+    error: str = ""
+    kind: str = ""  # transient | permanent, for failures
+    errors: tuple[str, ...] = ()
+
+
+class Registry(Protocol):
+    """The registry images are published to."""
+
+    def manifest(self, reference: str) -> RemoteManifest | None:
+        """What `reference` holds; None when the tag is absent; RegistryError when the
+        registry cannot be asked."""
+        ...
+
+    def push(self, reference: str) -> PushOutcome:
+        """Push the local `reference`, retrying what is transient."""
+        ...
+
+
+class SbomMaker(Protocol):
+    """Writes software bills of materials."""
+
+    def python_sbom(self, requirements: str) -> dict[str, Any]:
+        """A CycloneDX document for pinned `name==version` lines."""
+        ...
+
+
+# Results ------------------------------------------------------------------------------------
+
+
+class RunStore(Protocol):
+    """Where one run's records go (`results/<run-id>/`): written atomically, read back typed."""
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        ...
+
+    @property
+    def root(self) -> Path:
+        """The run's folder."""
+        ...
+
+    def log_file(self, name: str, stage: str = "build") -> Path:
+        """The full log of one image's stage."""
+        ...
+
+    def update_image(self, name: str, record: ImageRecord) -> None:
+        """Merge the sections of `record` into the image's record on disk."""
+        ...
+
+    def images(self) -> dict[str, ImageRecord]:
+        """Every image record of this run, by name."""
+        ...
+
+    def write_report(self, name: str, text: str) -> None:
+        """A report file of the run (summary.md, junit.xml)."""
+        ...
+
+    def write_publish(self, records: list[PublishRecord]) -> None:
+        """publish.json."""
+        ...
+
+    def write_artifact(self, name: str, data: Any) -> Path:
+        """Another JSON file of the run (a package list, an SBOM); its path."""
+        ...

@@ -1,0 +1,202 @@
+"""Probes as the host sees them (pure): metadata, expected values, and the runner's output.
+
+A probe's metadata is the `PROBE = {...}` literal of its file, read with `ast`
+so the host never imports torch. The in-container runner (`probes/_runner.py`)
+prints one JSON line per event; `parse_events` turns them into one result per
+probe, and a probe that started but never reported becomes `timeout` or
+`error`, never a pass.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from imagekit.core.records import LEVELS, Level, ProbeResult, Status
+from imagekit.errors import InputError
+
+DEFAULT_PROBES = (
+    "env",
+    "cuda_stack",
+    "autograd",
+    "matmul",
+    "higher_order",
+    "ddp",
+    "cudnn",
+    "cuda_extension",
+)
+RUNNER = "_runner.py"
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """A probe's metadata. Its name is its file's name: `probes/matmul.py` is `matmul`."""
+
+    name: str
+    needs_gpu: bool
+    timeout_s: float
+    flavours: tuple[str, ...]
+    shm_bytes: int = 0
+    level: Level = Level.CPU
+
+
+def read_spec(path: Path) -> ProbeSpec:
+    """The `PROBE` literal of one probe file, without importing it."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "PROBE" for t in node.targets
+        ):
+            try:
+                data = ast.literal_eval(node.value)
+            except ValueError as exc:
+                raise InputError(
+                    f"{path}:{node.lineno}: PROBE must be a plain literal ({exc})",
+                    "write numbers and strings out; no expressions",
+                ) from None
+            needs_gpu = bool(data.get("needs_gpu", False))
+            level = str(data.get("level", "gpu" if needs_gpu else "cpu"))
+            if level not in set(Level):
+                raise InputError(
+                    f"{path}:{node.lineno}: PROBE level {level!r} is not one of "
+                    f"{', '.join(LEVELS)}",
+                    "static: inspects without a workload; cpu: runs on a CPU; gpu: needs a GPU",
+                )
+            return ProbeSpec(
+                name=path.stem,
+                needs_gpu=needs_gpu,
+                level=Level(level),
+                timeout_s=float(data.get("timeout_s", 120)),
+                flavours=tuple(data.get("flavours", ("slim", "full"))),
+                shm_bytes=int(data.get("shm_bytes", 0)),
+            )
+    raise InputError(f"{path} has no PROBE = {{...}} literal")
+
+
+def discover(folder: Path) -> dict[str, ProbeSpec]:
+    """Every probe in `folder` (files not starting with `_`), by name."""
+    specs = {}
+    for path in sorted(folder.glob("*.py")):
+        if not path.name.startswith("_"):
+            spec = read_spec(path)
+            specs[spec.name] = spec
+    return specs
+
+
+def select(available: dict[str, ProbeSpec], asked: list[str] | None) -> list[ProbeSpec]:
+    """The probes to run, in the order asked (default: all, in DEFAULT_PROBES order)."""
+    names = asked or [n for n in DEFAULT_PROBES if n in available] + sorted(
+        set(available) - set(DEFAULT_PROBES)
+    )
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise InputError(
+            f"unknown probe(s): {', '.join(unknown)}",
+            f"available: {', '.join(sorted(available))}",
+        )
+    return [available[n] for n in names]
+
+
+def runner_command(
+    python: str, probes_dir: str, probes: list[str], expected: dict[str, Any], device: str
+) -> list[str]:
+    """The command line that runs `probes` through the runner, in a container or here."""
+    return [
+        python,
+        f"{probes_dir}/{RUNNER}",
+        "--device",
+        device,
+        "--probes",
+        ",".join(probes),
+        "--expected",
+        json.dumps(expected, sort_keys=True),
+    ]
+
+
+@dataclass(frozen=True)
+class RunnerOutput:
+    """What the runner said: the device it chose and one result per probe."""
+
+    device: str
+    device_reason: str
+    results: tuple[ProbeResult, ...]
+
+
+def _result_from(event: dict[str, Any]) -> ProbeResult:
+    """A result line as a typed result; a malformed line is the probe's `error`, never a crash."""
+    name = str(event.get("probe") or "?")
+    try:
+        return ProbeResult.model_validate(event)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "result"
+        return ProbeResult.synthetic(
+            name, Status.ERROR, f"the probe reported a malformed result ({where}: {first['msg']})"
+        )
+
+
+def parse_events(
+    text: str,
+    probes: list[str],
+    *,
+    timed_out: bool = False,
+    exit_code: int | None = None,
+    stderr: str = "",
+) -> RunnerOutput:
+    """One result per asked probe from the runner's stdout, whatever happened to it.
+
+    A probe that started and never reported gets `timeout` when the run was
+    killed for time, else `error` naming the exit code and the last stderr line;
+    a probe that never started gets the same status with "not reached".
+    """
+    device, reason = "", ""
+    results: dict[str, ProbeResult] = {}
+    started: list[str] = []
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        kind = event.pop("event", None)
+        if kind == "device":
+            device, reason = str(event.get("device", "")), str(event.get("reason", ""))
+        elif kind == "start":
+            started.append(str(event.get("probe")))
+        elif kind == "result":
+            result = _result_from(event)
+            results[result.probe] = result
+    last_err = next((x for x in reversed(stderr.strip().splitlines()) if x.strip()), "")
+    ordered = []
+    for probe in probes:
+        if probe in results:
+            ordered.append(results[probe])
+            continue
+        was_running = bool(started) and started[-1] == probe
+        if timed_out:
+            why = "the run hit its time limit" + (" in this probe" if was_running else "")
+            status = Status.TIMEOUT
+        else:
+            why = f"the probe process died (exit code {exit_code})"
+            if last_err:
+                why += f": {last_err[-300:]}"
+            status = Status.ERROR
+        ordered.append(
+            ProbeResult.synthetic(probe, status, why if was_running else "not reached: " + why)
+        )
+    return RunnerOutput(device, reason, tuple(ordered))
+
+
+def overall(results: Sequence[ProbeResult], required: Sequence[str] | None = None) -> str:
+    """pass when every required probe (default: all) passed or was skipped for a reason."""
+    considered = [r for r in results if required is None or r.probe in required]
+    return "fail" if any(r.status.bad for r in considered) else "pass"

@@ -1,0 +1,148 @@
+"""Pure formatting of plans and compatibility facts for people and machines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from imagekit.core.compat import CPU, CompatData
+from imagekit.core.plan import ImagePlan
+
+
+def plan_row(plan: ImagePlan) -> dict[str, Any]:
+    """One image as a flat dict (the `--format json|github` entries)."""
+    cell = plan.cell
+    return {
+        "image": plan.name,
+        "cell": cell.id,
+        "flavour": plan.flavour,
+        "torch": cell.torch,
+        "cuda": cell.cuda or CPU,
+        "cudnn": cell.cudnn or "",
+        "nccl": cell.nccl or "",
+        "python": cell.python,
+        "os": cell.os,
+        "base": cell.base_image,
+        "tag": plan.tag,
+        "aliases": list(plan.aliases),
+        "reference": plan.reference,
+        "repository": plan.repository,
+        "slim_reference": plan.slim_reference,
+        "slim_tag": plan.slim_reference.rsplit(":", 1)[1],
+        "min_driver": cell.min_driver or "",
+        "gpu": cell.cuda is not None,
+    }
+
+
+def plans_table(plans: list[ImagePlan]) -> str:
+    """An aligned text table of images, one per line."""
+    header = ["IMAGE", "TORCH", "CUDA", "CUDNN", "NCCL", "PY", "OS", "TAG"]
+    rows = [
+        [
+            p.name,
+            p.cell.torch,
+            p.cell.cuda or CPU,
+            p.cell.cudnn or "-",
+            p.cell.nccl or "-",
+            p.cell.python,
+            p.cell.os,
+            p.tag + (f" (+{', '.join(p.aliases)})" if p.aliases else ""),
+        ]
+        for p in plans
+    ]
+    return table(header, rows)
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    """Columns padded to their widest cell; no trailing spaces."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    )
+
+
+def compat_rows(data: CompatData, releases: list[str]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the compatibility table: one row per release x CUDA variant."""
+    header = ["TORCH", "PYTHON", "GLIBC>=", "CUDA", "CUDNN", "NCCL", "MIN DRIVER", "ARCHS"]
+    rows = []
+    for torch in releases:
+        release = data.torch[torch]
+        for cuda in release.cuda_versions():
+            v = release.variants[cuda]
+            mark = "*" if v.experimental else ""
+            default = " (PyPI default)" if cuda == release.pypi_default_cuda else ""
+            rows.append(
+                [
+                    torch,
+                    str(release.python),
+                    data.glibc_floor(torch),
+                    f"{cuda}{mark}{default}",
+                    v.cudnn + ("~" if "cudnn" in v.inferred else ""),
+                    v.nccl + ("~" if "nccl" in v.inferred else ""),
+                    data.cuda[cuda].min_driver,
+                    f"{v.archs[0]}..{v.archs[-1]}" if v.archs else "-",
+                ]
+            )
+        rows.append([torch, str(release.python), data.glibc_floor(torch), CPU, "-", "-", "-", "-"])
+    return header, rows
+
+
+def explain_cell(
+    data: CompatData, torch: str, cuda: str, python: str | None, os_name: str | None
+) -> tuple[dict[str, str], list[str]]:
+    """What a (torch, cuda[, python, os]) cell derives to, and every reason it cannot be built."""
+    cuda_version = None if cuda == CPU else cuda
+    reasons: list[str] = []
+    if (why := data.check_pair(torch, cuda_version)) is not None:
+        return {"torch": torch, "cuda": cuda}, [why]
+    release = data.torch[torch]
+    facts = {
+        "torch": torch,
+        "variant": "cpu" if cuda_version is None else "cu" + cuda_version.replace(".", ""),
+        "python range": str(release.python),
+        "wheel platform": release.platform,
+        "glibc floor": data.glibc_floor(torch),
+        "index url": data.index_url_for(cuda_version),
+    }
+    if cuda_version is not None:
+        variant = release.variants[cuda_version]
+        cfacts = data.cuda[cuda_version]
+        facts |= {
+            "cuda": cuda_version + (" (experimental)" if variant.experimental else ""),
+            "cudnn": variant.cudnn,
+            "nccl": variant.nccl + (" (inferred)" if "nccl" in variant.inferred else ""),
+            "min driver": cfacts.min_driver,
+            "compat floor": cfacts.compat_driver_floor,
+            "gpu archs": " ".join(variant.archs),
+        }
+    if python is not None:
+        facts["python"] = python
+        if (why := data.check_python(torch, python)) is not None:
+            reasons.append(why)
+    if os_name is not None:
+        facts["os"] = os_name
+        reasons += (
+            data.check_os(torch, os_name, python or "")
+            if python
+            else [r for r in data.check_os(torch, os_name, "") if "glibc" in r or "unknown" in r]
+        )
+    return facts, reasons
+
+
+def build_table(results: list[Any]) -> str:
+    """The summary of a build run: one row per image with its outcome."""
+    header = ["IMAGE", "STATUS", "SIZE", "BUDGET", "LAYERS", "TIME", "NOTE"]
+    rows = []
+    for r in results:
+        rows.append(
+            [
+                r.name,
+                r.status,
+                f"{r.size_bytes / 1e9:.2f} GB" if r.size_bytes else "-",
+                f"{r.size_budget_bytes / 1e9:.1f} GB" if r.size_budget_bytes else "-",
+                str(r.layer_count) if r.layer_count is not None else "-",
+                f"{r.duration_s:.0f}s",
+                "" if r.status in ("built", "up-to-date") else r.message.splitlines()[0][:80],
+            ]
+        )
+    return table(header, rows)

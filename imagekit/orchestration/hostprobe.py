@@ -1,0 +1,64 @@
+"""Orchestration of `imagekit probe`: the probes in this Python environment, and the document
+that records them (the same results a container run gives, with the host they ran on)."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from imagekit import __version__
+from imagekit.core.ports import ProbeRequest, ProbeRun, ProbeRunner
+from imagekit.core.probes import discover, overall, select
+from imagekit.core.runtime import DEFAULT_SHM_BYTES, time_limit_s
+
+
+def probe_here(
+    runner: ProbeRunner,
+    probes_dir: Path,
+    probes: Sequence[str],
+    device: str,
+    timeout_s: float | None,
+) -> ProbeRun:
+    """Run the probes asked for (default: all) through `runner`, with their time limit."""
+    chosen = select(discover(probes_dir), list(probes) or None)
+    request = ProbeRequest(
+        image="",
+        probes_dir=probes_dir,
+        probes=tuple(s.name for s in chosen),
+        expected={},
+        device=device,
+        gpus=device != "cpu",
+        timeout_s=time_limit_s(timeout_s, (s.timeout_s for s in chosen)),
+        shm_bytes=DEFAULT_SHM_BYTES,
+    )
+    return runner.run(request)
+
+
+def host_document(run: ProbeRun) -> dict[str, Any]:
+    """The results document of a host-mode run (`imagekit probe --out FILE`)."""
+    return {
+        "schema_version": 1,
+        "mode": "host",
+        "imagekit_version": __version__,
+        "host": {"hostname": platform.node(), "python": platform.python_version()},
+        "device": run.output.device,
+        "device_reason": run.output.device_reason,
+        "status": overall(run.output.results),
+        "wall_s": round(run.wall_s, 3),
+        "probes": [r.to_json() for r in run.output.results],
+    }
+
+
+def result_rows(run: ProbeRun) -> list[list[str]]:
+    """One table row per probe: name, status, reason, metrics."""
+    return [
+        [
+            r.probe,
+            r.status.value,
+            r.reason[:60],
+            ", ".join(f"{k}={v:g}" for k, v in sorted(r.metrics.items()))[:70],
+        ]
+        for r in run.output.results
+    ]

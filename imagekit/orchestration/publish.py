@@ -1,0 +1,253 @@
+"""Orchestration of `imagekit publish`: gate, immutable versioned tags, moving aliases, records.
+
+For each image: the local image must exist and pass the gate (verify results for
+this exact image id, tags equal to the probed facts); its versioned tag must not
+exist on the registry with other content (same content: a no-op); then every tag
+is pushed, its digest read back from the registry, a package manifest and a
+CycloneDX SBOM written, and everything recorded in results/<run-id>/publish.json.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from imagekit.core.gate import GateDecision, decide
+from imagekit.core.plan import ImagePlan
+from imagekit.core.ports import Engine, Registry, RemoteManifest, RunStore, SbomMaker
+from imagekit.core.records import Evidence, PublishRecord, PublishStatus, TagRecord
+from imagekit.errors import RegistryError
+from imagekit.events import Event, EventSink
+
+TagKind = Literal["versioned", "alias", "candidate"]
+
+
+def candidate_tag(tag: str, candidate: str) -> str:
+    """The pre-release tag CI pushes before verification on every runner has passed."""
+    return f"{tag}-candidate-{candidate}"
+
+
+def retarget(repository: str, registry: str | None) -> str:
+    """`repository` on another registry: ghcr.io/team/pytorch -> REGISTRY/team/pytorch."""
+    if not registry:
+        return repository
+    first, _, rest = repository.partition("/")
+    has_host = "." in first or ":" in first or first == "localhost"
+    return f"{registry.rstrip('/')}/{rest if has_host and rest else repository}"
+
+
+@dataclass(frozen=True)
+class PublishSettings:
+    """How to publish."""
+
+    registry: str | None = None
+    dry_run: bool = False
+    force: bool = False
+    # CI pipelines: push only `{tag}-candidate-{id}` (no aliases), or start from such a
+    # candidate (pulled and tagged as the plan's reference) and publish the final tags.
+    candidate: str | None = None
+    from_candidate: str | None = None
+
+
+class PublishRun:
+    """One `imagekit publish` over a list of plans."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        registry: Registry,
+        sbom: SbomMaker,
+        store: RunStore,
+        evidence: Sequence[Evidence],
+        settings: PublishSettings,
+        events: EventSink,
+    ) -> None:
+        self.engine = engine
+        self.registry = registry
+        self.sbom = sbom
+        self.store = store
+        self.evidence = list(evidence)
+        self.settings = settings
+        self.events = events
+        self.done: list[PublishRecord] = []
+
+    def publish_one(self, plan: ImagePlan) -> PublishRecord:
+        """Gate, check and push one image; its record is written when this returns."""
+        record = self._publish_one(plan)
+        self.done.append(record)
+        self.store.write_publish(self.done)
+        message = record.status + (": " + "; ".join(record.reasons) if record.reasons else "")
+        self.events(Event("finished", plan.name, message, {"status": record.status}))
+        return record
+
+    def _publish_one(self, plan: ImagePlan) -> PublishRecord:
+        s = self.settings
+        repository = retarget(plan.repository, s.registry)
+        if s.from_candidate and (problem := self._pull_candidate(plan, repository)):
+            return PublishRecord(name=plan.name, status=PublishStatus.FAILED, reasons=(problem,))
+        local = self.engine.inspect_image(plan.reference)
+        if local is None:
+            return PublishRecord(
+                name=plan.name,
+                status=PublishStatus.REFUSED,
+                reasons=(f"{plan.reference} is not built here",),
+            )
+        decision = decide(plan, local.id, self.evidence, force=s.force)
+        record = PublishRecord(
+            name=plan.name,
+            status=PublishStatus.REFUSED,
+            image_id=local.id,
+            reasons=decision.reasons,
+            forced=bool(decision.reasons) and decision.allowed,
+        )
+        if not decision.allowed:
+            return record
+        return self._push_all(plan, repository, local.id, record, decision)
+
+    def _todo(self, plan: ImagePlan) -> list[tuple[str, TagKind]]:
+        if self.settings.candidate:
+            return [(candidate_tag(plan.tag, self.settings.candidate), "candidate")]
+        return [(plan.tag, "versioned"), *((a, "alias") for a in plan.aliases)]
+
+    def _push_all(
+        self,
+        plan: ImagePlan,
+        repository: str,
+        image_id: str,
+        record: PublishRecord,
+        decision: GateDecision,
+    ) -> PublishRecord:
+        todo = self._todo(plan)
+        first = f"{repository}:{todo[0][0]}"
+        try:
+            remote = self.registry.manifest(first)
+        except RegistryError as exc:
+            return record.model_copy(
+                update=dict(status=PublishStatus.FAILED, reasons=(*record.reasons, str(exc)))
+            )
+        tags: list[TagRecord] = []
+        if remote is not None and remote.config != image_id:
+            why = (
+                f"{first} already exists with other content (registry digest {remote.digest}, "
+                f"image {remote.config}; this image is {image_id}); versioned tags are never "
+                "overwritten"
+            )
+            return record.model_copy(update=dict(reasons=(*record.reasons, why)))
+        if remote is not None:
+            tags.append(
+                TagRecord(
+                    tag=first, kind=todo[0][1], status=PublishStatus.UNCHANGED, digest=remote.digest
+                )
+            )
+            todo = todo[1:]
+        if self.settings.dry_run:
+            tags += [
+                TagRecord(tag=f"{repository}:{t}", kind=k, status=PublishStatus.DRY_RUN)
+                for t, k in todo
+            ]
+            return record.model_copy(update=dict(status=PublishStatus.DRY_RUN, tags=tuple(tags)))
+        for tag, kind in todo:
+            entry = self._push_tag(image_id, repository, tag, kind)
+            tags.append(entry)
+            if entry.status is not PublishStatus.PUBLISHED:
+                return record.model_copy(
+                    update=dict(
+                        status=PublishStatus.FAILED,
+                        tags=tuple(tags),
+                        reasons=(*record.reasons, f"{repository}:{tag}: {entry.error}"),
+                    )
+                )
+        pushed = any(t.status is PublishStatus.PUBLISHED for t in tags)
+        digest = next(t.digest for t in tags if t.kind != "alias") or ""
+        manifest_file, sbom_file = self._inventory(plan, image_id, digest)
+        return record.model_copy(
+            update=dict(
+                status=PublishStatus.PUBLISHED if pushed else PublishStatus.UNCHANGED,
+                tags=tuple(tags),
+                manifest_file=manifest_file,
+                sbom_file=sbom_file,
+            )
+        )
+
+    def _pull_candidate(self, plan: ImagePlan, repository: str) -> str | None:
+        """Pull the candidate of `plan` and tag it as the plan's reference; None when done."""
+        assert self.settings.from_candidate is not None
+        reference = f"{repository}:{candidate_tag(plan.tag, self.settings.from_candidate)}"
+        problem = self.engine.pull(reference)
+        image = None if problem else self.engine.inspect_image(reference)
+        if image is None:
+            return f"cannot pull the candidate {reference}: {problem or 'not found after pull'}"
+        name, _, own_tag = plan.reference.rpartition(":")
+        self.engine.tag(image.id, name, own_tag)
+        return None
+
+    def _push_tag(self, image_id: str, repository: str, tag: str, kind: TagKind) -> TagRecord:
+        reference = f"{repository}:{tag}"
+        before: RemoteManifest | None = None
+        if kind == "alias":
+            try:
+                before = self.registry.manifest(reference)
+            except RegistryError:
+                before = None  # the push below reports what is wrong with the registry
+        self.engine.tag(image_id, repository, tag)
+        started = time.monotonic()
+        outcome = self.registry.push(reference)
+        entry = TagRecord(
+            tag=reference,
+            kind=kind,
+            status=PublishStatus.FAILED,
+            attempts=outcome.attempts,
+            errors=outcome.errors,
+            duration_s=round(time.monotonic() - started, 3),
+        )
+        if not outcome.ok:
+            return entry.model_copy(update=dict(error=f"{outcome.kind}: {outcome.error}"))
+        try:
+            after = self.registry.manifest(reference)
+        except RegistryError as exc:
+            return entry.model_copy(
+                update=dict(error=f"pushed, but the digest could not be read back: {exc}")
+            )
+        if after is None or after.config != image_id:
+            return entry.model_copy(
+                update=dict(error="the registry does not show the pushed image")
+            )
+        return entry.model_copy(
+            update=dict(
+                status=PublishStatus.PUBLISHED,
+                digest=after.digest,
+                moved_from=(before.digest if before else None) if kind == "alias" else None,
+            )
+        )
+
+    def _inventory(self, plan: ImagePlan, image_id: str, digest: str) -> tuple[str, str]:
+        """The image's Python and OS packages, and a CycloneDX SBOM of its Python environment."""
+        pip = self.engine.output_of(image_id, ["python3", "-m", "pip", "list", "--format", "json"])
+        dpkg = self.engine.output_of(
+            image_id, ["dpkg-query", "-W", "-f", "${Package}\\t${Version}\\n"]
+        )
+        python = json.loads(pip)
+        manifest: dict[str, Any] = {
+            "image": plan.reference,
+            "image_id": image_id,
+            "digest": digest,
+            "python_packages": python,
+            "os_packages": [
+                dict(zip(("name", "version"), line.split("\t"), strict=False))
+                for line in dpkg.splitlines()
+                if line
+            ],
+        }
+        document = self.sbom.python_sbom("".join(f"{p['name']}=={p['version']}\n" for p in python))
+        document.setdefault("metadata", {})["component"] = {
+            "type": "container",
+            "name": plan.reference,
+            "version": digest,
+            "bom-ref": digest,
+        }
+        manifest_file = self.store.write_artifact(f"publish/{plan.name}.packages.json", manifest)
+        sbom_file = self.store.write_artifact(f"publish/{plan.name}.cdx.json", document)
+        return str(manifest_file), str(sbom_file)

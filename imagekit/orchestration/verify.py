@@ -1,0 +1,231 @@
+"""Orchestration of `imagekit verify`: probes and inspection per image, results recorded.
+
+The expected versions come from each image's own labels, so any imagekit-built image can be
+verified without its matrix. Each image's record is written as soon as it is done; the summary
+and JUnit files are (re)written after every image and at the end, so an interrupted run keeps
+what it finished.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from imagekit.core import labels as L
+from imagekit.core.agreement import Identity, compare, expectations, label_checks
+from imagekit.core.compat import CompatData
+from imagekit.core.levels import level_states, reached
+from imagekit.core.ports import (
+    Engine,
+    Inspector,
+    LocalImage,
+    ProbeRequest,
+    ProbeRun,
+    ProbeRunner,
+    RunStore,
+)
+from imagekit.core.probes import ProbeSpec, discover, overall, select
+from imagekit.core.records import Check, ImageRecord, Timings, VerifyRecord
+from imagekit.core.runtime import DEFAULT_SHM_BYTES, GpuChoice, time_limit_s, use_gpus
+from imagekit.core.summary import junit, markdown
+from imagekit.errors import GpuUnavailableError, InputError
+from imagekit.events import Event, EventSink
+
+
+@dataclass(frozen=True)
+class Target:
+    """One image to verify: a record name, the reference to run, and what must pass."""
+
+    name: str
+    reference: str
+    required: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    """How to verify."""
+
+    probes_dir: Path
+    probes: tuple[str, ...] = ()
+    gpus: GpuChoice = GpuChoice.AUTO
+    timeout_s: float | None = None
+    shm_bytes: int = DEFAULT_SHM_BYTES
+    structure: bool = True
+
+
+class VerifyRun:
+    """One `imagekit verify` over a list of images."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        runner: ProbeRunner,
+        inspector: Inspector,
+        store: RunStore,
+        settings: VerifySettings,
+        events: EventSink,
+        compat: CompatData,
+    ) -> None:
+        self.engine = engine
+        self.runner = runner
+        self.inspector = inspector
+        self.store = store
+        self.settings = settings
+        self.events = events
+        self.compat = compat
+        self.specs = discover(settings.probes_dir)
+        self.use_gpus = use_gpus(settings.gpus, engine.info().gpu_runtime)
+        self.records: dict[str, VerifyRecord] = {}
+
+    def notes(self) -> list[str]:
+        """What a person should know about how this run will go."""
+        if self.settings.gpus is GpuChoice.AUTO and not self.use_gpus:
+            return ["no NVIDIA runtime on this engine: running CPU probes only (GPU probes skip)"]
+        return []
+
+    # One image ------------------------------------------------------------------
+
+    def verify_one(self, target: Target) -> VerifyRecord:
+        """Probe and inspect one image; its record is on disk when this returns."""
+        started = time.monotonic()
+        self.events(Event("started", target.name, f"verifying {target.reference}"))
+        image = self._image(target)
+        chosen = self._probes_for(image)
+        run_labels = {L.RUN_ID: self.store.run_id, L.IMAGE: target.name}
+        request = self._request(image, chosen, run_labels)
+        outcome = self._run(request)
+        self.store.log_file(target.name, "verify").write_text(outcome.log)
+        inspection = self._inspect(image, outcome, run_labels)
+        record = self._record(target, image, outcome, request, inspection, started)
+        self.store.update_image(target.name, ImageRecord(verify=record))
+        self.records[target.name] = record
+        self.write_reports()
+        bad = [r.probe for r in record.probes if r.status.bad]
+        message = f"{record.status} on {record.device or '?'}" + (
+            f" ({', '.join(bad)})" if bad else ""
+        )
+        self.events(Event("finished", target.name, message, {"status": record.status}))
+        return record
+
+    def _image(self, target: Target) -> LocalImage:
+        image = self.engine.inspect_image(target.reference)
+        if image is None:
+            raise InputError(
+                f"image {target.reference} is not in the engine",
+                "build it first (imagekit build) or pull it",
+            )
+        return image
+
+    def _probes_for(self, image: LocalImage) -> list[ProbeSpec]:
+        """The probes asked for (default: all) that apply to the image's flavour."""
+        flavour = image.imagekit.flavour
+        asked = select(self.specs, list(self.settings.probes) or None)
+        return [s for s in asked if not flavour or flavour in s.flavours]
+
+    def _request(
+        self, image: LocalImage, chosen: Sequence[ProbeSpec], run_labels: dict[str, str]
+    ) -> ProbeRequest:
+        return ProbeRequest(
+            image=image.id,
+            probes_dir=self.settings.probes_dir,
+            probes=tuple(s.name for s in chosen),
+            expected=expectations(image.imagekit),
+            device="cuda" if self.use_gpus else "cpu",
+            gpus=self.use_gpus,
+            timeout_s=time_limit_s(self.settings.timeout_s, (s.timeout_s for s in chosen)),
+            shm_bytes=max([self.settings.shm_bytes, *(s.shm_bytes for s in chosen)]),
+            labels=run_labels,
+        )
+
+    def _run(self, request: ProbeRequest) -> ProbeRun:
+        try:
+            return self.runner.run(request)
+        except GpuUnavailableError:
+            if self.settings.gpus is not GpuChoice.AUTO:
+                raise
+            self.use_gpus = False  # --gpus auto: the CPU probes still tell a lot
+            return self.runner.run(
+                ProbeRequest(**{**request.__dict__, "device": "cpu", "gpus": False})
+            )
+
+    def _inspect(
+        self, image: LocalImage, outcome: ProbeRun, run_labels: dict[str, str]
+    ) -> tuple[list[Check], list[Check]]:
+        """The structure checks (the labels against what runs inside among them) and the
+        labels against the compatibility data."""
+        structure: list[Check] = []
+        if self.settings.structure:
+            structure = self.inspector.structure(image.id, image.labels, run_labels)
+        env = next((r for r in outcome.output.results if r.probe == "env"), None)
+        if env is not None and image.imagekit.is_imagekit:
+            structure += compare(Identity.from_labels(image.imagekit), env.facts, "label")
+        return structure, label_checks(dict(image.labels), dict(image.env), self.compat)
+
+    def _record(
+        self,
+        target: Target,
+        image: LocalImage,
+        outcome: ProbeRun,
+        request: ProbeRequest,
+        inspection: tuple[list[Check], list[Check]],
+        started: float,
+    ) -> VerifyRecord:
+        structure, agreement = inspection
+        results = outcome.output.results
+        required = list(target.required) or [r.probe for r in results]
+        inspection_ok = all(c.ok for c in (*structure, *agreement))
+        status = overall(results, required) if inspection_ok else "fail"
+        states = level_states(
+            results,
+            {name: spec.level for name, spec in self.specs.items()},
+            required,
+            inspection_ok=inspection_ok,
+            ran_on_gpu=outcome.output.device.startswith("cuda"),
+            cuda_image=image.imagekit.cuda is not None,
+        )
+        return VerifyRecord(
+            image_id=image.id,
+            reference=target.reference,
+            labels=dict(image.labels),
+            size_bytes=image.size_bytes,
+            device=outcome.output.device,
+            device_reason=outcome.output.device_reason,
+            level=reached(states),
+            levels=states,
+            status="pass" if status == "pass" else "fail",
+            required_probes=tuple(required),
+            probes=results,
+            structure=tuple(structure),
+            labels_agree=tuple(agreement),
+            timings=Timings(
+                container_start_s=round(outcome.start_s, 3),
+                probe_wall_s=round(outcome.wall_s, 3),
+                verify_wall_s=round(time.monotonic() - started, 3),
+                timeout_s=request.timeout_s,
+                timed_out=outcome.timed_out,
+            ),
+        )
+
+    # The run --------------------------------------------------------------------
+
+    def write_reports(self) -> None:
+        """summary.md and junit.xml for every image of this run so far."""
+        records = self.store.images()
+        self.store.write_report("summary.md", markdown(records, self.store.run_id))
+        self.store.write_report("junit.xml", junit(records, self.store.run_id))
+
+    def execute(self, targets: Sequence[Target]) -> dict[str, VerifyRecord]:
+        """Verify every target; on any exit, the reports cover what finished."""
+        try:
+            for target in targets:
+                self.verify_one(target)
+        finally:
+            self.write_reports()
+            step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+            if step_summary:
+                with open(step_summary, "a", encoding="utf-8") as handle:
+                    handle.write((self.store.root / "summary.md").read_text())
+        return self.records

@@ -1,0 +1,259 @@
+"""In-memory stand-ins for the ports of `imagekit.core.ports`, shared by the unit tests.
+
+Each follows the real signature of its port (mypy checks them against the Protocols at the end
+of this file), so orchestration is tested as it runs, only without an engine or a registry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from imagekit.adapters.results import RunFolder
+from imagekit.core.ports import (
+    Engine,
+    EngineInfo,
+    Inspector,
+    Layer,
+    LocalImage,
+    ProbeRequest,
+    ProbeRun,
+    ProbeRunner,
+    PushOutcome,
+    Registry,
+    RemoteManifest,
+    RunStore,
+    SbomMaker,
+)
+from imagekit.core.probes import RunnerOutput
+from imagekit.core.records import Check, ProbeResult, Status, Timings, VerifyRecord
+from imagekit.errors import GpuUnavailableError, RegistryError
+from imagekit.events import Event
+
+
+def image_id(text: str) -> str:
+    """A well-formed image id derived from `text`."""
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class FakeEngine:
+    """Images by reference and by id, their layers, tags given, and commands' output."""
+
+    images: dict[str, LocalImage] = field(default_factory=dict)
+    layers: dict[str, list[Layer]] = field(default_factory=dict)
+    runtimes: tuple[str, ...] = ("runc",)
+    pullable: dict[str, LocalImage] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)  # argv[0] -> what it prints
+    tagged: list[tuple[str, str]] = field(default_factory=list)
+    pulls: list[str] = field(default_factory=list)  # every reference asked for, in order
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(
+        self,
+        reference: str,
+        image: str,
+        labels: Mapping[str, str] | None = None,
+        size: int = 1,
+        env: Mapping[str, str] | None = None,
+    ) -> LocalImage:
+        """Put an image in the engine under its reference and its id."""
+        local = LocalImage(
+            image,
+            (reference,),
+            dict(labels or {}),
+            size,
+            ("sha256:" + "1" * 64,),
+            "2025-11-30",
+            dict(env or {}),
+        )
+        with self.lock:
+            self.images[reference] = self.images[image] = local
+        return local
+
+    def info(self) -> EngineInfo:
+        return EngineInfo(server_version="fake", runtimes=self.runtimes)
+
+    def inspect_image(self, reference: str) -> LocalImage | None:
+        with self.lock:
+            return self.images.get(reference)
+
+    def history(self, image_id: str) -> list[Layer]:
+        return self.layers.get(image_id, [])
+
+    def pull(self, reference: str) -> str:
+        self.pulls.append(reference)
+        if reference not in self.pullable:
+            return f"manifest for {reference} not found"
+        with self.lock:
+            self.images[reference] = self.pullable[reference]
+        return ""
+
+    def tag(self, image_id: str, repository: str, tag: str) -> None:
+        with self.lock:
+            self.images[f"{repository}:{tag}"] = self.images[image_id]
+            self.tagged.append((image_id, f"{repository}:{tag}"))
+
+    def output_of(self, image_id: str, argv: list[str]) -> str:
+        return self.outputs.get(argv[0], "")
+
+
+def passing(probe: str, facts: Mapping[str, Any] | None = None) -> ProbeResult:
+    """A probe result that passed one check."""
+    return ProbeResult(
+        probe=probe,
+        status=Status.PASS,
+        checks=(Check(name=f"{probe} works", ok=True, detail="ok"),),
+        facts=dict(facts or {}),
+        duration_s=0.1,
+    )
+
+
+def verify_record(
+    *results: ProbeResult,
+    image: str = image_id("image"),
+    structure: tuple[Check, ...] = (),
+    **fields: Any,
+) -> VerifyRecord:
+    """A verify record of `image` that saw `results` (and `structure`); its status follows
+    them, any other field can be given."""
+    ok = not any(r.status.bad for r in results) and all(c.ok for c in structure)
+    values: dict[str, Any] = {
+        "image_id": image,
+        "reference": "imagekit-test/pytorch:tag",
+        "labels": {},
+        "device": "cpu",
+        "status": "pass" if ok else "fail",
+        "probes": results,
+        "structure": structure,
+        "timings": Timings(
+            container_start_s=0.2,
+            probe_wall_s=1.0,
+            verify_wall_s=1.5,
+            timeout_s=600.0,
+            timed_out=False,
+        ),
+    }
+    return VerifyRecord(**(values | fields))
+
+
+Script = Callable[[ProbeRequest], ProbeRun]
+
+
+@dataclass
+class FakeProbeRunner:
+    """Answers each request with what `script` makes of it (default: every probe passes,
+    env reporting `env_facts`); `gpus_refused` plays an engine without the NVIDIA runtime."""
+
+    env_facts: dict[str, Any] = field(default_factory=dict)
+    script: Script | None = None
+    gpus_refused: bool = False
+    requests: list[ProbeRequest] = field(default_factory=list)
+
+    def run(self, request: ProbeRequest) -> ProbeRun:
+        self.requests.append(request)
+        if request.gpus and self.gpus_refused:
+            raise GpuUnavailableError("no GPUs for the image: could not select device driver")
+        if self.script is not None:
+            return self.script(request)
+        results = tuple(passing(p, self.env_facts if p == "env" else None) for p in request.probes)
+        return run_of(results, device=request.device)
+
+
+def run_of(
+    results: tuple[ProbeResult, ...],
+    *,
+    device: str = "cpu",
+    timed_out: bool = False,
+    exit_code: int | None = 0,
+) -> ProbeRun:
+    """A probe run that reported `results`."""
+    return ProbeRun(
+        RunnerOutput(device, f"asked for {device}", results),
+        log="".join(f"{r.probe}: {r.status}\n" for r in results),
+        exit_code=exit_code,
+        timed_out=timed_out,
+        wall_s=1.0,
+        start_s=0.2,
+    )
+
+
+@dataclass
+class FakeInspector:
+    """Structure checks that all hold, unless `failing` names some."""
+
+    failing: tuple[str, ...] = ()
+    seen: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+
+    def structure(
+        self, image_id: str, labels: Mapping[str, str], labels_run: Mapping[str, str]
+    ) -> list[Check]:
+        self.seen.append((image_id, dict(labels_run)))
+        names = ("default user is numeric and non-root", *self.failing)
+        return [Check(name=n, ok=n not in self.failing, detail="seen") for n in names]
+
+
+@dataclass
+class FakeRegistry:
+    """Tags with the config digest (image id) they hold; pushes read from the fake engine.
+
+    `failures` is a queue of errors the next pushes report (a transient one is retried by
+    the real adapter, not here: the fake reports what one whole push call ended as).
+    """
+
+    engine: FakeEngine
+    tags: dict[str, RemoteManifest] = field(default_factory=dict)
+    failures: list[PushOutcome] = field(default_factory=list)
+    unreachable: bool = False
+    pushed: list[str] = field(default_factory=list)
+
+    def manifest(self, reference: str) -> RemoteManifest | None:
+        if self.unreachable:
+            raise RegistryError(f"cannot reach the registry of {reference}: connection refused")
+        return self.tags.get(reference)
+
+    def push(self, reference: str) -> PushOutcome:
+        if self.failures:
+            return self.failures.pop(0)
+        local = self.engine.inspect_image(reference)
+        assert local is not None, f"pushing {reference}, which the engine does not have"
+        self.tags[reference] = RemoteManifest(image_id(f"manifest {local.id}"), local.id)
+        self.pushed.append(reference)
+        return PushOutcome(True, 1)
+
+
+@dataclass
+class FakeSbom:
+    """An SBOM that lists the requirement lines it was given."""
+
+    def python_sbom(self, requirements: str) -> dict[str, Any]:
+        names = [line.split("==")[0] for line in requirements.splitlines() if line]
+        return {"bomFormat": "CycloneDX", "components": [{"name": n} for n in names]}
+
+
+@dataclass
+class Events:
+    """An event sink that keeps what it is told."""
+
+    seen: list[Event] = field(default_factory=list)
+
+    def __call__(self, event: Event) -> None:
+        self.seen.append(event)
+
+
+def store(tmp_path: Path) -> RunFolder:
+    """A real run folder under `tmp_path` (it is plain files; no fake needed)."""
+    return RunFolder.create(tmp_path / "results")
+
+
+# The fakes are the ports: mypy fails here when a port changes and a fake does not follow.
+_engine: Engine = FakeEngine()
+_runner: ProbeRunner = FakeProbeRunner()
+_inspector: Inspector = FakeInspector()
+_registry: Registry = FakeRegistry(FakeEngine())
+_sbom: SbomMaker = FakeSbom()
+_store: RunStore = RunFolder(Path("results"), "run")

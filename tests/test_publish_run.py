@@ -1,0 +1,213 @@
+"""PublishRun over the fakes: the gate, immutable tags, aliases, candidates and push errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from imagekit.core.matrix import load_matrix
+from imagekit.core.plan import ImagePlan
+from imagekit.core.ports import PushOutcome, RemoteManifest
+from imagekit.core.records import (
+    Evidence,
+    PublishStatus,
+    Status,
+    Timings,
+    VerifyRecord,
+)
+from imagekit.orchestration.publish import PublishRun, PublishSettings, candidate_tag
+from tests.fakes import (
+    Events,
+    FakeEngine,
+    FakeRegistry,
+    FakeSbom,
+    image_id,
+    passing,
+    store,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU_FACTS = {"torch": "2.13.0+cpu", "cuda": None, "python": "3.11.2"}
+
+
+@pytest.fixture
+def slim() -> ImagePlan:
+    return next(p for p in load_matrix(ROOT / "examples" / "cpu.yaml").plans if p.flavour == "slim")
+
+
+def verified(image: str, plan: ImagePlan, status: Status = Status.PASS) -> Evidence:
+    """A verify record of `image` in which every required probe ended with `status`."""
+    probes = [passing("env", CPU_FACTS)]
+    for name in plan.required_probes[1:]:
+        probes.append(
+            passing(name)
+            if status is Status.PASS
+            else passing(name).model_copy(update={"status": status, "checks": ()})
+        )
+    record = VerifyRecord(
+        image_id=image,
+        reference=plan.reference,
+        labels={},
+        device="cpu",
+        status="pass" if status is Status.PASS else "fail",
+        probes=tuple(probes),
+        timings=Timings(
+            container_start_s=0, probe_wall_s=1, verify_wall_s=1, timeout_s=60, timed_out=False
+        ),
+    )
+    return Evidence("20261130T000000Z-aaaa", plan.name, record)
+
+
+class World:
+    """An engine holding the slim image, a registry, and the publish run over them."""
+
+    def __init__(self, tmp_path: Path, plan: ImagePlan) -> None:
+        self.engine = FakeEngine(outputs={"python3": '[{"name": "torch", "version": "2.13.0"}]'})
+        self.image = self.engine.add(plan.reference, image_id("slim")).id
+        self.registry = FakeRegistry(self.engine)
+        self.events = Events()
+        self.store = store(tmp_path)
+        self.plan = plan
+        self.repository = plan.repository
+
+    def publish(self, evidence: list[Evidence], **settings: Any) -> Any:
+        run = PublishRun(
+            self.engine,
+            self.registry,
+            FakeSbom(),
+            self.store,
+            evidence,
+            PublishSettings(**settings),
+            self.events,
+        )
+        return run.publish_one(self.plan)
+
+
+def test_an_image_verified_to_pass_is_pushed_under_every_tag_with_its_digest(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    record = world.publish([verified(world.image, slim)])
+    assert record.status is PublishStatus.PUBLISHED and not record.reasons
+    pushed = [t.tag for t in record.tags]
+    assert pushed == [f"{slim.repository}:{t}" for t in (slim.tag, *slim.aliases)]
+    assert all(t.digest == world.registry.tags[t.tag].digest for t in record.tags)
+    written = json.loads((world.store.root / "publish.json").read_text())
+    assert written[0]["status"] == "published"
+    assert record.sbom_file is not None
+    assert json.loads(Path(record.sbom_file).read_text())["components"] == [{"name": "torch"}]
+
+
+def test_an_image_without_evidence_is_refused_and_nothing_is_pushed(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    other = verified(image_id("another image"), slim)
+    record = world.publish([other])
+    assert record.status is PublishStatus.REFUSED
+    assert "no verify results for image" in record.reasons[0]
+    assert "1 results belong to other image ids" in record.reasons[0]
+    assert world.registry.pushed == []
+
+
+def test_an_image_whose_required_probe_failed_is_refused(tmp_path: Path, slim: ImagePlan) -> None:
+    world = World(tmp_path, slim)
+    record = world.publish([verified(world.image, slim, Status.FAIL)])
+    assert record.status is PublishStatus.REFUSED
+    assert "autograd fail" in record.reasons[0]
+    assert world.registry.pushed == []
+
+
+def test_force_publishes_despite_the_gate_and_says_so(tmp_path: Path, slim: ImagePlan) -> None:
+    world = World(tmp_path, slim)
+    record = world.publish([], force=True)
+    assert record.status is PublishStatus.PUBLISHED and record.forced
+    assert record.reasons  # the overridden reasons stay on the record
+
+
+def test_a_versioned_tag_holding_other_content_is_never_overwritten(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    versioned = f"{slim.repository}:{slim.tag}"
+    world.registry.tags[versioned] = RemoteManifest(image_id("m"), image_id("other content"))
+    record = world.publish([verified(world.image, slim)])
+    assert record.status is PublishStatus.REFUSED
+    assert "already exists with other content" in record.reasons[-1]
+    assert world.registry.pushed == []
+
+
+def test_the_same_content_under_the_versioned_tag_is_unchanged_and_aliases_move(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    versioned = f"{slim.repository}:{slim.tag}"
+    world.registry.tags[versioned] = RemoteManifest(image_id("m"), world.image)
+    alias = f"{slim.repository}:{slim.aliases[0]}"
+    world.registry.tags[alias] = RemoteManifest(image_id("old"), image_id("old content"))
+    record = world.publish([verified(world.image, slim)])
+    assert record.status is PublishStatus.PUBLISHED
+    assert record.tags[0].status is PublishStatus.UNCHANGED
+    assert versioned not in world.registry.pushed
+    moved = next(t for t in record.tags if t.tag == alias)
+    assert moved.moved_from == image_id("old")
+
+
+def test_a_push_that_keeps_failing_fails_the_image_with_the_registry_reason(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    world.registry.failures.append(
+        PushOutcome(False, 4, "received unexpected HTTP status: 503", "transient", ("503",) * 4)
+    )
+    record = world.publish([verified(world.image, slim)])
+    assert record.status is PublishStatus.FAILED
+    assert "transient: received unexpected HTTP status: 503" in record.reasons[-1]
+    assert record.tags[0].attempts == 4
+
+
+def test_an_unreachable_registry_fails_the_image_without_a_push(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    world.registry.unreachable = True
+    record = world.publish([verified(world.image, slim)])
+    assert record.status is PublishStatus.FAILED
+    assert "cannot reach the registry" in record.reasons[-1]
+
+
+def test_a_dry_run_checks_everything_and_pushes_nothing(tmp_path: Path, slim: ImagePlan) -> None:
+    world = World(tmp_path, slim)
+    record = world.publish([verified(world.image, slim)], dry_run=True)
+    assert record.status is PublishStatus.DRY_RUN
+    assert {t.status for t in record.tags} == {PublishStatus.DRY_RUN}
+    assert world.registry.pushed == [] and world.engine.tagged == []
+
+
+def test_a_candidate_run_pushes_only_the_candidate_tag(tmp_path: Path, slim: ImagePlan) -> None:
+    world = World(tmp_path, slim)
+    record = world.publish([verified(world.image, slim)], candidate="123")
+    assert world.registry.pushed == [f"{slim.repository}:{candidate_tag(slim.tag, '123')}"]
+    assert [t.kind for t in record.tags] == ["candidate"]
+
+
+def test_from_candidate_pulls_the_candidate_and_publishes_it_as_the_plan(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    candidate = f"{slim.repository}:{candidate_tag(slim.tag, '7')}"
+    pulled = world.engine.images.pop(slim.reference)
+    world.engine.pullable[candidate] = pulled
+    record = world.publish([verified(world.image, slim)], from_candidate="7")
+    assert record.status is PublishStatus.PUBLISHED
+    assert (world.image, slim.reference) in world.engine.tagged
+
+
+def test_from_candidate_that_cannot_be_pulled_fails(tmp_path: Path, slim: ImagePlan) -> None:
+    world = World(tmp_path, slim)
+    record = world.publish([verified(world.image, slim)], from_candidate="404")
+    assert record.status is PublishStatus.FAILED
+    assert "cannot pull the candidate" in record.reasons[0]

@@ -1,0 +1,226 @@
+"""VerifyRun over the fakes: what verify records and decides, without an engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from imagekit.core.compat import load_compat
+from imagekit.core.matrix import load_matrix
+from imagekit.core.plan import ImagePlan
+from imagekit.core.ports import ProbeRequest, ProbeRun
+from imagekit.core.records import Check, Level, LevelState, ProbeResult, Status
+from imagekit.core.render import RenderOptions, image_labels
+from imagekit.core.runtime import START_MARGIN_S, GpuChoice
+from imagekit.errors import GpuUnavailableError, InputError
+from imagekit.orchestration.verify import Target, VerifyRun, VerifySettings
+from imagekit.resources import probes_dir
+from tests.fakes import (
+    Events,
+    FakeEngine,
+    FakeInspector,
+    FakeProbeRunner,
+    image_id,
+    passing,
+    run_of,
+    store,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU_FACTS = {"torch": "2.13.0+cpu", "cuda": None, "python": "3.11.2"}
+
+
+@pytest.fixture
+def slim() -> ImagePlan:
+    return next(p for p in load_matrix(ROOT / "examples" / "cpu.yaml").plans if p.flavour == "slim")
+
+
+def make_run(
+    tmp_path: Path,
+    engine: FakeEngine,
+    runner: FakeProbeRunner,
+    inspector: FakeInspector | None = None,
+    **settings: Any,
+) -> tuple[VerifyRun, Events]:
+    events = Events()
+    verify = VerifyRun(
+        engine,
+        runner,
+        inspector or FakeInspector(),
+        store(tmp_path),
+        VerifySettings(probes_dir=probes_dir(), **settings),
+        events,
+        load_compat(),
+    )
+    return verify, events
+
+
+def built(engine: FakeEngine, plan: ImagePlan, **labels: str) -> str:
+    """Put `plan`'s image in the engine with the labels render gives it (some overridden)."""
+    rendered = {**image_labels(plan, RenderOptions()), **labels}
+    return engine.add(plan.reference, image_id(plan.reference), rendered).id
+
+
+def target(plan: ImagePlan) -> Target:
+    return Target(plan.name, plan.reference, plan.required_probes)
+
+
+def test_an_image_whose_probes_and_checks_pass_reaches_cpu_and_is_on_disk(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    engine = FakeEngine()
+    built(engine, slim)
+    runner = FakeProbeRunner(env_facts=CPU_FACTS)
+    verify, events = make_run(tmp_path, engine, runner)
+    record = verify.execute([target(slim)])[slim.name]
+    assert record.status == "pass" and record.level == "cpu"
+    assert record.levels == {
+        Level.STATIC: LevelState.PASS,
+        Level.CPU: LevelState.PASS,
+        Level.GPU: LevelState.NOT_APPLICABLE,
+    }
+    # Read back from disk exactly as written.
+    on_disk = verify.store.images()[slim.name].verify
+    assert on_disk == record
+    assert (verify.store.root / "junit.xml").is_file()
+    assert (verify.store.root / "summary.md").read_text().count(slim.name) >= 1
+    assert [e.kind for e in events.seen] == ["started", "finished"]
+    # Slim has no cuda_extension (full only); the labels made the env probe's expectations.
+    request = runner.requests[0]
+    assert "cuda_extension" not in request.probes and "env" in request.probes
+    assert request.expected["torch"] == "2.13.0" and request.expected["cuda"] is None
+    assert request.expected["glibc_floor"] == slim.cell.glibc_floor
+    assert request.labels["io.imagekit.run-id"] == verify.store.run_id
+
+
+def test_a_hung_probe_is_a_timeout_and_fails_the_image_with_its_record_kept(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    engine = FakeEngine()
+    built(engine, slim)
+
+    def hang(request: ProbeRequest) -> ProbeRun:
+        results = [passing("env", CPU_FACTS), passing("autograd")]
+        results += [
+            ProbeResult.synthetic(p, Status.TIMEOUT, "the run hit its time limit")
+            for p in request.probes[2:]
+        ]
+        return run_of(tuple(results), timed_out=True, exit_code=None)
+
+    verify, _ = make_run(tmp_path, engine, FakeProbeRunner(script=hang), timeout_s=7)
+    record = verify.execute([target(slim)])[slim.name]
+    assert record.status == "fail" and record.level == "static"
+    assert record.timings.timed_out and record.timings.timeout_s == 7
+    assert verify.store.read_image(slim.name) is not None
+
+
+def test_a_crashed_probe_is_an_error_never_a_borrowed_pass(tmp_path: Path, slim: ImagePlan) -> None:
+    engine = FakeEngine()
+    built(engine, slim)
+
+    def crash(request: ProbeRequest) -> ProbeRun:
+        results = tuple(
+            ProbeResult.synthetic(p, Status.ERROR, "the probe process died (exit code 139)")
+            if p == "ddp"
+            else passing(p, CPU_FACTS if p == "env" else None)
+            for p in request.probes
+        )
+        return run_of(results, exit_code=139)
+
+    verify, events = make_run(tmp_path, engine, FakeProbeRunner(script=crash))
+    record = verify.execute([target(slim)])[slim.name]
+    assert record.status == "fail"
+    ddp = record.result("ddp")
+    assert ddp is not None and ddp.status is Status.ERROR
+    assert "ddp" in events.seen[-1].message
+
+
+def test_a_label_that_lies_about_torch_fails_the_static_level(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    engine = FakeEngine()
+    built(engine, slim)
+    facts = {**CPU_FACTS, "torch": "2.12.1+cpu"}
+    verify, _ = make_run(tmp_path, engine, FakeProbeRunner(env_facts=facts))
+    record = verify.execute([target(slim)])[slim.name]
+    assert record.status == "fail" and record.level == "none"
+    lying = [c for c in record.structure if not c.ok]
+    assert [c.name for c in lying] == ["torch label agrees with the image"]
+    assert lying[0].detail == "label says torch 2.13.0, the image has 2.12.1"
+
+
+def test_cuda_labels_on_a_cpu_image_fail_verification(tmp_path: Path, slim: ImagePlan) -> None:
+    engine = FakeEngine()
+    built(engine, slim, **{"io.imagekit.cuda": "13.0"})
+    verify, _ = make_run(tmp_path, engine, FakeProbeRunner(env_facts=CPU_FACTS))
+    record = verify.execute([target(slim)])[slim.name]
+    assert record.status == "fail"
+    assert any(not c.ok for c in record.structure)  # the image reports no CUDA
+
+
+def test_a_failing_structure_check_fails_the_image(tmp_path: Path, slim: ImagePlan) -> None:
+    engine = FakeEngine()
+    built(engine, slim)
+    inspector = FakeInspector(failing=("no pip cache",))
+    verify, _ = make_run(tmp_path, engine, FakeProbeRunner(env_facts=CPU_FACTS), inspector)
+    record = verify.execute([target(slim)])[slim.name]
+    assert record.status == "fail"
+    assert Check(name="no pip cache", ok=False, detail="seen") in record.structure
+    assert inspector.seen[0][1]["io.imagekit.image"] == slim.name
+
+
+def test_without_structure_checks_the_inspector_is_not_asked(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    engine = FakeEngine()
+    built(engine, slim)
+    inspector = FakeInspector()
+    verify, _ = make_run(
+        tmp_path, engine, FakeProbeRunner(env_facts=CPU_FACTS), inspector, structure=False
+    )
+    verify.execute([target(slim)])
+    assert inspector.seen == []
+
+
+def test_gpus_auto_falls_back_to_the_cpu_when_the_engine_refuses_them(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    engine = FakeEngine(runtimes=("nvidia", "runc"))
+    built(engine, slim)
+    runner = FakeProbeRunner(env_facts=CPU_FACTS, gpus_refused=True)
+    verify, _ = make_run(tmp_path, engine, runner)
+    assert verify.use_gpus
+    record = verify.execute([target(slim)])[slim.name]
+    assert [r.gpus for r in runner.requests] == [True, False]
+    assert record.device == "cpu" and record.status == "pass"
+
+
+def test_gpus_all_on_an_engine_that_refuses_them_is_an_engine_error(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    engine = FakeEngine()
+    built(engine, slim)
+    runner = FakeProbeRunner(gpus_refused=True)
+    verify, _ = make_run(tmp_path, engine, runner, gpus=GpuChoice.ALL)
+    with pytest.raises(GpuUnavailableError):
+        verify.execute([target(slim)])
+    assert (verify.store.root / "junit.xml").is_file()  # the reports cover what finished
+
+
+def test_an_image_the_engine_lacks_is_bad_input(tmp_path: Path, slim: ImagePlan) -> None:
+    verify, _ = make_run(tmp_path, FakeEngine(), FakeProbeRunner())
+    with pytest.raises(InputError, match="is not in the engine"):
+        verify.verify_one(target(slim))
+
+
+def test_the_time_limit_is_the_probes_own_plus_one_margin(tmp_path: Path, slim: ImagePlan) -> None:
+    engine = FakeEngine()
+    built(engine, slim)
+    runner = FakeProbeRunner(env_facts=CPU_FACTS)
+    verify, _ = make_run(tmp_path, engine, runner, probes=("env", "autograd"))
+    verify.execute([target(slim)])
+    limits = sum(verify.specs[p].timeout_s for p in ("env", "autograd"))
+    assert runner.requests[0].timeout_s == limits + START_MARGIN_S
+    assert runner.requests[0].probes == ("env", "autograd")
