@@ -1,4 +1,4 @@
-"""Shared by every probe: how a probe records checks and reports its one JSON object.
+"""Shared by every probe: its name, how it records checks and reports its one JSON object.
 
 Standard library only: this file runs inside images that do not contain imagekit.
 """
@@ -10,11 +10,17 @@ import math
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
 STATUSES = ("pass", "fail", "skip", "error", "timeout")
-EXIT_CODES = {"pass": 0, "skip": 0, "fail": 1, "error": 2, "timeout": 3}
+EXIT_CODES = {"pass": 0, "fail": 1, "skip": 0, "error": 2, "timeout": 3}  # in STATUSES order
+
+
+def probe_name(file: str) -> str:
+    """A probe's name is its file's name: `probe_name(__file__)` in `matmul.py` is "matmul"."""
+    return Path(file).stem
 
 
 class Recorder:
@@ -88,7 +94,10 @@ def error(probe: str, exc: BaseException) -> dict[str, Any]:
 
 
 def main_for(probe: str, run: Any) -> None:
-    """Run one probe as a script: print its JSON, exit with the code of its status."""
+    """Run one probe as a script: print its JSON, exit with the code of its status.
+
+    `python env.py [DEVICE [EXPECTED_JSON]]`; DEVICE defaults to cpu, EXPECTED_JSON to {}.
+    """
     expected = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     try:

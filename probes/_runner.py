@@ -2,10 +2,12 @@
 
 Usage: python _runner.py --device auto|cpu|cuda --probes env,autograd [--expected JSON]
 
-Prints `{"event": "start", "probe": NAME}` before each probe and
-`{"event": "result", ...}` after it, flushing each line, so that the host keeps
-every finished result even if a later probe hangs or kills the process.
-Standard library only (torch is imported by the probes).
+Prints `{"event": "device", ...}` once, then `{"event": "start", "probe": NAME, ...}`
+before each probe and `{"event": "result", "probe": NAME, ...}` after it, flushing each
+line, so that the host keeps every finished result even if a later probe hangs or kills the
+process. A probe's name is its file's name (`matmul` is `matmul.py` in this folder), and the
+result carries that name. Exits with the worst of the probes' exit codes (see
+`_probekit.EXIT_CODES`). Standard library only (torch is imported by the probes).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _probekit import error, skip  # noqa: E402 - needs the path above
+from _probekit import EXIT_CODES, error, skip  # noqa: E402 - needs the path above
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -30,10 +32,16 @@ def emit(event: dict[str, Any]) -> None:
 
 
 def load(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(f"imagekit_probe_{name}", f"{HERE}/{name}.py")
+    """The probe module of `{HERE}/{name}.py`; files starting with `_` are not probes."""
+    path = os.path.join(HERE, f"{name}.py")
+    if name.startswith(("_", ".")) or os.sep in name or not os.path.isfile(path):
+        raise ImportError(f"no probe named {name!r} in {HERE}")
+    spec = importlib.util.spec_from_file_location(f"imagekit_probe_{name}", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"no probe named {name!r} in {HERE}")
     module = importlib.util.module_from_spec(spec)
+    # Registered before it runs, as an import would: dataclasses and pickling look it up there.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -75,8 +83,9 @@ def main() -> int:
                 raise TypeError(f"probe {name} returned no report")
         except Exception as exc:
             report = error(name, exc)
-        emit({"event": "result", **report})
-        worst = max(worst, {"pass": 0, "skip": 0, "fail": 1}.get(report["status"], 2))
+        # The name the probe was loaded by, whatever the report says: it is its file's name.
+        emit({"event": "result", **report, "probe": name})
+        worst = max(worst, EXIT_CODES.get(report["status"], EXIT_CODES["error"]))
     return worst
 
 

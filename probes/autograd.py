@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from _probekit import Recorder, main_for
+from _probekit import Recorder, main_for, probe_name
 
+NAME = probe_name(__file__)
 PROBE = {
-    "name": "autograd",
     "needs_gpu": False,
-    "min_gpus": 0,
     "timeout_s": 120,
     "flavours": ["slim", "full"],
 }
@@ -18,7 +17,7 @@ PROBE = {
 def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    rec = Recorder("autograd", device)
+    rec = Recorder(NAME, device)
     # y = w*x + b with x=2, w=3, b=1: dy/dx = w = 3, dy/dw = x = 2, dy/db = 1.
     x = torch.tensor(2.0, requires_grad=True, device=device)
     w = torch.tensor(3.0, requires_grad=True, device=device)
@@ -70,4 +69,4 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main_for("autograd", run)
+    main_for(NAME, run)

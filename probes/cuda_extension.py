@@ -16,13 +16,12 @@ import tempfile
 import time
 from typing import Any
 
-from _probekit import Recorder, main_for, skip
+from _probekit import Recorder, main_for, probe_name, skip
 
+NAME = probe_name(__file__)
 PROBE = {
-    "name": "cuda_extension",
     "level": "static",
     "needs_gpu": False,
-    "min_gpus": 0,
     "timeout_s": 600,
     "flavours": ["full"],
 }
@@ -72,10 +71,10 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     if torch.version.cuda is None:
-        return skip("cuda_extension", "a CPU build of torch: no CUDA compiler to check")
+        return skip(NAME, "a CPU build of torch: no CUDA compiler to check")
     from torch.utils import cpp_extension
 
-    rec = Recorder("cuda_extension", device)
+    rec = Recorder(NAME, device)
     facts = rec.facts
     home = cpp_extension.CUDA_HOME
     facts["cuda_home"] = home
@@ -140,4 +139,4 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main_for("cuda_extension", run)
+    main_for(NAME, run)

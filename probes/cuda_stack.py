@@ -12,18 +12,19 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from importlib import metadata
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _probekit import Recorder, main_for, skip
+from _cudalibs import LIBRARIES, check_libraries, check_wheels, library_versions, wheel_version
+from _probekit import Recorder, main_for, probe_name, skip
 
+NAME = probe_name(__file__)
 PROBE = {
-    "name": "cuda_stack",
     "level": "static",
     "needs_gpu": False,
-    "min_gpus": 0,
     "timeout_s": 180,
     "flavours": ["slim", "full"],
 }
@@ -72,15 +73,6 @@ def unresolved(path: Path) -> list[str]:
     return [line.split()[0] for line in out.splitlines() if "=> not found" in line]
 
 
-def distribution_version(prefix: str) -> tuple[str, str] | None:
-    """(name, version) of the installed distribution whose name starts with `prefix`."""
-    for dist in metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
-        if name == prefix or name.startswith(prefix + "-cu"):
-            return name, dist.version
-    return None
-
-
 def loaded_libraries(pattern: str) -> list[str]:
     """Paths of the shared objects mapped into this process whose name matches `pattern`."""
     seen = []
@@ -119,41 +111,65 @@ def stray_copies(own: Path) -> list[str]:
     return sorted(p for p in found if own not in Path(os.path.realpath(p)).parents)
 
 
-def version_text(parts: Any) -> str:
-    """(2, 30, 7) -> "2.30.7"."""
-    return ".".join(str(p) for p in parts)
+@dataclass
+class Resolution:
+    """How the dependencies of the shared libraries resolve, by library (relative path)."""
+
+    broken: dict[str, list[str]] = field(default_factory=dict)  # missing: a failure
+    optional: dict[str, list[str]] = field(default_factory=dict)  # optional plugins: facts
+    siblings: dict[str, list[str]] = field(default_factory=dict)  # found once siblings load
+    driver: set[str] = field(default_factory=set)  # the host's NVIDIA driver provides them
 
 
-def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
-    import torch
+def resolve_all(libraries: list[Path]) -> dict[Path, list[str]]:
+    """Each library's unresolved dependencies, `ldd` run in parallel."""
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return dict(zip(libraries, pool.map(unresolved, libraries), strict=True))
 
-    want = expected.get
-    if torch.version.cuda is None and not want("cuda"):
-        return skip("cuda_stack", "a CPU build of torch: there is no CUDA stack to check")
-    rec = Recorder("cuda_stack", device)
-    facts = rec.facts
-    facts["cuda"] = torch.version.cuda
+
+def classify(deps: dict[Path, list[str]], present: set[str], site: Path) -> Resolution:
+    """Sort the unresolved dependencies: the driver's, optional plugins', siblings', missing."""
+    found = Resolution()
+    for path, names in deps.items():
+        found.driver.update(n for n in names if DRIVER_LIBRARY.match(n))
+        names_left = [n for n in names if not DRIVER_LIBRARY.match(n)]
+        where = str(path.relative_to(site))
+        if OPTIONAL_PLUGIN.match(path.name):
+            if names_left:
+                found.optional[where] = names_left
+            continue
+        beside = [n for n in names_left if n in present]
+        if beside:
+            found.siblings[where] = beside
+        missing = [n for n in names_left if n not in present]
+        if missing:
+            found.broken[where] = missing
+    return found
+
+
+def check_cuda(rec: Recorder, torch: Any, want: Callable[[str], Any]) -> bool:
+    """torch is built for the CUDA of the label; False when it is built for no CUDA at all."""
+    rec.facts["cuda"] = torch.version.cuda
     rec.equal("torch is built for the CUDA of the label", torch.version.cuda, want("cuda"))
-    if torch.version.cuda is None:
-        return rec.report()
+    return torch.version.cuda is not None
 
-    # cuDNN and NCCL: the wheel installed, and what the loaded library itself reports.
-    cudnn_lib = torch.backends.cudnn.version()
-    facts["cudnn_library"] = (
-        f"{cudnn_lib // 10000}.{cudnn_lib % 10000 // 100}.{cudnn_lib % 100}" if cudnn_lib else None
-    )
-    facts["nccl_library"] = version_text(torch.cuda.nccl.version())
-    for key, library in (("cudnn", "cudnn_library"), ("nccl", "nccl_library")):
-        wheel = distribution_version(f"nvidia-{key}")
-        facts[f"{key}_wheel"] = f"{wheel[0]}=={wheel[1]}" if wheel else None
-        if want(key):
-            rec.equal(f"{key} wheel version", wheel[1] if wheel else None, want(key))
-            expect = ".".join(str(want(key)).split(".")[:3])
-            rec.equal(f"{key} library reports its wheel's version", facts[library], expect)
 
-    # Compiled architectures: read from the binary, which needs no GPU.
+def check_versions(rec: Recorder, torch: Any, want: Callable[[str], Any]) -> None:
+    """cuDNN and NCCL: the wheel installed, and what the loaded library itself reports."""
+    seen = library_versions(torch)
+    wheels = {key: wheel_version(key) for key in LIBRARIES}
+    for key in LIBRARIES:
+        wheel = wheels[key]
+        rec.facts[f"{key}_library"] = seen[key]
+        rec.facts[f"{key}_wheel"] = f"{wheel[0]}=={wheel[1]}" if wheel else None
+    check_wheels(rec, wheels, want)
+    check_libraries(rec, seen, want)
+
+
+def check_archs(rec: Recorder, torch: Any, want: Callable[[str], Any]) -> None:
+    """The compiled GPU architectures cover the label's: read from the binary, no GPU needed."""
     flags = torch._C._cuda_getArchFlags().split()
-    facts["arch_flags"] = flags
+    rec.facts["arch_flags"] = flags
     if want("archs"):
         missing = [a for a in want("archs") if a not in flags]
         rec.check(
@@ -162,46 +178,33 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
             f"missing {missing}" if missing else f"{len(want('archs'))} covered by {flags}",
         )
 
-    # Every shared library of the torch and nvidia packages finds its dependencies.
-    site = site_packages()
+
+def check_dependencies(rec: Recorder, site: Path) -> None:
+    """Every shared library of the torch and nvidia packages finds its dependencies."""
     roots = [p for p in (site / "torch", site / "nvidia") if p.is_dir()]
     libraries = shared_objects(roots)
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        deps = dict(zip(libraries, pool.map(unresolved, libraries), strict=True))
     # A library without a RUNPATH finds a sibling only once that sibling is loaded (torch loads
     # the nvidia libraries by path): the sibling exists, so nothing is missing.
     present = {p.name for root in roots for p in root.rglob("*.so*")}
-    broken, optional, siblings, driver = {}, {}, {}, set()
-    for path, names in deps.items():
-        driver.update(n for n in names if DRIVER_LIBRARY.match(n))
-        names_left = [n for n in names if not DRIVER_LIBRARY.match(n)]
-        where = str(path.relative_to(site))
-        if OPTIONAL_PLUGIN.match(path.name):
-            if names_left:
-                optional[where] = names_left
-            continue
-        beside = [n for n in names_left if n in present]
-        if beside:
-            siblings[where] = beside
-        missing = [n for n in names_left if n not in present]
-        if missing:
-            broken[where] = missing
-    facts["shared_libraries"] = len(libraries)
-    facts["driver_libraries_expected_from_host"] = sorted(driver)
-    facts["optional_plugins_missing_system_libraries"] = optional
-    facts["resolve_once_siblings_are_loaded"] = siblings
+    found = classify(resolve_all(libraries), present, site)
+    rec.facts["shared_libraries"] = len(libraries)
+    rec.facts["driver_libraries_expected_from_host"] = sorted(found.driver)
+    rec.facts["optional_plugins_missing_system_libraries"] = found.optional
+    rec.facts["resolve_once_siblings_are_loaded"] = found.siblings
     rec.check(
         "every shared library under torch/ and nvidia/ resolves",
-        bool(libraries) and not broken,
-        f"{len(libraries)} libraries; unresolved: {broken}"
-        if broken
+        bool(libraries) and not found.broken,
+        f"{len(libraries)} libraries; unresolved: {found.broken}"
+        if found.broken
         else f"{len(libraries)} libraries resolve",
     )
 
-    # One cuDNN, one NCCL: the wheels'. Loaded from there, and no other copy on the system.
+
+def check_one_copy(rec: Recorder, site: Path) -> None:
+    """One cuDNN, one NCCL: the wheels'. Loaded from there, and no other copy on the system."""
     own = (site / "nvidia").resolve()
     loaded = loaded_libraries(r"^lib(cudnn|nccl)")
-    facts["loaded_cudnn_nccl"] = loaded
+    rec.facts["loaded_cudnn_nccl"] = loaded
     outside = [p for p in loaded if own not in Path(p).parents]
     rec.check(
         "cuDNN and NCCL are loaded from the wheels",
@@ -209,15 +212,30 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
         f"loaded from elsewhere: {outside}" if outside else f"{len(loaded)} from {own}",
     )
     strays = stray_copies(own)
-    facts["stray_cudnn_nccl"] = strays
+    rec.facts["stray_cudnn_nccl"] = strays
     rec.check(
         "no second cuDNN or NCCL can shadow the wheels'",
         not strays,
         f"found {strays}" if strays else "none in system library folders or the ldconfig cache",
     )
-    facts["python"] = sys.executable
+
+
+def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    want = expected.get
+    if torch.version.cuda is None and not want("cuda"):
+        return skip(NAME, "a CPU build of torch: there is no CUDA stack to check")
+    rec = Recorder(NAME, device)
+    if check_cuda(rec, torch, want):
+        site = site_packages()
+        check_versions(rec, torch, want)
+        check_archs(rec, torch, want)
+        check_dependencies(rec, site)
+        check_one_copy(rec, site)
+        rec.facts["python"] = sys.executable
     return rec.report()
 
 
 if __name__ == "__main__":
-    main_for("cuda_stack", run)
+    main_for(NAME, run)

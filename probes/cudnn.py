@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from _probekit import Recorder, main_for, skip
+from _probekit import Recorder, main_for, probe_name, skip
 
+NAME = probe_name(__file__)
 PROBE = {
-    "name": "cudnn",
     "needs_gpu": True,
-    "min_gpus": 1,
     "timeout_s": 120,
     "flavours": ["slim", "full"],
 }
@@ -17,10 +16,10 @@ PROBE = {
 
 def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     if not device.startswith("cuda"):
-        return skip("cudnn", "needs a GPU; this run has none")
+        return skip(NAME, "needs a GPU; this run has none")
     import torch
 
-    rec = Recorder("cudnn", device)
+    rec = Recorder(NAME, device)
     torch.backends.cudnn.enabled = True
     rec.check("cuDNN is available", torch.backends.cudnn.is_available(), "")
     torch.manual_seed(0)
@@ -46,4 +45,4 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main_for("cudnn", run)
+    main_for(NAME, run)

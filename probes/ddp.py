@@ -16,12 +16,11 @@ import sys
 import time
 from typing import Any
 
-from _probekit import Recorder, main_for, result
+from _probekit import Recorder, main_for, probe_name, result
 
+NAME = probe_name(__file__)
 PROBE = {
-    "name": "ddp",
     "needs_gpu": False,
-    "min_gpus": 0,
     "shm_bytes": 1_073_741_824,  # a literal: the host reads it with ast
     "timeout_s": 240,
     "flavours": ["slim", "full"],
@@ -206,7 +205,7 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     gpus = torch.cuda.device_count() if device.startswith("cuda") else 0
     backend = "nccl" if gpus >= 2 else "gloo"
     world = gpus if gpus >= 2 else 2
-    rec = Recorder("ddp", device)
+    rec = Recorder(NAME, device)
     rec.facts |= {"backend": backend, "world_size": world}
     if device.startswith("cuda") and gpus < 2:
         rec.facts["note"] = "one GPU: NCCL needs a GPU per rank, so the ranks use gloo on the CPU"
@@ -219,11 +218,11 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     reports = launch(started_ranks, world, port, backend, init_timeout_s)
     if isinstance(reports, str):
         status = "timeout" if reports.startswith("timeout") else "error"
-        return result("ddp", status, reports.split(": ", 1)[-1], rec)
+        return result(NAME, status, reports.split(": ", 1)[-1], rec)
     init_errors = [r for r in reports if "init_error" in r]
     if init_errors:
         reason = f"rank {init_errors[0]['rank']} could not join within {init_timeout_s:.0f}s: "
-        return result("ddp", "timeout", reason + init_errors[0]["init_error"], rec)
+        return result(NAME, "timeout", reason + init_errors[0]["init_error"], rec)
 
     want = _expected_grads(torch, world)
     for report in reports:
@@ -262,4 +261,4 @@ if __name__ == "__main__":
         rank, world, port, backend, timeout_s = sys.argv[2:7]
         print(json.dumps(worker(int(rank), int(world), int(port), backend, float(timeout_s))))
     else:
-        main_for("ddp", run)
+        main_for(NAME, run)

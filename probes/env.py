@@ -1,19 +1,27 @@
-"""The image is what its labels say: versions, GPU architectures, user, shared memory."""
+"""The image is what its labels say: versions, GPU architectures, user, shared memory, glibc."""
 
 from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
-from _probekit import Recorder, main_for
+from _cudalibs import (
+    LIBRARIES,
+    check_cudnn_compiled,
+    check_libraries,
+    cudnn_compiled_version,
+    library_versions,
+)
+from _probekit import Recorder, main_for, probe_name
 
+NAME = probe_name(__file__)
 PROBE = {
-    "name": "env",
     "level": "static",
     "needs_gpu": False,
-    "min_gpus": 0,
     "timeout_s": 60,
     "flavours": ["slim", "full"],
 }
@@ -22,20 +30,11 @@ PROBE = {
 MIN_SHM_BYTES = 1 << 30
 
 
-def cudnn_text(version: int | None) -> str | None:
-    """cuDNN 9 reports 92400 for 9.24.0; turn it into "9.24.0"."""
-    if not version:
-        return None
-    major, rest = divmod(version, 10000)
-    minor, patch = divmod(rest, 100)
-    return f"{major}.{minor}.{patch}"
-
-
 def _glibc() -> str:
     try:
         return os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (ValueError, OSError):
-        return " ".join(platform.libc_ver())
+        return " ".join(platform.libc_ver()).strip()
 
 
 def _driver() -> str | None:
@@ -47,87 +46,104 @@ def _driver() -> str | None:
         return None
 
 
-def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
-    import torch
+def _version_key(text: str) -> tuple[int, ...]:
+    """ "2.28" -> (2, 28); the numbers in a version, for comparing."""
+    return tuple(int(part) for part in re.findall(r"\d+", text))
 
-    rec = Recorder("env", device)
-    facts = rec.facts
-    facts["torch"] = torch.__version__
-    facts["cuda"] = torch.version.cuda
-    facts["python"] = ".".join(map(str, sys.version_info[:3]))
-    facts["glibc"] = _glibc()
-    facts["uid"] = os.getuid()
-    facts["gid"] = os.getgid()
+
+def read_facts(torch: Any) -> dict[str, Any]:
+    """What the image holds: versions, user, /dev/shm, compiled architectures, the GPU if any."""
     shm = os.statvfs("/dev/shm")
-    facts["shm_bytes"] = shm.f_frsize * shm.f_blocks
-    facts["cuda_available"] = torch.cuda.is_available()
-    # The compiled list, read from the binary: get_arch_list() is empty without a GPU.
-    facts["arch_list"] = torch._C._cuda_getArchFlags().split() if torch.version.cuda else []
-    cudnn_runtime = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    facts["cudnn"] = cudnn_text(cudnn_runtime)
-    try:
-        compiled = torch._C._cudnn.getCompileVersion()  # (major, minor, patch)
-        facts["cudnn_compiled"] = ".".join(map(str, compiled))
-    except (AttributeError, RuntimeError):
-        facts["cudnn_compiled"] = None
-    try:
-        facts["nccl"] = (
-            ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else None
-        )
-    except (AttributeError, RuntimeError):
-        facts["nccl"] = None
+    facts: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": ".".join(map(str, sys.version_info[:3])),
+        "glibc": _glibc(),
+        "uid": os.getuid(),
+        "gid": os.getgid(),
+        "shm_bytes": shm.f_frsize * shm.f_blocks,
+        "cuda_available": torch.cuda.is_available(),
+        # The compiled list, read from the binary: get_arch_list() is empty without a GPU.
+        "arch_list": torch._C._cuda_getArchFlags().split() if torch.version.cuda else [],
+        "cudnn_compiled": cudnn_compiled_version(torch),
+        **library_versions(torch),  # "cudnn" and "nccl": what the loaded libraries report
+    }
     if torch.cuda.is_available():
-        facts["gpu_count"] = torch.cuda.device_count()
-        facts["gpu_name"] = torch.cuda.get_device_name(0)
         major, minor = torch.cuda.get_device_capability(0)
-        facts["gpu_capability"] = f"sm_{major}{minor}"
-        facts["driver"] = _driver()
+        facts |= {
+            "gpu_count": torch.cuda.device_count(),
+            "gpu_name": torch.cuda.get_device_name(0),
+            "gpu_capability": f"sm_{major}{minor}",
+            "driver": _driver(),
+        }
+    return facts
 
+
+def check_torch_works(rec: Recorder, torch: Any, device: str) -> None:
+    """torch imports and computes on the device."""
     rec.check("torch imports and reports a version", bool(torch.__version__), torch.__version__)
     made = torch.ones(2, device=device).sum().item()
     rec.equal(f"a tensor computes on {device}", made, 2.0)
-    want = expected.get
-    if want("require_non_root"):
-        rec.check("runs as a non-root user", facts["uid"] != 0, f"uid {facts['uid']}")
+
+
+def check_versions(rec: Recorder, expected: dict[str, Any]) -> None:
+    """torch, CUDA, Python, cuDNN and NCCL are the versions the labels promise."""
+    facts, want = rec.facts, expected.get
     if want("torch"):
-        rec.equal("torch version", torch.__version__.split("+")[0], want("torch"))
+        rec.equal("torch version", facts["torch"].split("+")[0], want("torch"))
     if "cuda" in expected:
         rec.equal("torch.version.cuda", facts["cuda"], want("cuda"))
     if want("python"):
         rec.equal("python", ".".join(facts["python"].split(".")[:2]), want("python"))
-    if want("cudnn"):
-        # The library reports major.minor.patch; the label carries the wheel's 4-part version.
-        expect = ".".join(str(want("cudnn")).split(".")[:3])
-        rec.equal("cuDNN runtime version", facts["cudnn"], expect)
-    if facts["cudnn"] and facts["cudnn_compiled"]:
-        # A second cuDNN earlier on the library path shows up here as a different version.
-        same = facts["cudnn_compiled"].split(".")[:2] == facts["cudnn"].split(".")[:2]
-        rec.check(
-            "cuDNN runtime == compile version",
-            same,
-            f"runtime {facts['cudnn']}, compiled against {facts['cudnn_compiled']}",
-        )
-    if want("nccl"):
-        rec.equal("NCCL version", facts["nccl"], want("nccl"))
+    check_libraries(rec, {key: facts[key] for key in LIBRARIES}, want)
+    check_cudnn_compiled(rec, facts["cudnn"], facts["cudnn_compiled"])
+
+
+def check_glibc_floor(rec: Recorder, glibc: str, floor: Any) -> None:
+    """The image's glibc is at least the floor its torch wheels need (label glibc-floor)."""
+    seen = re.search(r"\d+(\.\d+)+", glibc)
+    name = "glibc >= the glibc floor of the torch wheels"
+    if seen is None:
+        rec.check(name, False, f"no glibc version found (saw {glibc!r}); the floor is {floor}")
+        return
+    ok = _version_key(seen.group()) >= _version_key(str(floor))
+    rec.check(name, ok, f"glibc {seen.group()} {'>=' if ok else '<'} floor {floor}")
+
+
+def check_container(rec: Recorder, want: Callable[[str], Any]) -> None:
+    """What the container runs with: a non-root user, enough /dev/shm, a new enough glibc."""
+    facts = rec.facts
+    if want("require_non_root"):
+        rec.check("runs as a non-root user", facts["uid"] != 0, f"uid {facts['uid']}")
     if want("glibc_floor"):
-        seen = facts["glibc"].split()[-1] if facts["glibc"] else "0"
-        ok = tuple(map(int, seen.split("."))) >= tuple(map(int, want("glibc_floor").split(".")))
-        rec.check("glibc new enough for the wheels", ok, f"glibc {seen} >= {want('glibc_floor')}")
+        check_glibc_floor(rec, facts["glibc"], want("glibc_floor"))
     if want("min_shm_bytes"):
         rec.check(
             "/dev/shm large enough for NCCL",
             facts["shm_bytes"] >= want("min_shm_bytes"),
             f"{facts['shm_bytes']} bytes >= {want('min_shm_bytes')}",
         )
-    if facts.get("gpu_capability"):
-        cap = facts["gpu_capability"]
-        rec.check(
-            "GPU architecture is compiled in",
-            cap in facts["arch_list"],
-            f"{cap} in {facts['arch_list']}",
-        )
+
+
+def check_gpu_arch(rec: Recorder) -> None:
+    """The GPU this runs on (if any) is among the compiled architectures."""
+    cap = rec.facts.get("gpu_capability")
+    if cap:
+        arch_list = rec.facts["arch_list"]
+        rec.check("GPU architecture is compiled in", cap in arch_list, f"{cap} in {arch_list}")
+
+
+def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    rec = Recorder(NAME, device)
+    rec.facts.update(read_facts(torch))
+    check_torch_works(rec, torch, device)
+    check_versions(rec, expected)
+    check_container(rec, expected.get)
+    check_gpu_arch(rec)
     return rec.report()
 
 
 if __name__ == "__main__":
-    main_for("env", run)
+    main_for(NAME, run)

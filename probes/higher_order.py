@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from _probekit import Recorder, main_for
+from _probekit import Recorder, main_for, probe_name
 
+NAME = probe_name(__file__)
 PROBE = {
-    "name": "higher_order",
     "needs_gpu": False,
-    "min_gpus": 0,
     "timeout_s": 120,
     "flavours": ["slim", "full"],
 }
@@ -18,7 +17,7 @@ PROBE = {
 def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    rec = Recorder("higher_order", device)
+    rec = Recorder(NAME, device)
     x = torch.tensor(1.0, requires_grad=True, device=device)
     y = x**3
     (first,) = torch.autograd.grad(y, x, create_graph=True)
@@ -45,4 +44,4 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main_for("higher_order", run)
+    main_for(NAME, run)

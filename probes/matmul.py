@@ -6,12 +6,11 @@ import statistics
 import time
 from typing import Any
 
-from _probekit import Recorder, main_for
+from _probekit import Recorder, main_for, probe_name
 
+NAME = probe_name(__file__)
 PROBE = {
-    "name": "matmul",
     "needs_gpu": False,
-    "min_gpus": 0,
     "timeout_s": 300,
     "flavours": ["slim", "full"],
 }
@@ -60,7 +59,7 @@ def _gemm_tflops(torch: Any, rec: Recorder, dtype: Any, label: str, tf32: bool) 
 def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    rec = Recorder("matmul", device)
+    rec = Recorder(NAME, device)
     torch.manual_seed(0)
     a = torch.randn(SIZE, SIZE, device=device, requires_grad=True)
     b = torch.randn(SIZE, SIZE, device=device, requires_grad=True)
@@ -96,4 +95,4 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main_for("matmul", run)
+    main_for(NAME, run)
