@@ -1094,3 +1094,14 @@ def test_torch_cannot_be_left_out() -> None:
     problem = one_problem(text)
     assert where(problem) == at(text, "[triton, torch]", "torch]")
     assert "torch cannot be left out" in problem.message
+
+
+def test_a_default_os_known_to_the_data_but_missing_from_bases_is_one_located_problem() -> None:
+    # Every entry inherits that OS: the problem is reported once, at `defaults.os`, and no
+    # entry goes on to look up a base that does not exist (it used to end in a KeyError).
+    text = edit("  os: ubuntu-24.04\n", "  os: ubuntu-22.04\n")
+    found = problems(text)
+    assert where(found[0]) == at(text, "  os: ubuntu-22.04", "ubuntu-22.04")
+    assert "base OS 'ubuntu-22.04' has no entry under `bases`" in found[0].message
+    # With no cell left, `latest` names nothing: said too, at its own line.
+    assert [p.message.split(" (")[0] for p in found[1:]] == ["latest"]

@@ -3,6 +3,15 @@
 `load_matrix` is the boundary: text goes in, a frozen `Matrix` or one
 `ValidationError` listing every problem with its `file:line:col` comes out.
 Nothing here touches Docker.
+
+The steps, in order, each with one job; all but the first report into one `_Report`:
+1. shape: pydantic's errors as located problems (`_shape_problems`);
+2. file-wide settings against the compatibility data (`_check_settings`);
+3. each release entry against the compatibility data (`_EntryCheck`), and its
+   approved combinations expanded into cells (`_expand`);
+4. cells into image plans, minus exclusions (`_Planner`), tagged by `_Tags.versioned`;
+5. the one `latest` cell (`_pick_latest`);
+6. aliases, including `latest`, given to the plans (`_Tags.with_aliases`).
 """
 
 from __future__ import annotations
@@ -10,7 +19,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, replace
 from pathlib import Path as FsPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
@@ -27,6 +36,9 @@ from imagekit.core.plan import (
 )
 from imagekit.core.yamlsrc import Path, Scalar, SourceMap, load_yaml
 from imagekit.errors import InputError, Problem, ValidationError
+
+if TYPE_CHECKING:  # pydantic's own type of one error; only annotations use it
+    from pydantic_core import ErrorDetails
 
 _FIELD_HINTS = {
     "torch": 'a torch release like "2.8.0"',
@@ -112,10 +124,77 @@ def parse_matrix(text: str, file: str = "matrix.yaml", compat: CompatData | None
         raise ValidationError([*source.problems, *_shape_problems(exc, source)]) from None
     if source.problems:
         raise ValidationError(source.problems)
-    return _Checker(spec, source, compat or load_compat(), file).run()
+    return _check_and_expand(spec, source, compat or load_compat(), file)
 
 
-# Shape errors -----------------------------------------------------------------
+# Step 1, shape: pydantic errors as located problems ------------------------------
+
+
+def _shape_problems(exc: pydantic.ValidationError, source: SourceMap) -> list[Problem]:
+    """One located `Problem` per pydantic error, in pydantic's order.
+
+    Errors at a path the YAML loader already reported (a poisoned path) are dropped;
+    each other error is placed at its key or value in the document.
+    """
+    problems = []
+    for error in exc.errors():
+        loc = _document_path(error["loc"], source)
+        if not source.is_poisoned(loc):
+            problems.append(_shape_problem(error, loc, source))
+    return problems
+
+
+def _shape_problem(error: ErrorDetails, loc: Path, source: SourceMap) -> Problem:
+    """The problem a person is shown for one pydantic `error` at document path `loc`."""
+    field = next((p for p in reversed(loc) if isinstance(p, str)), "")
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return _unknown_key(loc, source)
+    if kind == "missing":
+        parent = ".".join(str(p) for p in loc[:-1]) or "the matrix"
+        return source.problem(loc[:-1], f"missing required key {loc[-1]!r} in {parent}")
+    if kind == "string_type" and (scalar := _typed_scalar(source, loc)) is not None:
+        return _not_text(error, loc, field, scalar, source)
+    if kind == "string_pattern_mismatch":
+        expected = _FIELD_HINTS.get(field, f"text matching {error['ctx']['pattern']}")
+        return source.problem(loc, f"{field}: {error['input']!r} is not {expected}")
+    if kind == "literal_error" and field == "schema_version":
+        return source.problem(
+            loc,
+            f"schema_version {error['input']!r} is not supported; this imagekit reads 1",
+        )
+    where = ".".join(str(p) for p in loc) or "matrix"
+    return source.problem(loc, f"{where}: {error['msg']}")
+
+
+def _unknown_key(loc: Path, source: SourceMap) -> Problem:
+    """An unknown key, placed at the key, with the closest known key and all of them."""
+    model = _model_at(loc[:-1])
+    known = list(model.model_fields) if model else []
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else ""
+    if known:
+        hint = (hint + " " if hint else "") + f"known keys: {', '.join(known)}"
+    return source.problem(loc, f"unknown key {loc[-1]!r}", hint, key=True)
+
+
+def _not_text(
+    error: ErrorDetails, loc: Path, field: str, scalar: Scalar, source: SourceMap
+) -> Problem:
+    """A value YAML read as something other than text: say what it read, and how to fix it."""
+    if scalar.kind == "null":
+        # An empty value, `~` or `null`: "quote it" would not help there.
+        expected = _FIELD_HINTS.get(field, "some text")
+        return source.problem(loc, f"{field}: no value given", f"write {expected}")
+    value = error["input"]
+    shown = "false" if value is False else "true" if value is True else repr(value)
+    noun = "boolean" if scalar.kind == "bool" else scalar.kind
+    noun = "number" if noun in ("int", "float") else noun
+    return source.problem(
+        loc,
+        f"{field}: YAML read {scalar.text} as the {noun} {shown}, not as text",
+        f'quote it: "{scalar.text}"',
+    )
 
 
 def _model_at(loc: Path) -> type[pydantic.BaseModel] | None:
@@ -142,62 +221,6 @@ def _model_at(loc: Path) -> type[pydantic.BaseModel] | None:
     return model if isinstance(model, type) else None
 
 
-def _shape_problems(exc: pydantic.ValidationError, source: SourceMap) -> list[Problem]:
-    problems = []
-    for error in exc.errors():
-        loc = _document_path(error["loc"], source)
-        if source.is_poisoned(loc):
-            continue
-        field = next((p for p in reversed(loc) if isinstance(p, str)), "")
-        kind = error["type"]
-        where = ".".join(str(p) for p in loc) or "matrix"
-        if kind == "extra_forbidden":
-            model = _model_at(loc[:-1])
-            known = list(model.model_fields) if model else []
-            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else ""
-            if known:
-                hint = (hint + " " if hint else "") + f"known keys: {', '.join(known)}"
-            problems.append(source.problem(loc, f"unknown key {loc[-1]!r}", hint, key=True))
-        elif kind == "missing":
-            parent = ".".join(str(p) for p in loc[:-1]) or "the matrix"
-            problems.append(
-                source.problem(loc[:-1], f"missing required key {loc[-1]!r} in {parent}")
-            )
-        elif kind == "string_type" and (scalar := _typed_scalar(source, loc)) is not None:
-            if scalar.kind == "null":
-                # An empty value, `~` or `null`: "quote it" would not help there.
-                expected = _FIELD_HINTS.get(field, "some text")
-                problems.append(
-                    source.problem(loc, f"{field}: no value given", f"write {expected}")
-                )
-                continue
-            value = error["input"]
-            shown = "false" if value is False else "true" if value is True else repr(value)
-            noun = "boolean" if scalar.kind == "bool" else scalar.kind
-            noun = "number" if noun in ("int", "float") else noun
-            problems.append(
-                source.problem(
-                    loc,
-                    f"{field}: YAML read {scalar.text} as the {noun} {shown}, not as text",
-                    f'quote it: "{scalar.text}"',
-                )
-            )
-        elif kind == "string_pattern_mismatch":
-            expected = _FIELD_HINTS.get(field, f"text matching {error['ctx']['pattern']}")
-            problems.append(source.problem(loc, f"{field}: {error['input']!r} is not {expected}"))
-        elif kind == "literal_error" and field == "schema_version":
-            problems.append(
-                source.problem(
-                    loc,
-                    f"schema_version {error['input']!r} is not supported; this imagekit reads 1",
-                )
-            )
-        else:
-            problems.append(source.problem(loc, f"{where}: {error['msg']}"))
-    return problems
-
-
 def _document_path(loc: tuple[str | int, ...], source: SourceMap) -> Path:
     """The path in the document of a pydantic error location.
 
@@ -222,163 +245,203 @@ def _typed_scalar(source: SourceMap, loc: Path) -> Scalar | None:
     return None
 
 
-# Meaning -------------------------------------------------------------------------
+# Steps 2-6, meaning: a well-shaped matrix into a Matrix -----------------------------
 
 
-class _Checker:
-    """Checks a well-shaped matrix against the compatibility data and expands it."""
+class _Report:
+    """The located problems and warnings the steps find, in the order they find them.
 
-    def __init__(self, spec: MatrixFile, source: SourceMap, compat: CompatData, file: str):
-        self.spec = spec
+    Any problem makes the matrix invalid; warnings travel with a valid one.
+    """
+
+    def __init__(self, source: SourceMap) -> None:
         self.source = source
-        self.compat = compat
-        self.file = file
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
 
     def fail(self, path: Path, message: str, hint: str = "", *, key: bool = False) -> None:
         self.problems.append(self.source.problem(path, message, hint, key=key))
 
-    def run(self) -> Matrix:
-        spec = self.spec
-        if problem := repository_problem(spec.repository):
-            self.fail(("repository",), problem, "e.g. ghcr.io/acme/pytorch")
-        self.check_bases()
-        if spec.defaults.os not in spec.bases:
-            self.fail(("defaults", "os"), self.unknown_os(spec.defaults.os), self.bases_hint())
-        self.check_leave_out()
-        cells = self.expand()
-        plans = self.plan(cells)
-        latest = self.pick_latest(cells)
-        if self.problems:
-            raise ValidationError(self.problems)
-        assert latest is not None
-        return Matrix(
-            self.file,
-            spec,
-            tuple(cells),
-            tuple(plans),
-            latest,
-            tuple(self.warnings),
+    def warn(self, path: Path, message: str, hint: str = "") -> None:
+        self.warnings.append(self.source.problem(path, message, hint))
+
+
+def _check_and_expand(spec: MatrixFile, source: SourceMap, compat: CompatData, file: str) -> Matrix:
+    """Run steps 2-6 on a well-shaped matrix, in order, sharing one `_Report`.
+
+    Returns the `Matrix`, or raises `ValidationError` with every problem found.
+    """
+    report = _Report(source)
+    _check_settings(spec, compat, report)
+    cells = _expand(spec, compat, report)
+    tags = _Tags(spec.tag_prefix, report)
+    plans = _Planner(spec, tags, report).plans(cells)
+    latest = _pick_latest(spec, cells, report)
+    if report.problems:
+        raise ValidationError(report.problems)
+    assert latest is not None
+    return Matrix(
+        file,
+        spec,
+        tuple(cells),
+        tuple(tags.with_aliases(plans, latest)),
+        latest,
+        tuple(report.warnings),
+    )
+
+
+# Step 2, the file's settings against the compatibility data ------------------------
+
+
+def _check_settings(spec: MatrixFile, compat: CompatData, report: _Report) -> None:
+    """Report what is wrong with the file-wide settings: `repository`, `bases`,
+    `defaults.os` and the flavours' `leave_out`, in that order.
+
+    An unpinned base is a warning, not a problem. Releases are checked in step 3.
+    """
+    if problem := repository_problem(spec.repository):
+        report.fail(("repository",), problem, "e.g. ghcr.io/acme/pytorch")
+    _check_bases(spec, compat, report)
+    if spec.defaults.os not in spec.bases:
+        report.fail(("defaults", "os"), _unknown_os(spec.defaults.os), _bases_hint(spec))
+    _check_leave_out(spec, report)
+
+
+def _check_bases(spec: MatrixFile, compat: CompatData, report: _Report) -> None:
+    """Each base: an OS the compatibility data knows, and a valid, ideally pinned, image."""
+    for os_name, image in spec.bases.items():
+        path = ("bases", os_name)
+        if os_name not in compat.os:
+            report.fail(
+                path,
+                f"unknown base OS {os_name!r}",
+                f"known: {', '.join(sorted(compat.os))}",
+                key=True,
+            )
+        match = IMAGE_REF_RE.match(image)
+        if not match:
+            report.fail(path, f"{image!r} is not a valid image reference", "e.g. ubuntu:24.04")
+        elif not match.group("digest"):
+            report.warn(
+                path,
+                f"base {image!r} is not pinned by digest",
+                "append @sha256:... so rebuilds use the same base",
+            )
+
+
+def _check_leave_out(spec: MatrixFile, report: _Report) -> None:
+    """`leave_out` belongs to slim only, and may not name torch itself."""
+    flavours = spec.flavours
+    if flavours.full.leave_out:
+        report.fail(
+            ("flavours", "full", "leave_out"),
+            "leave_out applies to the slim flavour only",
+            "move it under flavours.slim; full installs what slim leaves out",
         )
+    for i, name in enumerate(flavours.slim.leave_out):
+        if name.lower().replace("_", "-") == "torch":
+            report.fail(
+                ("flavours", "slim", "leave_out", i),
+                "torch cannot be left out of a PyTorch image",
+                "leave out only what torch can run without (e.g. triton)",
+            )
 
-    def unknown_os(self, name: str) -> str:
-        return f"base OS {name!r} has no entry under `bases`"
 
-    def bases_hint(self) -> str:
-        return f"bases lists {', '.join(self.spec.bases) or 'nothing'}"
+def _unknown_os(name: str) -> str:
+    return f"base OS {name!r} has no entry under `bases`"
 
-    def check_bases(self) -> None:
-        for os_name, image in self.spec.bases.items():
-            path = ("bases", os_name)
-            if os_name not in self.compat.os:
-                self.fail(
-                    path,
-                    f"unknown base OS {os_name!r}",
-                    f"known: {', '.join(sorted(self.compat.os))}",
-                    key=True,
-                )
-            match = IMAGE_REF_RE.match(image)
-            if not match:
-                self.fail(path, f"{image!r} is not a valid image reference", "e.g. ubuntu:24.04")
-            elif not match.group("digest"):
-                self.warnings.append(
-                    self.source.problem(
-                        path,
-                        f"base {image!r} is not pinned by digest",
-                        "append @sha256:... so rebuilds use the same base",
-                    )
-                )
 
-    def expand(self) -> list[Cell]:
-        cells: list[Cell] = []
-        seen: dict[str, Path] = {}
-        for i, entry in enumerate(self.spec.releases):
-            for cell, path in self.entry_cells(i, entry):
-                if cell.id in seen:
-                    line, col = self.source.position(seen[cell.id])
-                    self.fail(
-                        path,
-                        f"duplicate cell {cell.id} (also made at line {line}, column {col})",
-                        "each torch/CUDA/Python combination may appear once",
-                    )
-                    continue
-                seen[cell.id] = path
-                cells.append(cell)
-        return cells
+def _bases_hint(spec: MatrixFile) -> str:
+    return f"bases lists {', '.join(spec.bases) or 'nothing'}"
 
-    def entry_cells(self, i: int, entry: Entry) -> list[tuple[Cell, Path]]:
+
+# Step 3, each release entry against the compatibility data -------------------------
+
+
+@dataclass(frozen=True)
+class _Combo:
+    """One torch/CUDA/Python/OS combination of an entry that passed every check.
+
+    `path` is its `cuda` item in the document, where a duplicate of it is reported.
+    """
+
+    entry: Entry
+    name: str
+    os: str
+    cuda: str | None
+    python: str
+    path: Path
+
+
+class _EntryCheck:
+    """Checks one release entry against the compatibility data.
+
+    `approve` reports every problem of the entry and returns the combinations that
+    have none, in document order (cuda items, then Pythons). It builds no cells.
+    """
+
+    def __init__(self, spec: MatrixFile, compat: CompatData, report: _Report) -> None:
+        self.spec = spec
+        self.compat = compat
+        self.report = report
+
+    def approve(self, i: int, entry: Entry) -> list[_Combo]:
         at: Path = ("releases", i)
-        compat = self.compat
-        if (why := compat.check_pair(entry.torch, None)) is not None:
-            self.fail((*at, "torch"), why)
+        if (why := self.compat.check_pair(entry.torch, None)) is not None:
+            self.report.fail((*at, "torch"), why)
             return []
         os_name = entry.os or self.spec.defaults.os
         os_path = (*at, "os") if entry.os else ("defaults", "os")
         if entry.os and entry.os not in self.spec.bases:
-            self.fail(os_path, self.unknown_os(entry.os), self.bases_hint())
+            self.report.fail(os_path, _unknown_os(entry.os), _bases_hint(self.spec))
             return []
-        if os_name not in compat.os:
-            return []  # reported under `bases`
-        name = entry.name or entry.torch
+        if os_name not in self.compat.os or os_name not in self.spec.bases:
+            return []  # reported under `bases` or at `defaults.os`
         if entry.name is not None:
             self.check_name((*at, "name"), entry.name)
+        name = entry.name or entry.torch
         pythons, py_path = self.pythons(entry, at, os_name)
-        release = compat.torch[entry.torch]
         out = []
         for j, cuda_text in enumerate(entry.cuda):
             c_path = (*at, "cuda", j)
             cuda = None if cuda_text == CPU else cuda_text
-            if (why := compat.check_pair(entry.torch, cuda)) is not None:
-                self.fail(c_path, why)
+            if not self.cuda_ok(entry, cuda, c_path, at):
                 continue
-            variant = release.variants[cuda] if cuda else None
-            if variant and variant.experimental and not entry.allow_experimental:
-                self.fail(
-                    c_path,
-                    f"torch {entry.torch} with CUDA {cuda} is experimental in PyTorch's "
-                    "release matrix",
-                    "set `allow_experimental: true` on this entry to build it anyway",
-                )
-                continue
-            if entry.gpu_archs is not None:
-                self.check_archs((*at, "gpu_archs"), entry, cuda)
             for k, python in enumerate(pythons):
                 p_path = (*py_path, k) if py_path else (*at, "torch")
-                if (why := compat.check_python(entry.torch, python)) is not None:
-                    self.fail(p_path, why)
-                    continue
-                reasons = compat.check_os(entry.torch, os_name, python)
-                for reason in reasons:
-                    self.fail(os_path if "glibc" in reason else p_path, reason)
-                if reasons:
-                    continue
-                cell_id = f"{name}-{variant_tag(cuda)}-py{python}"
-                cuda_facts = compat.cuda[cuda] if cuda else None
-                out.append(
-                    (
-                        Cell(
-                            id=cell_id,
-                            torch=entry.torch,
-                            cuda=cuda,
-                            python=python,
-                            os=os_name,
-                            base_image=self.spec.bases[os_name],
-                            cudnn=variant.cudnn if variant else None,
-                            nccl=variant.nccl if variant else None,
-                            min_driver=cuda_facts.min_driver if cuda_facts else None,
-                            archs=variant.archs if variant else (),
-                            index_url=compat.index_url_for(cuda),
-                            glibc_floor=compat.glibc_floor(entry.torch),
-                            compiler_packages=cuda_facts.compiler_packages if cuda_facts else (),
-                            cuda_home=cuda_facts.cuda_home if cuda_facts else None,
-                            experimental=bool(variant and variant.experimental),
-                            flavours=tuple(f for f in FLAVOURS if f in entry.flavours),
-                        ),
-                        c_path,
-                    )
-                )
+                if self.python_ok(entry, python, os_name, os_path, p_path):
+                    out.append(_Combo(entry, name, os_name, cuda, python, c_path))
         return out
+
+    def cuda_ok(self, entry: Entry, cuda: str | None, c_path: Path, at: Path) -> bool:
+        """Whether torch ships `cuda` (not experimentally, unless allowed); also checks
+        the entry's `gpu_archs` against that build."""
+        if (why := self.compat.check_pair(entry.torch, cuda)) is not None:
+            self.report.fail(c_path, why)
+            return False
+        variant = self.compat.torch[entry.torch].variants[cuda] if cuda else None
+        if variant and variant.experimental and not entry.allow_experimental:
+            self.report.fail(
+                c_path,
+                f"torch {entry.torch} with CUDA {cuda} is experimental in PyTorch's release matrix",
+                "set `allow_experimental: true` on this entry to build it anyway",
+            )
+            return False
+        if entry.gpu_archs is not None:
+            self.check_archs((*at, "gpu_archs"), entry, cuda)
+        return True
+
+    def python_ok(
+        self, entry: Entry, python: str, os_name: str, os_path: Path, p_path: Path
+    ) -> bool:
+        """Whether torch has wheels for `python` and the OS can run them."""
+        if (why := self.compat.check_python(entry.torch, python)) is not None:
+            self.report.fail(p_path, why)
+            return False
+        reasons = self.compat.check_os(entry.torch, os_name, python)
+        for reason in reasons:
+            self.report.fail(os_path if "glibc" in reason else p_path, reason)
+        return not reasons
 
     def pythons(self, entry: Entry, at: Path, os_name: str) -> tuple[list[str], Path | None]:
         """The Pythons of an entry: its own, the defaults', or the OS's newest in range."""
@@ -390,7 +453,7 @@ class _Checker:
         usable = [p for p in self.compat.os[os_name].python if rng.contains(p)]
         if usable:
             return [max(usable, key=version_key)], None
-        self.fail(
+        self.report.fail(
             (*at, "torch"),
             f"{os_name} provides no Python that torch {entry.torch} supports ({rng})",
             "set `python:` on this entry and an `os:` that provides it",
@@ -399,143 +462,230 @@ class _Checker:
 
     def check_name(self, path: Path, name: str) -> None:
         if ".." in name or "/" in name or "\\" in name or name.startswith("."):
-            self.fail(
+            self.report.fail(
                 path,
                 f"name {name!r} would write outside the output folder",
                 "use a plain name such as `stable`",
             )
         elif not set(name) <= _NAME_CHARS:
-            self.fail(path, f"name {name!r} may hold only {_FIELD_HINTS['name']}")
+            self.report.fail(path, f"name {name!r} may hold only {_FIELD_HINTS['name']}")
 
     def check_archs(self, path: Path, entry: Entry, cuda: str | None) -> None:
         archs = tuple(entry.gpu_archs or ())
         if cuda is None:
             return
         if (why := self.compat.check_archs(cuda, archs)) is not None:
-            self.fail(path, why)
+            self.report.fail(path, why)
             return
         built = self.compat.torch[entry.torch].variants[cuda].archs
         missing = [a for a in archs if a not in built]
         if missing:
-            self.fail(
+            self.report.fail(
                 path,
                 f"torch {entry.torch} with CUDA {cuda} is not compiled for "
                 f"{', '.join(missing)}; it covers {', '.join(built)}",
             )
 
-    def check_leave_out(self) -> None:
-        flavours = self.spec.flavours
-        if flavours.full.leave_out:
-            self.fail(
-                ("flavours", "full", "leave_out"),
-                "leave_out applies to the slim flavour only",
-                "move it under flavours.slim; full installs what slim leaves out",
-            )
-        for i, name in enumerate(flavours.slim.leave_out):
-            if name.lower().replace("_", "-") == "torch":
-                self.fail(
-                    ("flavours", "slim", "leave_out", i),
-                    "torch cannot be left out of a PyTorch image",
-                    "leave out only what torch can run without (e.g. triton)",
-                )
 
-    def plan(self, cells: list[Cell]) -> list[ImagePlan]:
-        spec = self.spec
+# Step 3, expansion: approved combinations into cells -------------------------------
+
+
+def _expand(spec: MatrixFile, compat: CompatData, report: _Report) -> list[Cell]:
+    """The cells of all release entries, in document order.
+
+    Entry by entry: `_EntryCheck.approve` reports the entry's problems, then its
+    combinations become cells. A cell id made twice is reported at the later `cuda`
+    item (naming where the first was made) and dropped.
+    """
+    check = _EntryCheck(spec, compat, report)
+    cells: list[Cell] = []
+    seen: dict[str, Path] = {}
+    for i, entry in enumerate(spec.releases):
+        for combo in check.approve(i, entry):
+            cell = _make_cell(combo, spec, compat)
+            if cell.id in seen:
+                line, col = report.source.position(seen[cell.id])
+                report.fail(
+                    combo.path,
+                    f"duplicate cell {cell.id} (also made at line {line}, column {col})",
+                    "each torch/CUDA/Python combination may appear once",
+                )
+                continue
+            seen[cell.id] = combo.path
+            cells.append(cell)
+    return cells
+
+
+def _make_cell(combo: _Combo, spec: MatrixFile, compat: CompatData) -> Cell:
+    """The cell of an approved combination, with its facts from the compatibility data."""
+    entry, cuda = combo.entry, combo.cuda
+    variant = compat.torch[entry.torch].variants[cuda] if cuda else None
+    cuda_facts = compat.cuda[cuda] if cuda else None
+    return Cell(
+        id=f"{combo.name}-{variant_tag(cuda)}-py{combo.python}",
+        torch=entry.torch,
+        cuda=cuda,
+        python=combo.python,
+        os=combo.os,
+        base_image=spec.bases[combo.os],
+        cudnn=variant.cudnn if variant else None,
+        nccl=variant.nccl if variant else None,
+        min_driver=cuda_facts.min_driver if cuda_facts else None,
+        archs=variant.archs if variant else (),
+        index_url=compat.index_url_for(cuda),
+        glibc_floor=compat.glibc_floor(entry.torch),
+        compiler_packages=cuda_facts.compiler_packages if cuda_facts else (),
+        cuda_home=cuda_facts.cuda_home if cuda_facts else None,
+        experimental=bool(variant and variant.experimental),
+        flavours=tuple(f for f in FLAVOURS if f in entry.flavours),
+    )
+
+
+# Step 4, images: cells in flavours, minus exclusions -------------------------------
+
+
+class _Planner:
+    """Turns cells into image plans (without aliases; step 6 adds those).
+
+    One plan per cell and flavour, in cell then `FLAVOURS` order, unless an
+    exclusion takes it or its tag is invalid. Reports exclusions that match no
+    image, and a matrix whose every image is excluded.
+    """
+
+    def __init__(self, spec: MatrixFile, tags: _Tags, report: _Report) -> None:
+        self.spec = spec
+        self.tags = tags
+        self.report = report
+
+    def plans(self, cells: list[Cell]) -> list[ImagePlan]:
         plans = []
-        excluded_by: dict[int, int] = {}
+        used: set[int] = set()
         for cell in cells:
             for flavour in cell.flavours:
                 hit = self.exclusion_for(cell, flavour)
                 if hit is not None:
-                    excluded_by[hit] = excluded_by.get(hit, 0) + 1
+                    used.add(hit)
                     continue
-                fspec = getattr(spec.flavours, flavour)
-                tag = cell.versioned_tag(flavour, spec.tag_prefix)
-                if (why := tag_problem(tag)) is not None:
-                    path: Path = ("tag_prefix",) if spec.tag_prefix else ("releases",)
-                    self.fail(path, why, "tags may hold a-z, 0-9, '.', '_' and '-' only")
-                    continue
-                plans.append(
-                    ImagePlan(
-                        cell=cell,
-                        flavour=flavour,
-                        repository=spec.repository,
-                        tag=tag,
-                        aliases=(),
-                        size_budget_bytes=fspec.size_budget_bytes,
-                        packages=tuple(fspec.packages),
-                        required_probes=tuple(fspec.required_probes),
-                        # full reinstalls what its slim left out, so both carry the list.
-                        leave_out=tuple(spec.flavours.slim.leave_out),
-                        user_name=spec.user.name,
-                        uid=spec.user.uid,
-                        gid=spec.user.gid,
-                        source=spec.source,
-                    )
-                )
-        for i, _ in enumerate(spec.exclude):
-            if i not in excluded_by:
-                self.fail(
+                tag = self.tags.versioned(cell, flavour)
+                if tag is not None:
+                    plans.append(self.plan(cell, flavour, tag))
+        for i, _ in enumerate(self.spec.exclude):
+            if i not in used:
+                self.report.fail(
                     ("exclude", i),
                     "this exclusion matches no image",
                     "remove it, or fix its torch/cuda/python/flavour",
                 )
-        if cells and not plans and not self.problems:
-            self.fail(("releases",), "every image is excluded; nothing would be built")
-        return self.with_aliases(plans)
+        if cells and not plans and not self.report.problems:
+            self.report.fail(("releases",), "every image is excluded; nothing would be built")
+        return plans
 
     def exclusion_for(self, cell: Cell, flavour: str) -> int | None:
+        """The index of the first exclusion that takes `cell` in `flavour`, if any."""
         for i, ex in enumerate(self.spec.exclude):
             if _selects(ex, cell) and ex.flavour in (None, flavour):
                 return i
         return None
 
-    def with_aliases(self, plans: list[ImagePlan]) -> list[ImagePlan]:
-        """Give each floating alias to the plan with the newest Python of its group."""
-        prefix = self.spec.tag_prefix
-        owner: dict[str, ImagePlan] = {}
-        for plan in plans:
-            alias = plan.cell.alias_tag(plan.flavour, prefix)
-            best = owner.get(alias)
-            if best is None or version_key(plan.cell.python) > version_key(best.cell.python):
-                owner[alias] = plan
-        latest = self.latest_cell(plans)
-        # The flavours actually planned: an exclusion may drop the latest cell's
-        # `full`, and then `latest` must go to its slim image, not to nobody.
-        latest_flavours = {p.flavour for p in plans if p.cell == latest}
+    def plan(self, cell: Cell, flavour: str, tag: str) -> ImagePlan:
+        spec = self.spec
+        fspec = getattr(spec.flavours, flavour)
+        return ImagePlan(
+            cell=cell,
+            flavour=flavour,
+            repository=spec.repository,
+            tag=tag,
+            aliases=(),
+            size_budget_bytes=fspec.size_budget_bytes,
+            packages=tuple(fspec.packages),
+            required_probes=tuple(fspec.required_probes),
+            # full reinstalls what its slim left out, so both carry the list.
+            leave_out=tuple(spec.flavours.slim.leave_out),
+            user_name=spec.user.name,
+            uid=spec.user.uid,
+            gid=spec.user.gid,
+            source=spec.source,
+        )
+
+
+# Step 5, the latest cell ------------------------------------------------------------
+
+
+def _pick_latest(spec: MatrixFile, cells: list[Cell], report: _Report) -> Cell | None:
+    """The one cell `latest:` selects; None, reported, when it selects none or several.
+
+    This is the only place `latest` is decided; step 6 gives its aliases to this cell.
+    """
+    found = [c for c in cells if _selects(spec.latest, c)]
+    if len(found) == 1:
+        return found[0]
+    sel = spec.latest
+    if not found:
+        report.fail(
+            ("latest",),
+            f"latest (torch {sel.torch}, cuda {sel.cuda}) matches no cell",
+            f"cells: {', '.join(c.id for c in cells) or 'none'}",
+        )
+    else:
+        report.fail(
+            ("latest",),
+            f"latest matches {len(found)} cells ({', '.join(c.id for c in found)})",
+            "add `python:` to pick one",
+        )
+    return None
+
+
+# Steps 4 and 6, tags and aliases ---------------------------------------------------
+
+
+class _Tags:
+    """Every tag and alias an image gets, each decided once.
+
+    `versioned` gives the immutable tag of a cell in a flavour (None, reported, when
+    Docker would refuse it). `with_aliases` gives each floating alias to the plan with
+    the newest Python of its group, `latest-{flavour}` to each image of the latest
+    cell, and `latest` to its full image, or, when full is not built, to its others.
+    """
+
+    def __init__(self, prefix: str, report: _Report) -> None:
+        self.prefix = prefix
+        self.report = report
+
+    def versioned(self, cell: Cell, flavour: str) -> str | None:
+        tag = cell.versioned_tag(flavour, self.prefix)
+        if (why := tag_problem(tag)) is not None:
+            path: Path = ("tag_prefix",) if self.prefix else ("releases",)
+            self.report.fail(path, why, "tags may hold a-z, 0-9, '.', '_' and '-' only")
+            return None
+        return tag
+
+    def with_aliases(self, plans: list[ImagePlan], latest: Cell) -> list[ImagePlan]:
+        """`plans` with their aliases: owned floating ones, then `latest-*`, then `latest`."""
+        owner = self.floating_owners(plans)
+        latest_plans = [p for p in plans if p.cell == latest]
+        # An exclusion may drop the latest cell's `full`; `latest` then goes to its
+        # other images, not to nobody.
+        latest_owners = [p for p in latest_plans if p.flavour == "full"] or latest_plans
         out = []
         for plan in plans:
             aliases = [a for a, p in owner.items() if p is plan]
-            if latest is not None and plan.cell == latest:
-                aliases.append(f"{prefix}latest-{plan.flavour}")
-                if plan.flavour == "full" or "full" not in latest_flavours:
-                    aliases.append(f"{prefix}latest")
+            if any(plan is p for p in latest_plans):
+                aliases.append(f"{self.prefix}latest-{plan.flavour}")
+            if any(plan is p for p in latest_owners):
+                aliases.append(f"{self.prefix}latest")
             out.append(replace(plan, aliases=tuple(aliases)))
         return out
 
-    def latest_cell(self, plans: list[ImagePlan]) -> Cell | None:
-        cells = {p.cell for p in plans}
-        found = [c for c in cells if _selects(self.spec.latest, c)]
-        return found[0] if len(found) == 1 else None
-
-    def pick_latest(self, cells: list[Cell]) -> Cell | None:
-        found = [c for c in cells if _selects(self.spec.latest, c)]
-        if len(found) == 1:
-            return found[0]
-        sel = self.spec.latest
-        if not found:
-            self.fail(
-                ("latest",),
-                f"latest (torch {sel.torch}, cuda {sel.cuda}) matches no cell",
-                f"cells: {', '.join(c.id for c in cells) or 'none'}",
-            )
-        else:
-            self.fail(
-                ("latest",),
-                f"latest matches {len(found)} cells ({', '.join(c.id for c in found)})",
-                "add `python:` to pick one",
-            )
-        return None
+    def floating_owners(self, plans: list[ImagePlan]) -> dict[str, ImagePlan]:
+        """Each floating alias and the plan with the newest Python of its group (the
+        first such plan on a tie)."""
+        owner: dict[str, ImagePlan] = {}
+        for plan in plans:
+            alias = plan.cell.alias_tag(plan.flavour, self.prefix)
+            best = owner.get(alias)
+            if best is None or version_key(plan.cell.python) > version_key(best.cell.python):
+                owner[alias] = plan
+        return owner
 
 
 def _selects(selector: Selector, cell: Cell) -> bool:
