@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -34,6 +34,9 @@ from imagekit.cli.requests import (
 )
 from imagekit.core.runtime import DEFAULT_SHM_BYTES, GpuChoice
 from imagekit.errors import InputError, ProbeFailedError
+
+if TYPE_CHECKING:
+    from imagekit.orchestration.verify import Target
 
 # verify ----------------------------------------------------------------------
 
@@ -88,14 +91,10 @@ def verify(request: VerifyCommand) -> None:
     from imagekit.core.records import ImageRecord
     from imagekit.core.report import table
     from imagekit.core.summary import summary_rows
-    from imagekit.orchestration.verify import Target, VerifyRun, VerifySettings
+    from imagekit.orchestration.verify import VerifyRun, VerifySettings
     from imagekit.resources import probes_dir as bundled_probes
 
-    if request.images:
-        targets = [Target(record_name(ref), ref) for ref in request.images]
-    else:
-        plans = request.selection.plans()
-        targets = [Target(p.name, p.reference, p.required_probes) for p in plans]
+    targets = _targets(request)
     folder = request.probes_dir or bundled_probes()
     if not (folder / "_runner.py").is_file():
         raise InputError(
@@ -142,6 +141,16 @@ def verify(request: VerifyCommand) -> None:
             f"{len(failed)} of {len(records)} images failed verification: {', '.join(failed)}",
             f"details: {run.root / 'summary.md'}",
         )
+
+
+def _targets(request: VerifyCommand) -> list[Target]:
+    """The images named on the command line, else the selected images of the matrix."""
+    from imagekit.orchestration.verify import Target
+
+    if request.images:
+        return [Target(record_name(ref), ref) for ref in request.images]
+    plans = request.selection.plans()
+    return [Target(p.name, p.reference, p.required_probes) for p in plans]
 
 
 # probe (host mode) -------------------------------------------------------------

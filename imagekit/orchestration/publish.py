@@ -86,7 +86,9 @@ class PublishRun:
     def _publish_one(self, plan: ImagePlan) -> PublishRecord:
         s = self.settings
         repository = retarget(plan.repository, s.registry)
-        if s.from_candidate and (problem := self._pull_candidate(plan, repository)):
+        if s.from_candidate and (
+            problem := self._pull_candidate(plan, repository, s.from_candidate)
+        ):
             return PublishRecord(name=plan.name, status=PublishStatus.FAILED, reasons=(problem,))
         local = self.engine.inspect_image(plan.reference)
         if local is None:
@@ -172,10 +174,9 @@ class PublishRun:
             )
         )
 
-    def _pull_candidate(self, plan: ImagePlan, repository: str) -> str | None:
+    def _pull_candidate(self, plan: ImagePlan, repository: str, candidate: str) -> str | None:
         """Pull the candidate of `plan` and tag it as the plan's reference; None when done."""
-        assert self.settings.from_candidate is not None
-        reference = f"{repository}:{candidate_tag(plan.tag, self.settings.from_candidate)}"
+        reference = f"{repository}:{candidate_tag(plan.tag, candidate)}"
         problem = self.engine.pull(reference)
         image = None if problem else self.engine.inspect_image(reference)
         if image is None:

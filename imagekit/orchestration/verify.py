@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from imagekit.core import labels as L
@@ -147,9 +147,7 @@ class VerifyRun:
             if self.settings.gpus is not GpuChoice.AUTO:
                 raise
             self.use_gpus = False  # --gpus auto: the CPU probes still tell a lot
-            return self.runner.run(
-                ProbeRequest(**{**request.__dict__, "device": "cpu", "gpus": False})
-            )
+            return self.runner.run(replace(request, device="cpu", gpus=False))
 
     def _inspect(
         self, image: LocalImage, outcome: ProbeRun, run_labels: dict[str, str]
