@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.adapters.results import RunFolder
+from imagekit.core.levels import level_states, reached
 from imagekit.core.ports import (
     Engine,
     EngineInfo,
@@ -29,10 +30,11 @@ from imagekit.core.ports import (
     RunStore,
     SbomMaker,
 )
-from imagekit.core.probes import RunnerOutput
-from imagekit.core.records import Check, ProbeResult, Status, Timings, VerifyRecord
+from imagekit.core.probes import RunnerOutput, discover
+from imagekit.core.records import LEVELS, Check, ProbeResult, Status, Timings, VerifyRecord
 from imagekit.errors import GpuUnavailableError, RegistryError
 from imagekit.events import Event
+from imagekit.resources import probes_dir
 
 
 def image_id(text: str) -> str:
@@ -122,7 +124,21 @@ def verify_record(
     """A verify record of `image` that saw `results` (and `structure`); its status follows
     them, any other field can be given."""
     ok = not any(r.status.bad for r in results) and all(c.ok for c in structure)
+    specs = discover(probes_dir())
+    states = level_states(
+        results,
+        {name: spec.level for name, spec in specs.items()},
+        None,
+        inspection_ok=all(c.ok for c in structure),
+        ran_on_gpu=False,
+        cuda_image=False,
+    )
     values: dict[str, Any] = {
+        "level": reached(states),
+        "levels": states,
+        "required_levels": tuple(
+            sorted({specs[r.probe].level for r in results if r.probe in specs}, key=LEVELS.index)
+        ),
         "image_id": image,
         "reference": "imagekit-test/pytorch:tag",
         "labels": {},

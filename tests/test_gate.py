@@ -17,6 +17,8 @@ from imagekit.core.records import (
     Check,
     Evidence,
     ImageRecord,
+    Level,
+    LevelState,
     ProbeResult,
     Status,
 )
@@ -100,6 +102,62 @@ def test_a_tag_that_disagrees_with_the_probed_facts_is_refused(
     decision = decide(plan, IMAGE, [record(**facts)])
     assert not decision.allowed
     assert problem in decision.reasons
+
+
+def _with(evidence: Evidence, **fields: object) -> Evidence:
+    """The same evidence with some fields of its verify record changed."""
+    changed = evidence.record.model_copy(update=fields)
+    return Evidence(evidence.run_id, evidence.name, changed)
+
+
+# Fail closed: each of these records failed verify in its own way, and each one alone must keep
+# the image out, even where every required probe passed.
+@pytest.mark.parametrize(
+    "fields,reason",
+    [
+        (
+            # A CUDA label on a CPU image: verify failed it (level none), the probes passed.
+            {
+                "labels_agree": (
+                    Check(name="a CPU image carries no CUDA labels", ok=False, detail="cuda"),
+                ),
+                "status": "fail",
+                "level": "none",
+                "levels": {Level.STATIC: LevelState.FAIL, Level.CPU: LevelState.PASS},
+            },
+            "labels: a CPU image carries no CUDA labels",
+        ),
+        (
+            {"structure": (Check(name="no pip cache", ok=False, detail="/root/.cache/pip"),)},
+            "structure: no pip cache",
+        ),
+        (
+            {"levels": {Level.STATIC: LevelState.PASS, Level.CPU: LevelState.FAIL}},
+            "level cpu fail",
+        ),
+        (
+            # Every probe passed on a GPU-less machine, but the gpu level was required.
+            {
+                "levels": {Level.STATIC: LevelState.PASS, Level.GPU: LevelState.NOT_RUN},
+                "required_levels": (Level.STATIC, Level.GPU),
+            },
+            "level gpu not run",
+        ),
+        ({"status": "fail"}, "verify recorded this image as failed"),
+    ],
+)
+def test_a_record_that_failed_verify_closes_the_gate_whatever_its_probes_say(
+    plan: ImagePlan, fields: dict[str, object], reason: str
+) -> None:
+    decision = decide(plan, IMAGE, [_with(record(), **fields)])
+    assert not decision.allowed
+    assert any(reason in r for r in decision.reasons), decision.reasons
+
+
+def test_a_skipped_required_probe_closes_the_gate(plan: ImagePlan) -> None:
+    statuses = dict.fromkeys(("env", "autograd", "matmul", "higher_order"), "pass")
+    decision = decide(plan, IMAGE, [record(statuses={**statuses, "ddp": "skip"})])
+    assert not decision.allowed and "ddp skip" in " ".join(decision.reasons)
 
 
 def test_force_overrides_the_gate_and_says_so(plan: ImagePlan) -> None:

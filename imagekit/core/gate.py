@@ -13,7 +13,7 @@ from typing import Any
 
 from imagekit.core.agreement import Identity, disagreements
 from imagekit.core.plan import ImagePlan, tag_problem
-from imagekit.core.records import Evidence, Status, VerifyRecord
+from imagekit.core.records import Evidence, LevelState, Status, VerifyRecord
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,11 @@ class GateDecision:
 
 
 def _problems(record: VerifyRecord, required: Sequence[str]) -> list[str]:
-    """Why this one verify record does not let the image through (empty: it does)."""
+    """Why this one verify record does not let the image through (empty: it does).
+
+    Fail closed: the record's own verdict, every level a required probe belongs to, every
+    required probe, and every host-side check must have passed; any one of them refuses.
+    """
     missing = [p for p in required if record.result(p) is None]
     failed = [
         f"{p} {result.status}"
@@ -35,6 +39,15 @@ def _problems(record: VerifyRecord, required: Sequence[str]) -> list[str]:
     ]
     parts = ([f"not run: {', '.join(missing)}"] if missing else []) + failed
     parts += [f"structure: {c.name}" for c in record.structure if not c.ok]
+    parts += [f"labels: {c.name}" for c in record.labels_agree if not c.ok]
+    parts += [
+        f"level {level} {state}"
+        for level, state in record.levels.items()
+        if state is LevelState.FAIL
+        or (level in record.required_levels and state is not LevelState.PASS)
+    ]
+    if record.status != "pass" and not parts:
+        parts.append("verify recorded this image as failed")
     return parts
 
 

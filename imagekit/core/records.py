@@ -137,6 +137,8 @@ class VerifyRecord(Record):
     levels: dict[Level, LevelState] = Field(default_factory=dict)
     status: Literal["pass", "fail"]
     required_probes: tuple[str, ...] = ()
+    # The levels the required probes belong to: each must pass for the gate to open.
+    required_levels: tuple[Level, ...] = ()
     probes: Annotated[tuple[ProbeResult, ...], Field(min_length=1)]
     structure: tuple[Check, ...] = ()
     labels_agree: tuple[Check, ...] = ()

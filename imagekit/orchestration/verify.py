@@ -28,7 +28,7 @@ from imagekit.core.ports import (
     RunStore,
 )
 from imagekit.core.probes import ProbeSpec, discover, overall, select
-from imagekit.core.records import Check, ImageRecord, Timings, VerifyRecord
+from imagekit.core.records import LEVELS, Check, ImageRecord, Timings, VerifyRecord
 from imagekit.core.runtime import DEFAULT_SHM_BYTES, GpuChoice, time_limit_s, use_gpus
 from imagekit.core.summary import junit, markdown
 from imagekit.errors import GpuUnavailableError, InputError
@@ -195,6 +195,11 @@ class VerifyRun:
             levels=states,
             status="pass" if status == "pass" else "fail",
             required_probes=tuple(required),
+            required_levels=tuple(
+                level
+                for level in LEVELS
+                if any(self.specs[p].level is level for p in required if p in self.specs)
+            ),
             probes=results,
             structure=tuple(structure),
             labels_agree=tuple(agreement),
