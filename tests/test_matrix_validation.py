@@ -9,13 +9,14 @@ than a bare pair of numbers.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from imagekit.core.compat import CompatData, load_compat
-from imagekit.core.matrix import Matrix, load_matrix, parse_matrix
+from imagekit.core.matrix import MAX_MATRIX_BYTES, Matrix, load_matrix, parse_matrix
 from imagekit.errors import Problem, ValidationError
 
 FILE = "matrix.yaml"
@@ -1105,3 +1106,181 @@ def test_a_default_os_known_to_the_data_but_missing_from_bases_is_one_located_pr
     assert "base OS 'ubuntu-22.04' has no entry under `bases`" in found[0].message
     # With no cell left, `latest` names nothing: said too, at its own line.
     assert [p.message.split(" (")[0] for p in found[1:]] == ["latest"]
+
+
+# packages: requirement specifiers only ------------------------------------------------------
+
+
+def with_packages(flavour_budget: str, *entries: str, text: str = BASE) -> str:
+    """`text` with a block `packages:` list (each entry double-quoted) under the flavour
+    whose `size_budget_bytes` line ends in `flavour_budget`."""
+    line = f"    size_budget_bytes: {flavour_budget}\n"
+    items = "".join(f"      - {json.dumps(e)}\n" for e in entries)
+    return edit(line, f"{line}    packages:\n{items}", text)
+
+
+FULL_BUDGET, SLIM_BUDGET = "11000000000", "8000000000"
+PACKAGE_HINT = (
+    "write NAME==VERSION; pass indexes with --pip-index-url/--extra-index-url, "
+    "wheels with --wheelhouse"
+)
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        pytest.param("--index-url http://evil/simple", "is a pip option", id="index-url"),
+        pytest.param("--extra-index-url https://x.example/simple", "is a pip option", id="extra"),
+        pytest.param("-i http://evil/simple", "is a pip option", id="short-i"),
+        pytest.param("-f ./wheels", "is a pip option", id="short-f"),
+        pytest.param("--find-links=/wheels", "is a pip option", id="find-links"),
+        pytest.param("--trusted-host evil.example", "is a pip option", id="trusted-host"),
+        pytest.param("-r other.txt", "is a pip option", id="requirements-file"),
+        pytest.param("-e git+https://github.com/a/b", "is a pip option", id="editable"),
+        pytest.param("pkg @ http://host/x.whl", "is a direct reference", id="direct-reference"),
+        pytest.param("pkg@file:///tmp/x.whl", "is a direct reference", id="direct-file"),
+        pytest.param("git+https://github.com/a/b", "is a URL or a path", id="vcs-url"),
+        pytest.param("https://host/x-1.0-py3-none-any.whl", "is a URL or a path", id="bare-url"),
+        pytest.param("./local/pkg", "is a URL or a path", id="relative-path"),
+        pytest.param("/abs/x-1.0-py3-none-any.whl", "is a URL or a path", id="absolute-path"),
+        pytest.param("x-1.0-py3-none-any.whl", "looks like a file name", id="wheel-file-name"),
+        pytest.param("numpy==1.0 --hash=sha256:abc", "is not a requirement (PEP 508)", id="hash"),
+        pytest.param("numpy; --index-url x", "is not a requirement (PEP 508)", id="bad-marker"),
+        pytest.param("numpy==${VERSION}", "is not a requirement (PEP 508)", id="env-variable"),
+        pytest.param("two words", "is not a requirement (PEP 508)", id="not-a-name"),
+    ],
+)
+def test_package_that_is_not_a_requirement_specifier_is_located_at_its_item(
+    entry: str, why: str
+) -> None:
+    # Written verbatim into a requirements file, each would bypass --wheelhouse and
+    # --pip-index-url (or break the file).
+    doc = with_packages(FULL_BUDGET, "jupyterlab==4.6.6", entry)
+    problem = one_problem(doc)
+    assert where(problem) == at(doc, f"- {json.dumps(entry)}", json.dumps(entry))
+    assert problem.message.startswith(f"package {entry!r} {why}")
+    assert problem.hint == PACKAGE_HINT
+
+
+def test_bad_packages_of_both_flavours_are_all_reported() -> None:
+    doc = with_packages(SLIM_BUDGET, "-i http://evil/simple")
+    doc = with_packages(FULL_BUDGET, "numpy==2.1.0", "pkg @ http://host/x.whl", text=doc)
+    found = problems(doc)
+    assert [where(p) for p in found] == [
+        at(doc, '"-i http://evil/simple"'),
+        at(doc, '"pkg @ http://host/x.whl"'),
+    ]
+
+
+def test_package_in_a_flow_list_is_located_at_its_item() -> None:
+    doc = edit(
+        f"    size_budget_bytes: {FULL_BUDGET}\n",
+        f"    size_budget_bytes: {FULL_BUDGET}\n"
+        "    packages: [jupyterlab==4.6.6, --index-url=http://evil/simple]\n",
+    )
+    problem = one_problem(doc)
+    assert where(problem) == at(doc, "--index-url=http://evil/simple")
+    assert "is a pip option" in problem.message
+
+
+def test_package_with_a_line_break_is_refused_once_at_its_value() -> None:
+    doc = with_packages(FULL_BUDGET, "numpy==2.1.0\n--index-url http://evil/simple")
+    problem = one_problem(doc)
+    assert where(problem) == at(doc, '"numpy==2.1.0\\n')
+    assert "line breaks (U+000A)" in problem.message
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "jupyterlab==4.6.6",
+        "numpy[extra]>=1.26,<3",
+        "numpy==2.1.0; python_version < '3.13'",
+        "Tensorboard ~= 2.21",
+        "typing_extensions",
+    ],
+)
+def test_requirement_specifiers_with_extras_and_markers_are_accepted(entry: str) -> None:
+    matrix = parse(with_packages(FULL_BUDGET, entry))
+    assert {p.flavour: p.packages for p in matrix.plans} == {"slim": (), "full": (entry,)}
+
+
+@pytest.mark.parametrize(
+    ("items", "target"),
+    [
+        pytest.param("[--index-url]", "--index-url", id="pip-option"),
+        pytest.param('["triton @ http://host/t.whl"]', '"triton @', id="direct-reference"),
+        pytest.param("[triton==3.4.0]", "triton==3.4.0", id="pinned"),
+        # The schema's pattern lets this one through; the name check after it does not.
+        pytest.param("[triton-]", "triton-", id="trailing-dash"),
+    ],
+)
+def test_leave_out_names_a_distribution_only(items: str, target: str) -> None:
+    doc = edit(
+        f"    size_budget_bytes: {SLIM_BUDGET}\n",
+        f"    size_budget_bytes: {SLIM_BUDGET}\n    leave_out: {items}\n",
+    )
+    problem = one_problem(doc)
+    assert where(problem) == at(doc, f"leave_out: {items}", target)
+    assert problem.message.endswith('is not a distribution name like "triton"')
+    assert (
+        problem.hint == "name the distribution only (e.g. triton): no version, option, URL or path"
+    )
+
+
+# The file itself: size and encoding ---------------------------------------------------------
+
+
+def test_matrix_file_over_one_mib_is_refused_at_its_top_before_parsing(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.yaml"
+    # Valid YAML all the way: only its size is wrong.
+    path.write_text(BASE + "#" * (MAX_MATRIX_BYTES - len(BASE)) + "\n", encoding="utf-8")
+    with pytest.raises(ValidationError) as info:
+        load_matrix(path)
+    (problem,) = info.value.problems
+    assert (problem.file, problem.line, problem.col) == (str(path), 1, 1)
+    assert problem.message.startswith(
+        f"the matrix file is larger than 1 MiB ({MAX_MATRIX_BYTES + 1:,} bytes)"
+    )
+    assert "--matrix" in problem.hint
+
+
+def test_matrix_file_of_exactly_one_mib_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.yaml"
+    path.write_text(BASE + "#" * (MAX_MATRIX_BYTES - len(BASE) - 1) + "\n", encoding="utf-8")
+    assert path.stat().st_size == MAX_MATRIX_BYTES
+    assert [p.flavour for p in load_matrix(path).plans] == ["slim", "full"]
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_file_is_refused_without_being_read_whole() -> None:
+    with pytest.raises(ValidationError) as info:
+        load_matrix("/dev/zero")
+    (problem,) = info.value.problems
+    assert where(problem) == (1, 1) and "larger than 1 MiB," in problem.message
+
+
+def test_matrix_text_over_one_mib_is_refused_by_parse_matrix_too() -> None:
+    problem = one_problem(BASE + "#" * MAX_MATRIX_BYTES + "\n")
+    assert where(problem) == (1, 1) and "larger than 1 MiB" in problem.message
+
+
+def test_matrix_file_that_is_not_utf8_is_located_at_the_first_bad_byte(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.yaml"
+    doc = edit("releases:\n", "# café\nreleases:\n")
+    path.write_bytes(doc.encode("latin-1"))
+    with pytest.raises(ValidationError) as info:
+        load_matrix(path)
+    (problem,) = info.value.problems
+    assert where(problem) == at(doc, "# café", "é")
+    assert "not UTF-8 text" in problem.message and "0xe9" in problem.message
+    assert "save it as UTF-8" in problem.hint
+
+
+def test_binary_file_is_refused_as_not_utf8_at_its_top(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.yaml"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    with pytest.raises(ValidationError) as info:
+        load_matrix(path)
+    (problem,) = info.value.problems
+    assert where(problem) == (1, 1) and "not UTF-8 text (byte 0, 0x89)" in problem.message

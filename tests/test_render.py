@@ -18,6 +18,7 @@ from imagekit.core.context import (
     STATIC_FILES,
     STATIC_MANIFEST,
     ContextInputs,
+    check_wheelhouse,
     compare_tree,
     input_hash,
     read_static_manifest,
@@ -507,6 +508,9 @@ def test_a_context_folder_cannot_escape_the_output_folder(
         write_context(render_image(evil), tmp_path / "out")
 
 
+PEM = "-----BEGIN CERTIFICATE-----\n"
+
+
 @pytest.mark.parametrize(
     "environ,expected",
     [
@@ -520,7 +524,7 @@ def test_ca_bundle_defaults_from_pip_cert_then_ssl_cert_file_then_requests(
     tmp_path: Path, environ: dict[str, str], expected: str | None
 ) -> None:
     for name in "ABC":
-        (tmp_path / name).write_text(name)
+        (tmp_path / name).write_text(f"{PEM}{name}\n-----END CERTIFICATE-----\n")
     env = {k: str(tmp_path / v) for k, v in environ.items()}
     found = resolve_ca_bundle(None, env)
     assert (found.name if found else None) == expected
@@ -529,6 +533,90 @@ def test_ca_bundle_defaults_from_pip_cert_then_ssl_cert_file_then_requests(
 def test_a_ca_variable_naming_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"\$PIP_CERT names"):
         resolve_ca_bundle(None, {"PIP_CERT": str(tmp_path / "nope")})
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(b"", id="empty"),
+        pytest.param(b"hello\n", id="text"),
+        pytest.param(b"\x30\x82\x03\x0a\x30\x82\x01\xf2", id="der"),
+        pytest.param(b"-----BEGIN PRIVATE KEY-----\nMIIE\n", id="a-key"),
+    ],
+)
+def test_a_ca_cert_that_is_not_a_pem_bundle_is_refused_naming_the_option(
+    tmp_path: Path, content: bytes
+) -> None:
+    ca = tmp_path / "proxy.crt"
+    ca.write_bytes(content)
+    with pytest.raises(InputError) as info:
+        resolve_ca_bundle(ca, {})
+    assert info.value.message == (
+        f"--ca-cert {ca} is not a PEM CA bundle (no -----BEGIN CERTIFICATE----- block)"
+    )
+    assert "PEM" in info.value.hint and "--no-ca-cert" in info.value.hint
+
+
+@pytest.mark.parametrize("name", ["PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"])
+def test_a_ca_variable_naming_a_file_that_is_not_pem_is_refused_naming_it(
+    tmp_path: Path, name: str
+) -> None:
+    ca = tmp_path / "not-a-bundle.txt"
+    ca.write_text("hello\n")
+    with pytest.raises(InputError) as info:
+        resolve_ca_bundle(None, {name: str(ca)})
+    assert info.value.message == (
+        f"${name} names {ca}, which is not a PEM CA bundle (no -----BEGIN CERTIFICATE----- block)"
+    )
+    assert f"unset {name}" in info.value.hint and "--no-ca-cert" in info.value.hint
+
+
+def test_a_pem_bundle_whose_first_certificate_is_far_in_is_found(tmp_path: Path) -> None:
+    # Comments first, and the marker across the boundary of two read blocks.
+    ca = tmp_path / "bundle.pem"
+    ca.write_bytes(b"#" * ((1 << 16) - 5) + PEM.encode() + b"MIIB\n-----END CERTIFICATE-----\n")
+    assert resolve_ca_bundle(ca, {}) == ca
+
+
+def test_a_wheelhouse_with_wheels_and_make_s_stamp_is_accepted(tmp_path: Path) -> None:
+    (tmp_path / "torch-2.15.0-cp312-none-any.whl").write_bytes(b"torch")
+    (tmp_path / ".complete").write_text("")
+    check_wheelhouse(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "dotfiles",
+    [pytest.param((), id="empty"), pytest.param((".complete", ".hidden.whl"), id="dotfiles-only")],
+)
+def test_a_wheelhouse_without_wheels_is_refused_with_how_to_fill_it(
+    tmp_path: Path, dotfiles: tuple[str, ...]
+) -> None:
+    for name in dotfiles:
+        (tmp_path / name).write_text("")
+    (tmp_path / "README").write_text("no wheels here")
+    with pytest.raises(InputError) as info:
+        check_wheelhouse(tmp_path)
+    assert info.value.message == f"--wheelhouse {tmp_path} has no wheels (*.whl)"
+    assert f"pip download --only-binary=:all: -d {tmp_path}" in info.value.hint
+    assert "make wheelhouse" in info.value.hint
+
+
+def test_a_wheelhouse_whose_wheels_are_only_in_subfolders_is_refused(tmp_path: Path) -> None:
+    # pip --find-links reads the folder, not its subfolders: the build would find nothing.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "numpy-2.1.0-cp312-none-any.whl").write_bytes(b"numpy")
+    with pytest.raises(InputError) as info:
+        check_wheelhouse(tmp_path)
+    assert "has no wheels (*.whl) of its own" in info.value.message
+    assert "sub/numpy-2.1.0-cp312-none-any.whl" in info.value.message
+    assert "move the wheels up" in info.value.hint
+
+
+def test_a_wheelhouse_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    wheel = tmp_path / "torch-2.15.0-cp312-none-any.whl"
+    wheel.write_bytes(b"torch")
+    with pytest.raises(InputError, match=r"--wheelhouse .* is not a folder"):
+        check_wheelhouse(wheel)
 
 
 def test_full_carries_the_workstation_entrypoint_healthcheck_and_ports(

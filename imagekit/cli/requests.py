@@ -98,12 +98,13 @@ class RenderInputs:
         self, *, buildkit: bool, environ: Mapping[str, str] | None = None
     ) -> tuple[RenderOptions, ContextInputs]:
         """Check the inputs and turn them into render options and context files."""
-        from imagekit.core.context import ContextInputs, resolve_ca_bundle
+        from imagekit.core.context import ContextInputs, check_wheelhouse, resolve_ca_bundle
         from imagekit.core.render import RenderOptions
 
         ca = None if self.no_ca_cert else resolve_ca_bundle(self.ca_cert, environ)
-        if self.wheelhouse is not None and not self.wheelhouse.is_dir():
-            raise InputError(f"--wheelhouse {self.wheelhouse} is not a folder")
+        if self.wheelhouse is not None:
+            # An empty one would only fail at build time, as an obscure `COPY failed`.
+            check_wheelhouse(self.wheelhouse)
         overrides = []
         for item in self.base_overrides:
             source, sep, target = item.partition("=")
@@ -286,12 +287,25 @@ class VerifyCommand:
     json: bool = False
 
     def __post_init__(self) -> None:
+        positive("--timeout-s", self.timeout_s)
+        if self.shm_bytes < 1:
+            raise InputError(
+                f"--shm-size {self.shm_bytes} is not a size in bytes", "e.g. 2147483648"
+            )
         if self.images and (self.selection.only or self.selection.flavour):
             raise InputError(
                 "--only and --flavour pick images of the matrix; they do not apply to images "
                 "named on the command line",
                 "name the images, or use --only/--flavour without them",
             )
+
+
+def positive(option: str, seconds: float | None) -> None:
+    """A time limit, when given, is a positive number of seconds."""
+    if seconds is not None and not seconds > 0:
+        raise InputError(
+            f"{option} {seconds:g} is not a time limit", "give seconds > 0, or leave it out"
+        )
 
 
 def probe_names(text: str | None) -> tuple[str, ...]:
@@ -308,6 +322,9 @@ class ProbeCommand:
     timeout_s: float | None = None
     out: Path | None = None
     json: bool = False
+
+    def __post_init__(self) -> None:
+        positive("--timeout-s", self.timeout_s)
 
 
 @dataclass(frozen=True)
@@ -335,6 +352,7 @@ class PublishCommand:
     from_candidate: str | None = None
     attempts: int = 4
     backoff_s: float = 2.0
+    deadline_s: float = 300.0
     results: Path = Path("results")
     json: bool = False
 

@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,29 +181,101 @@ def _plan_json(rendered: RenderedImage, digest: str) -> str:
 
 
 CA_ENV_VARS = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+PEM_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
+_CA_HINT = (
+    "give the proxy's CA certificate(s) in PEM form (a DER file converts with "
+    "`openssl x509 -inform DER -in CERT -out ca.pem`)"
+)
+
+
+def _has_pem_certificate(path: Path) -> bool:
+    """Whether the file holds a `-----BEGIN CERTIFICATE-----` line; read in blocks and
+    only as far as the first one, so a wrong multi-GB file costs one pass at most."""
+    keep = len(PEM_CERTIFICATE) - 1
+    tail = b""
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 16), b""):
+            if PEM_CERTIFICATE in tail + block:
+                return True
+            tail = block[-keep:]
+    return False
+
+
+def _ca_problem(path: Path) -> str | None:
+    """Why `path` cannot be a CA bundle for pip (None: it can)."""
+    if not path.is_file():
+        return "is not a file"
+    try:
+        if not _has_pem_certificate(path):
+            return f"is not a PEM CA bundle (no {PEM_CERTIFICATE.decode()} block)"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None
 
 
 def resolve_ca_bundle(
     explicit: Path | None, environ: Mapping[str, str] | None = None
 ) -> Path | None:
     """The CA bundle to give pip in builder stages: `explicit`, else the first of
-    $PIP_CERT, $SSL_CERT_FILE, $REQUESTS_CA_BUNDLE that is set; None when none is."""
+    $PIP_CERT, $SSL_CERT_FILE, $REQUESTS_CA_BUNDLE that is set; None when none is.
+
+    The file must be a PEM bundle (at least one `-----BEGIN CERTIFICATE-----` block):
+    anything else is refused here, naming the option or variable, rather than handed to
+    pip inside a build."""
     env = os.environ if environ is None else environ
     if explicit is not None:
-        if not explicit.is_file():
-            raise InputError(f"--ca-cert {explicit} is not a file")
+        if (why := _ca_problem(explicit)) is not None:
+            raise InputError(f"--ca-cert {explicit} {why}", f"{_CA_HINT}, or pass --no-ca-cert")
         return explicit
     for name in CA_ENV_VARS:
         value = env.get(name)
         if value:
             path = Path(value)
-            if not path.is_file():
+            if (why := _ca_problem(path)) is not None:
                 raise InputError(
-                    f"${name} names {value}, which is not a file",
-                    "unset it, or pass --ca-cert FILE / --no-ca-cert",
+                    f"${name} names {value}, which {why}",
+                    f"unset {name} or point it at a PEM bundle, or pass --ca-cert FILE / "
+                    "--no-ca-cert",
                 )
             return path
     return None
+
+
+def check_wheelhouse(folder: Path, option: str = "--wheelhouse") -> None:
+    """Refuse a wheelhouse pip could install nothing from: not a folder, or no `*.whl`
+    in it (pip's --find-links reads the folder itself, not its subfolders).
+
+    Dotfiles such as make's `.complete` stamp are bookkeeping and allowed beside the wheels.
+    """
+    if not folder.is_dir():
+        raise InputError(
+            f"{option} {folder} is not a folder", "pass the folder that holds the wheels"
+        )
+    fill = (
+        f"fill it with `pip download --only-binary=:all: -d {folder} PACKAGE==VERSION ...` "
+        "(`make wheelhouse` fills the CPU demo's)"
+    )
+
+    def wheels(found: Iterator[Path]) -> Iterator[Path]:
+        # A dotfile is left out of the build context (see `_external_files`).
+        return (p for p in found if p.is_file() and not p.name.startswith("."))
+
+    try:
+        if next(wheels(folder.glob("*.whl")), None) is not None:
+            return
+        nested = next(wheels(folder.rglob("*.whl")), None)
+    except OSError as exc:
+        raise InputError(
+            f"{option} {folder} cannot be read ({exc.strerror or exc})",
+            "pass a folder you may read",
+        ) from None
+    if nested is not None:
+        raise InputError(
+            f"{option} {folder} has no wheels (*.whl) of its own; "
+            f"{nested.relative_to(folder)} is in a subfolder",
+            f"pip reads the folder itself, not its subfolders: move the wheels up, or {fill}",
+        )
+    raise InputError(f"{option} {folder} has no wheels (*.whl)", fill)
 
 
 def render_tree(

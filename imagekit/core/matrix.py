@@ -17,11 +17,14 @@ The steps, in order, each with one job; all but the first report into one `_Repo
 from __future__ import annotations
 
 import difflib
+import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path as FsPath
 from typing import TYPE_CHECKING, Any
 
 import pydantic
+from packaging.requirements import InvalidRequirement, Requirement
 
 from imagekit.core.compat import CPU, CompatData, load_compat, variant_tag, version_key
 from imagekit.core.matrix_schema import Entry, MatrixFile, Selector
@@ -46,8 +49,38 @@ _FIELD_HINTS = {
     "python": 'a Python version like "3.12"',
     "gpu_archs": 'a GPU architecture like "sm_90"',
     "name": "lowercase letters, digits, '.', '_' and '-'",
+    "leave_out": 'a distribution name like "triton"',
+}
+# What to do about a value that does not match its field's pattern, where there is more
+# to say than what the value should look like.
+_FIELD_FIXES = {
+    "leave_out": "name the distribution only (e.g. triton): no version, option, URL or path",
 }
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789._-")
+
+# A matrix is a few KB; anything near this is the wrong file (a log, an image, a dump).
+# The file is refused before it is parsed, without reading more than this.
+MAX_MATRIX_BYTES = 1 << 20
+# A distribution name as PEP 508 spells it.
+_DIST_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+# What pip's requirements-file reader treats as a file to install, not as a name.
+_ARCHIVE_SUFFIXES = (
+    ".whl",
+    ".zip",
+    ".tar",
+    ".tar.gz",
+    ".tgz",
+    ".tar.bz2",
+    ".tbz",
+    ".tar.xz",
+    ".txz",
+    ".tar.lz",
+    ".tlz",
+)
+_PACKAGE_HINT = (
+    "write NAME==VERSION; pass indexes with --pip-index-url/--extra-index-url, "
+    "wheels with --wheelhouse"
+)
 
 
 @dataclass(frozen=True)
@@ -92,23 +125,61 @@ def load_matrix(path: str | FsPath, compat: CompatData | None = None) -> Matrix:
     """
     file = str(path)
     try:
-        raw = FsPath(path).read_bytes()
+        with FsPath(path).open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            # One byte more than the limit tells a file over it from one at it, and a
+            # 50 MB file (or /dev/zero) is never read whole.
+            raw = handle.read(MAX_MATRIX_BYTES + 1)
     except OSError as exc:
         raise InputError(
             f"cannot read matrix {file}: {exc.strerror or exc}",
             "pass the file with --matrix PATH",
         ) from None
+    if len(raw) > MAX_MATRIX_BYTES:
+        # A pipe or a device has no size to tell.
+        raise ValidationError([_too_large(file, size if size > MAX_MATRIX_BYTES else None)])
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        line, col = _byte_position(raw, exc.start)
         raise ValidationError(
-            [Problem(file, 1, 1, f"not UTF-8 text (byte {exc.start})", "save it as UTF-8")]
+            [
+                Problem(
+                    file,
+                    line,
+                    col,
+                    f"not UTF-8 text (byte {exc.start}, 0x{raw[exc.start]:02x})",
+                    "a matrix is YAML text: save it as UTF-8 (or pass the right file)",
+                )
+            ]
         ) from None
     return parse_matrix(text, file, compat)
 
 
+def _too_large(file: str, size: int | None) -> Problem:
+    """The problem of a matrix over `MAX_MATRIX_BYTES`, at the top of the file."""
+    shown = f" ({size:,} bytes)" if size is not None else ""
+    return Problem(
+        file,
+        1,
+        1,
+        f"the matrix file is larger than 1 MiB{shown}, the most imagekit reads; "
+        "a matrix is a few KB",
+        "check that --matrix names the matrix file (this looks like another file)",
+    )
+
+
+def _byte_position(raw: bytes, offset: int) -> tuple[int, int]:
+    """The 1-based line/col of byte `offset`, counting the characters before it on its line."""
+    line_start = raw.rfind(b"\n", 0, offset) + 1
+    col = len(raw[line_start:offset].decode("utf-8", errors="replace")) + 1
+    return raw.count(b"\n", 0, offset) + 1, col
+
+
 def parse_matrix(text: str, file: str = "matrix.yaml", compat: CompatData | None = None) -> Matrix:
     """Validate and expand matrix text; `file` is the name used in messages."""
+    if len(text) > MAX_MATRIX_BYTES:  # characters: each is at least one byte
+        raise ValidationError([_too_large(file, len(text.encode("utf-8", "replace")))])
     data, source = load_yaml(text, file)
     if data is None:
         raise ValidationError(
@@ -157,7 +228,9 @@ def _shape_problem(error: ErrorDetails, loc: Path, source: SourceMap) -> Problem
         return _not_text(error, loc, field, scalar, source)
     if kind == "string_pattern_mismatch":
         expected = _FIELD_HINTS.get(field, f"text matching {error['ctx']['pattern']}")
-        return source.problem(loc, f"{field}: {error['input']!r} is not {expected}")
+        return source.problem(
+            loc, f"{field}: {error['input']!r} is not {expected}", _FIELD_FIXES.get(field, "")
+        )
     if kind == "literal_error" and field == "schema_version":
         return source.problem(
             loc,
@@ -295,7 +368,7 @@ def _check_and_expand(spec: MatrixFile, source: SourceMap, compat: CompatData, f
 
 def _check_settings(spec: MatrixFile, compat: CompatData, report: _Report) -> None:
     """Report what is wrong with the file-wide settings: `repository`, `bases`,
-    `defaults.os` and the flavours' `leave_out`, in that order.
+    `defaults.os`, the flavours' `packages` and `leave_out`, in that order.
 
     An unpinned base is a warning, not a problem. Releases are checked in step 3.
     """
@@ -304,6 +377,7 @@ def _check_settings(spec: MatrixFile, compat: CompatData, report: _Report) -> No
     _check_bases(spec, compat, report)
     if spec.defaults.os not in spec.bases:
         report.fail(("defaults", "os"), _unknown_os(spec.defaults.os), _bases_hint(spec))
+    _check_packages(spec, report)
     _check_leave_out(spec, report)
 
 
@@ -329,8 +403,44 @@ def _check_bases(spec: MatrixFile, compat: CompatData, report: _Report) -> None:
             )
 
 
+def package_problem(text: str) -> str | None:
+    """Why `text` is not a requirement specifier pip may read from a requirements file
+    (None: it is one).
+
+    A requirements file obeys options (`--index-url`, `-f`, `-r`, `-e`, ...) and installs
+    URLs, paths and direct references (`name @ URL`) as they are: any of those would
+    bypass `--wheelhouse` and `--pip-index-url`. Only a PEP 508 name with extras,
+    version specifiers and markers is accepted.
+    """
+    if text.lstrip().startswith("-"):
+        return "is a pip option, not a requirement: pip would obey it"
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as exc:
+        if "://" in text or text.lstrip().startswith(("/", ".", "~", "\\")):
+            return "is a URL or a path, not a requirement: pip would install it as it is"
+        reason = str(exc).splitlines()[0] if str(exc) else "invalid"
+        return f"is not a requirement (PEP 508): {reason}"
+    if requirement.url is not None:
+        return "is a direct reference (NAME @ URL): pip would install it from that URL"
+    if requirement.name.lower().endswith(_ARCHIVE_SUFFIXES):
+        return "looks like a file name: pip would install it as a path"
+    return None
+
+
+def _check_packages(spec: MatrixFile, report: _Report) -> None:
+    """Each flavour's `packages` entry is a requirement specifier, nothing pip would obey
+    or fetch as it is (see `package_problem`)."""
+    for flavour in FLAVOURS:
+        for i, text in enumerate(getattr(spec.flavours, flavour).packages):
+            if (why := package_problem(text)) is not None:
+                report.fail(
+                    ("flavours", flavour, "packages", i), f"package {text!r} {why}", _PACKAGE_HINT
+                )
+
+
 def _check_leave_out(spec: MatrixFile, report: _Report) -> None:
-    """`leave_out` belongs to slim only, and may not name torch itself."""
+    """`leave_out` belongs to slim only, names distributions, and may not name torch."""
     flavours = spec.flavours
     if flavours.full.leave_out:
         report.fail(
@@ -339,7 +449,14 @@ def _check_leave_out(spec: MatrixFile, report: _Report) -> None:
             "move it under flavours.slim; full installs what slim leaves out",
         )
     for i, name in enumerate(flavours.slim.leave_out):
-        if name.lower().replace("_", "-") == "torch":
+        if not _DIST_NAME.match(name):
+            # The schema's pattern lets a trailing '.', '_' or '-' through.
+            report.fail(
+                ("flavours", "slim", "leave_out", i),
+                f"leave_out: {name!r} is not {_FIELD_HINTS['leave_out']}",
+                _FIELD_FIXES["leave_out"],
+            )
+        elif name.lower().replace("_", "-") == "torch":
             report.fail(
                 ("flavours", "slim", "leave_out", i),
                 "torch cannot be left out of a PyTorch image",
