@@ -84,6 +84,12 @@ class EngineUnavailableError(ImagekitError):
     exit_code = ExitCode.ENGINE_UNAVAILABLE
 
 
+class EngineError(ImagekitError):
+    """The engine answered, but refused or failed what it was asked (an API error)."""
+
+    exit_code = ExitCode.ENGINE_UNAVAILABLE
+
+
 class BuildFailedError(ImagekitError):
     """An image failed to build."""
 
@@ -113,6 +119,12 @@ class GpuUnavailableError(EngineUnavailableError):
 
 
 class RegistryError(ImagekitError):
-    """The registry could not be asked (unreachable, or an answer that is no answer)."""
+    """The registry could not be asked (unreachable, or an answer that is no answer).
+
+    `transient`: asking again later may work (a 5xx, a dropped connection)."""
 
     exit_code = ExitCode.PUBLISH_FAILED
+
+    def __init__(self, message: str, hint: str = "", *, transient: bool = False) -> None:
+        super().__init__(message, hint)
+        self.transient = transient

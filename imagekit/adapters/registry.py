@@ -27,6 +27,7 @@ import requests.exceptions
 
 from imagekit.adapters.engine import engine_errors
 from imagekit.core.ports import PushOutcome, RemoteManifest
+from imagekit.core.retry import Backoff
 from imagekit.errors import RegistryError
 
 MANIFEST_TYPES = ", ".join(
@@ -107,20 +108,28 @@ def push(
     backoff_s: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
     auth: Any = None,
+    deadline_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> PushOutcome:
-    """Push `reference`, retrying transient failures with exponential backoff."""
+    """Push `reference`, retrying transient failures with exponential backoff, within
+    `deadline_s` seconds in all when given."""
     repository, _, tag = reference.rpartition(":")
     errors: list[str] = []
-    for attempt in range(1, attempts + 1):
+    backoff = Backoff(attempts, backoff_s, deadline_s, clock)
+    attempt = 0
+    while True:
+        attempt += 1
         error = _push_once(client, repository, tag, auth)
         if error is None:
             return PushOutcome(True, attempt, errors=tuple(errors))
         errors.append(error)
         kind = classify(error)
-        if kind == "permanent" or attempt == attempts:
+        delay = None if kind == "permanent" else backoff.delay_after(attempt)
+        if delay is None:
+            if kind == "transient" and attempt < attempts:
+                error += f" (gave up: the {deadline_s:g}s publish deadline would pass)"
             return PushOutcome(False, attempt, error=error, kind=kind, errors=tuple(errors))
-        sleep(backoff_s * 2 ** (attempt - 1))
-    raise AssertionError("unreachable")
+        sleep(delay)
 
 
 def _scheme(host: str) -> str:
@@ -155,7 +164,8 @@ def _bearer(challenge: str, auth: dict[str, str] | None) -> str | None:
 
 
 def _get(url: str, host: str, auth: dict[str, str] | None) -> tuple[int, dict[str, str], bytes]:
-    """GET `url`, answering a Bearer challenge once; RegistryError when unreachable."""
+    """GET `url`, answering a Bearer challenge once; RegistryError when unreachable (transient
+    unless the connection was refused: nothing listens there, and waiting will not help)."""
     try:
         status, headers, body = _request(url, auth)
         if status == 401 and "Bearer" in headers.get("Www-Authenticate", ""):
@@ -169,7 +179,15 @@ def _get(url: str, host: str, auth: dict[str, str] | None) -> tuple[int, dict[st
             except urllib.error.HTTPError as exc:
                 status, headers, body = exc.code, dict(exc.headers), exc.read()
     except (urllib.error.URLError, OSError) as exc:
-        raise RegistryError(f"cannot reach the registry {host}: {exc}") from None
+        reason = getattr(exc, "reason", exc)
+        refused = isinstance(reason, ConnectionRefusedError)
+        raise RegistryError(
+            f"cannot reach the registry {host}: {reason}",
+            f"start the registry at {host}, or name the right one with --registry"
+            if refused
+            else f"check the network path to {host}",
+            transient=not refused,
+        ) from None
     return status, headers, body
 
 
@@ -179,8 +197,17 @@ def remote_manifest(reference: str, auth: dict[str, str] | None = None) -> Remot
     status, headers, body = _get(f"{_scheme(host)}://{host}/v2/{path}/manifests/{tag}", host, auth)
     if status == 404:
         return None
+    if status in (401, 403):
+        raise RegistryError(
+            f"registry {host} asks for credentials ({status}) for {path}:{tag}",
+            f"log in first: docker login {host}",
+        )
     if status != 200:
-        raise RegistryError(f"registry {host} answered {status} for {path}:{tag}")
+        raise RegistryError(
+            f"registry {host} answered {status} for {path}:{tag}",
+            "the registry failed; try again later, or see its log",
+            transient=status >= 500 or status == 429,
+        )
     manifest = json.loads(body)
     digest = headers.get("Docker-Content-Digest") or headers.get("docker-content-digest") or ""
     return RemoteManifest(digest, str((manifest.get("config") or {}).get("digest", "")))
@@ -204,17 +231,50 @@ def remote_config(reference: str, auth: dict[str, str] | None = None) -> dict[st
 class HttpRegistry:
     """The `Registry` port: manifests over the registry HTTP API, pushes through the engine.
 
-    Credentials come from the Docker config of the host each reference names.
+    Credentials come from the Docker config of the host each reference names. Transient
+    failures (5xx, 429, a dropped connection) are tried again with backoff, and nothing is
+    tried again once `deadline_s` seconds have passed since this registry was first asked.
     """
 
-    def __init__(self, client: docker.DockerClient, *, attempts: int, backoff_s: float) -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        *,
+        attempts: int,
+        backoff_s: float,
+        deadline_s: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client = client
         self.attempts = attempts
         self.backoff_s = backoff_s
+        self.sleep = sleep
+        self.clock = clock
+        self.deadline_at = clock() + deadline_s if deadline_s is not None else None
+
+    def _left_s(self) -> float | None:
+        return None if self.deadline_at is None else max(0.0, self.deadline_at - self.clock())
 
     def manifest(self, reference: str) -> RemoteManifest | None:
         """What the registry holds under `reference`; None when the tag is absent."""
-        return remote_manifest(reference, registry_auth(split_reference(reference)[0]))
+        auth = registry_auth(split_reference(reference)[0])
+        backoff = Backoff(self.attempts, self.backoff_s, self._left_s(), self.clock)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return remote_manifest(reference, auth)
+            except RegistryError as exc:
+                delay = backoff.delay_after(attempt) if exc.transient else None
+                if delay is None:
+                    if exc.transient:
+                        raise RegistryError(
+                            f"{exc.message} ({attempt} tries in {backoff.elapsed_s():.0f}s)",
+                            exc.hint,
+                        ) from None
+                    raise
+                self.sleep(delay)
 
     def push(self, reference: str) -> PushOutcome:
         """Push the local `reference`, retrying transient failures."""
@@ -223,5 +283,8 @@ class HttpRegistry:
             reference,
             attempts=self.attempts,
             backoff_s=self.backoff_s,
+            sleep=self.sleep,
             auth=registry_auth(split_reference(reference)[0]),
+            deadline_s=self._left_s(),
+            clock=self.clock,
         )

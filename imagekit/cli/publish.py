@@ -43,6 +43,10 @@ def publish_command(
         str | None, typer.Option(help="Pull TAG-candidate-ID and publish it (CI promotion).")
     ] = None,
     attempts: Annotated[int, typer.Option(min=1, max=10, help="Tries per tag.")] = 4,
+    deadline_s: Annotated[
+        float,
+        typer.Option(min=1, help="Stop retrying the registry once this many seconds have passed."),
+    ] = 300.0,
     backoff_s: Annotated[
         float, typer.Option(min=0, help="First retry delay; doubles each time.")
     ] = 2.0,
@@ -61,6 +65,7 @@ def publish_command(
             from_candidate=from_candidate,
             attempts=attempts,
             backoff_s=backoff_s,
+            deadline_s=deadline_s,
             results=results,
             json=json_out,
         )
@@ -74,6 +79,7 @@ def publish(request: PublishCommand) -> None:
     from imagekit.adapters.registry import HttpRegistry
     from imagekit.adapters.results import RunFolder, verify_evidence
     from imagekit.adapters.sbom import CycloneDx
+    from imagekit.core.records import PublishStatus
     from imagekit.core.report import table
     from imagekit.orchestration.publish import PublishRun, PublishSettings
 
@@ -89,7 +95,12 @@ def publish(request: PublishCommand) -> None:
         candidate=request.candidate,
         from_candidate=request.from_candidate,
     )
-    registry = HttpRegistry(client, attempts=request.attempts, backoff_s=request.backoff_s)
+    registry = HttpRegistry(
+        client,
+        attempts=request.attempts,
+        backoff_s=request.backoff_s,
+        deadline_s=request.deadline_s,
+    )
     evidence = verify_evidence(request.results)
     publisher = PublishRun(engine, registry, CycloneDx(), run, evidence, settings, plain_view())
     done = [publisher.publish_one(plan) for plan in plans]
@@ -109,8 +120,11 @@ def publish(request: PublishCommand) -> None:
     say(f"results: {run.root / 'publish.json'}")
     bad = [r for r in done if not r.status.ok]
     if bad:
+        refused = any(r.status is PublishStatus.REFUSED for r in bad)
         raise PublishError(
             f"{len(bad)} of {len(done)} images not published: "
             + "; ".join(f"{r.name}: {r.status}" for r in bad),
-            "verify them first (imagekit verify), or see the reasons above",
+            "verify them first (imagekit verify); the reasons are above"
+            if refused
+            else "the registry's reasons are above",
         )

@@ -25,6 +25,11 @@ from imagekit.events import Event, EventSink
 TagKind = Literal["versioned", "alias", "candidate"]
 
 
+def _said(exc: RegistryError) -> str:
+    """What the registry's failure means, with what to do about it, on one line."""
+    return f"{exc.message}; {exc.hint}" if exc.hint else exc.message
+
+
 def candidate_tag(tag: str, candidate: str) -> str:
     """The pre-release tag CI pushes before verification on every runner has passed."""
     return f"{tag}-candidate-{candidate}"
@@ -128,7 +133,7 @@ class PublishRun:
             remote = self.registry.manifest(first)
         except RegistryError as exc:
             return record.model_copy(
-                update=dict(status=PublishStatus.FAILED, reasons=(*record.reasons, str(exc)))
+                update=dict(status=PublishStatus.FAILED, reasons=(*record.reasons, _said(exc)))
             )
         tags: list[TagRecord] = []
         if remote is not None and remote.config != image_id:
@@ -210,7 +215,7 @@ class PublishRun:
             after = self.registry.manifest(reference)
         except RegistryError as exc:
             return entry.model_copy(
-                update=dict(error=f"pushed, but the digest could not be read back: {exc}")
+                update=dict(error=f"pushed, but the digest could not be read back: {_said(exc)}")
             )
         if after is None or after.config != image_id:
             return entry.model_copy(
