@@ -18,8 +18,9 @@ import requests.exceptions
 
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo, Layer, LocalImage
-from imagekit.errors import EngineUnavailableError
+from imagekit.errors import EngineError, EngineUnavailableError
 
+PING_TIMEOUT_S = 15
 START_HINT = (
     "start one: `make engine` (root on Debian/Ubuntu), `sudo systemctl start docker`, "
     "or point DOCKER_HOST at a running engine"
@@ -28,33 +29,53 @@ START_HINT = (
 
 @contextmanager
 def engine_errors(action: str) -> Iterator[None]:
-    """Translate connection failures while doing `action` into EngineUnavailableError."""
+    """Translate engine trouble while doing `action` into one line with a hint (exit 3):
+    no engine, an engine that does not answer in time, or an engine that refuses."""
+    where = os.environ.get("DOCKER_HOST", "the default socket")
     try:
         yield
+    except requests.exceptions.Timeout as exc:
+        raise EngineUnavailableError(
+            f"the Docker engine at {where} did not answer in time while {action}: {_short(exc)}",
+            "check that it is not stuck (`docker info`); restart it if it is",
+        ) from None
     except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as exc:
-        where = os.environ.get("DOCKER_HOST", "the default socket")
         raise EngineUnavailableError(
             f"no Docker engine answers at {where} while {action}: {_short(exc)}", START_HINT
         ) from None
+    except docker.errors.APIError as exc:
+        raise EngineError(
+            f"the Docker engine refused while {action}: {_first_line(exc.explanation or exc)}",
+            "see the engine's log; a full disk or an engine restart are the usual causes",
+        ) from None
     except docker.errors.DockerException as exc:
-        if isinstance(exc, docker.errors.APIError):
-            raise
-        where = os.environ.get("DOCKER_HOST", "the default socket")
         raise EngineUnavailableError(
             f"no Docker engine answers at {where} while {action}: {_short(exc)}", START_HINT
         ) from None
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:200]
+    return _first_line(exc) if str(exc) else type(exc).__name__
 
 
-def connect(timeout_s: int = 600) -> docker.DockerClient:
-    """A client for the engine of DOCKER_HOST (or the default socket) that answers a ping."""
+def _first_line(what: object) -> str:
+    lines = str(what).splitlines()
+    return lines[0][:200] if lines else ""
+
+
+def connect(timeout_s: int = 600, ping_timeout_s: int = PING_TIMEOUT_S) -> docker.DockerClient:
+    """A client for the engine of DOCKER_HOST (or the default socket) that answers a ping.
+
+    The ping has a short limit of its own: an engine that accepts a connection and never
+    answers is reported within seconds, not after the long limit builds need.
+    """
     with engine_errors("connecting"):
+        probe = docker.from_env(version="auto", timeout=ping_timeout_s)
+        try:
+            probe.ping()
+        finally:
+            probe.close()
         client = docker.from_env(version="auto", timeout=timeout_s)
-        client.ping()
     return client
 
 

@@ -26,8 +26,12 @@ from docker.models.containers import Container
 from imagekit.adapters.engine import engine_errors
 from imagekit.core import labels as L
 from imagekit.core.runtime import DEFAULT_SHM_BYTES
-from imagekit.errors import ExitCode, ImagekitError, InputError
+from imagekit.errors import ExitCode, GpuUnavailableError, ImagekitError, InputError
 
+NO_GPU_HINT = (
+    "this engine cannot hand GPUs to containers (no NVIDIA Container Toolkit): "
+    "run with --gpus none, or install the toolkit"
+)
 SERVICE_PORTS = {"jupyter": 8888, "tensorboard": 6006, "ssh": 2222}
 
 
@@ -100,9 +104,9 @@ def start(client: docker.DockerClient, request: RunRequest) -> Container:
     device_requests = (
         [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if request.gpus else []
     )
-    with engine_errors(f"starting {request.image}"):
+    with engine_errors(f"creating a container of {request.image}"):
         try:
-            return client.containers.run(
+            container = client.containers.create(
                 request.image,
                 [request.service],
                 detach=True,
@@ -119,6 +123,21 @@ def start(client: docker.DockerClient, request: RunRequest) -> Container:
             )
         except docker.errors.ImageNotFound:
             raise InputError(f"image {request.image} is not in the engine") from None
+    try:
+        with engine_errors(f"starting {request.image}"):
+            try:
+                container.start()
+            except docker.errors.APIError as exc:
+                text = str(exc.explanation or exc)
+                if request.gpus and ("device driver" in text or "nvidia" in text.lower()):
+                    raise GpuUnavailableError(
+                        f"no GPUs for {request.image}: {text}", NO_GPU_HINT
+                    ) from None
+                raise
+    except BaseException:
+        remove(container)  # a container that never started is no one's to clean up later
+        raise
+    return container
 
 
 def _answers(service: str, port: int) -> bool:

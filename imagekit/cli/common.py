@@ -71,6 +71,9 @@ def say(message: str) -> None:
     typer.echo(message, err=True)
 
 
+ENGINE_LIBRARIES = ("docker", "requests", "urllib3")
+
+
 @contextmanager
 def guard() -> Iterator[None]:
     """Turn expected failures into a message and an exit code."""
@@ -84,6 +87,25 @@ def guard() -> Iterator[None]:
     except KeyboardInterrupt:
         say("interrupted")
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except OSError as exc:
+        # A results folder that is a file, read-only or full, and the like: the file and the
+        # reason, never a traceback.
+        if STATE.debug:
+            traceback.print_exc()
+        where = f" {exc.filename}" if exc.filename else ""
+        say(f"error: cannot use{where}: {exc.strerror or exc}")
+        say("    hint: check that the folder exists, is writable and has free space")
+        raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] not in ENGINE_LIBRARIES:
+            raise  # a bug: its traceback is the report
+        # Engine trouble that escaped the adapters' translation is still engine trouble.
+        if STATE.debug:
+            traceback.print_exc()
+        first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        say(f"error: the Docker engine failed: {first}")
+        say("    hint: check the engine (`docker info`) and run the command again")
+        raise typer.Exit(int(ExitCode.ENGINE_UNAVAILABLE)) from None
 
 
 def _version(value: bool) -> None:
