@@ -1,12 +1,15 @@
 """Run several probes in one Python process (one `import torch`), one JSON line per event.
 
 Usage: python _runner.py --device auto|cpu|cuda --probes env,autograd [--expected JSON]
+       [--nonce-file FILE]
 
 Prints `{"event": "device", ...}` once, then `{"event": "start", "probe": NAME, ...}`
 before each probe and `{"event": "result", "probe": NAME, ...}` after it, flushing each
 line, so that the host keeps every finished result even if a later probe hangs or kills the
-process. A probe's name is its file's name (`matmul` is `matmul.py` in this folder), and the
-result carries that name. Exits with the worst of the probes' exit codes (see
+process. Every line carries the nonce read from `--nonce-file` (the file is removed before any
+probe runs), and only the runner writes to stdout: the probes' own output goes to stderr.
+A probe's name is its file's name (`matmul` is `matmul.py` in this folder), and the result
+carries that name. Exits with the worst of the probes' exit codes (see
 `_probekit.EXIT_CODES`). Standard library only (torch is imported by the probes).
 """
 
@@ -25,10 +28,35 @@ sys.path.insert(0, HERE)
 
 from _probekit import EXIT_CODES, error, skip  # noqa: E402 - needs the path above
 
+# The channel the host reads: the process's stdout as it started. Anything a probe (or a DDP
+# rank, or a library) prints goes to stderr instead (see `own_channel`), and every event carries
+# the run's nonce, which the host made and no probe can see before it starts: a line a probe
+# prints cannot be taken for an event, and no probe can report for another.
+CHANNEL = sys.stdout
+NONCE = ""
+
 
 def emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(event, sort_keys=True) + "\n")
+    CHANNEL.write(json.dumps({**event, "nonce": NONCE}, sort_keys=True) + "\n")
+    CHANNEL.flush()
+
+
+def own_channel() -> Any:
+    """Keep stdout for events and send file descriptor 1 (what probes inherit) to stderr."""
     sys.stdout.flush()
+    channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    return channel
+
+
+def read_nonce(path: str) -> str:
+    """The nonce the host left in `path`, which is then removed so no probe can read it."""
+    if not path:
+        return ""
+    with open(path, encoding="utf-8") as handle:
+        nonce = handle.read().strip()
+    os.unlink(path)
+    return nonce
 
 
 def load(name: str) -> Any:
@@ -65,7 +93,11 @@ def main() -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--probes", required=True)
     parser.add_argument("--expected", default="{}")
+    parser.add_argument("--nonce-file", default="")
     args = parser.parse_args()
+    global CHANNEL, NONCE
+    NONCE = read_nonce(args.nonce_file)
+    CHANNEL = own_channel()
     expected = json.loads(args.expected)
     device, why = pick_device(args.device)
     emit({"event": "device", "device": device, "reason": why})

@@ -24,6 +24,7 @@ PROBE = {
     "needs_gpu": False,
     "timeout_s": 600,
     "flavours": ["full"],
+    "memory_bytes": 6_442_450_944,  # nvcc's cicc and ninja's parallel jobs
 }
 
 CUDA_SOURCE = r"""

@@ -24,6 +24,7 @@ PROBE = {
     "shm_bytes": 1_073_741_824,  # a literal: the host reads it with ast
     "timeout_s": 240,
     "flavours": ["slim", "full"],
+    "memory_bytes": 6_442_450_944,  # a process per rank, each with torch loaded
 }
 
 DEFAULT_INIT_TIMEOUT_S = 60

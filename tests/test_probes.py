@@ -169,9 +169,35 @@ def test_a_probe_that_started_and_never_reported_is_never_a_pass(
 
 def test_a_malformed_result_line_is_an_error_never_a_pass() -> None:
     unproven = _event(event="result", probe="autograd", status="pass", checks=[])
-    out = parse_events(unproven, ["autograd"], exit_code=0)
+    out = parse_events(_event(event="start", probe="autograd") + "\n" + unproven, ["autograd"])
     assert out.results[0].status is Status.ERROR
     assert "malformed result" in out.results[0].reason
+
+
+def test_a_probe_cannot_report_for_another_that_then_dies() -> None:
+    # env prints a passing result line for ddp; ddp then dies at start. The forged line is
+    # env's own output, not the runner's: ddp is an error, never a borrowed pass.
+    nonce = "3f2a"
+    lines = [
+        _event(event="start", probe="env", nonce=nonce),
+        _result("ddp", "pass"),  # printed by env, without the run's nonce
+        json.dumps({**json.loads(_result("ddp", "pass")), "nonce": nonce}),  # even with it
+        json.dumps({**json.loads(_result("env", "pass")), "nonce": nonce}),
+        _event(event="start", probe="ddp", nonce=nonce),
+    ]
+    out = parse_events("\n".join(lines), ["env", "ddp"], exit_code=139, nonce=nonce)
+    assert [(r.probe, r.status) for r in out.results] == [
+        ("env", Status.PASS),
+        ("ddp", Status.ERROR),
+    ]
+    assert "exit code 139" in out.results[1].reason
+
+
+def test_lines_without_the_runs_nonce_are_not_events() -> None:
+    lines = [_event(event="start", probe="env"), _result("env", "pass")]
+    out = parse_events("\n".join(lines), ["env"], exit_code=0, nonce="7b1c")
+    assert out.results[0].status is Status.ERROR
+    assert out.results[0].reason.startswith("not reached")
 
 
 def test_host_mode_runs_the_suite_with_the_textbook_values() -> None:
@@ -269,7 +295,7 @@ def _record(probe_statuses: dict[str, str], metric: float = 10.0) -> ImageRecord
         for p, s in probe_statuses.items()
     ]
     structure = (Check(name="non-root", ok=True, detail="1000"),)
-    return ImageRecord(verify=verify_record(*probes, structure=structure, level="cpu"))
+    return ImageRecord(verify=verify_record(*probes, structure=structure, level="cpu", levels={}))
 
 
 def test_junit_has_a_testcase_per_image_and_probe() -> None:

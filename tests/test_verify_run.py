@@ -224,3 +224,18 @@ def test_the_time_limit_is_the_probes_own_plus_one_margin(tmp_path: Path, slim: 
     limits = sum(verify.specs[p].timeout_s for p in ("env", "autograd"))
     assert runner.requests[0].timeout_s == limits + START_MARGIN_S
     assert runner.requests[0].probes == ("env", "autograd")
+
+
+@pytest.mark.parametrize("timeout", ["0", "-5"])
+def test_a_time_limit_that_is_not_positive_is_refused_before_any_engine_call(
+    timeout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from imagekit.cli import app
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    for command in (["verify", "some/image:tag"], ["probe"]):
+        result = CliRunner().invoke(app, [*command, "--timeout-s", timeout])
+        assert result.exit_code == 2, result.output
+        assert "--timeout-s" in result.output and "not a time limit" in result.output

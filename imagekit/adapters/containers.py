@@ -4,13 +4,15 @@ One container per image: the probes are copied in with `put_archive` (works
 with a remote engine, where a bind mount would not), all probes run in one
 Python process, the container is waited for with a timeout, killed when it
 runs over, and always removed, Ctrl-C included. Containers carry imagekit
-labels so `imagekit gc` can collect any that a killed run leaves.
+labels so `imagekit gc` can collect any that a killed run leaves. The container
+is fenced in (`hardening`): a probe is code run inside an image under test.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import secrets
 import tarfile
 import time
 from pathlib import Path
@@ -27,27 +29,59 @@ from imagekit.core.ports import ProbeRequest, ProbeRun
 from imagekit.core.probes import parse_events, runner_command
 from imagekit.errors import GpuUnavailableError
 
-PROBE_DIR = "/tmp/imagekit-probes"
+# The probes live in a volume of their own (put_archive can write there although the root
+# filesystem is read-only); the volume goes with the container. Their folder is made by the
+# archive, writable to the image's user, who must be able to remove the nonce file.
+VOLUME = "/imagekit"
+PROBE_DIR = f"{VOLUME}/probes"
+NONCE_FILE = f"{PROBE_DIR}/.nonce"
 KILL_GRACE_S = 10
+# Scratch space for probes (compiler output, DDP's rendezvous files), in memory.
+TMP_BYTES = 1 << 30
+# Threads count as pids: torch starts a pool per core in each DDP rank.
+PIDS_LIMIT = 4096
 NO_GPU_HINT = (
     "the engine has no NVIDIA runtime (install the NVIDIA Container Toolkit), "
     "or run with --gpus none"
 )
 
 
-def probes_archive(folder: Path) -> bytes:
-    """A tar of the probe files, root-owned and world-readable, for `put_archive`."""
+def probes_archive(folder: Path, nonce: str = "") -> bytes:
+    """A tar of the probe files (root-owned, world-readable) and the run's nonce file (which
+    the runner, running as the image's user, reads and removes), for `put_archive`."""
     buffer = io.BytesIO()
+    files = [(p.name, p.read_bytes(), 0o644) for p in sorted(folder.glob("*.py"))]
+    if nonce:
+        files.append((NONCE_FILE.rsplit("/", 1)[1], nonce.encode(), 0o666))
+    folder_name = PROBE_DIR.rsplit("/", 1)[1]
     with tarfile.open(fileobj=buffer, mode="w") as archive:
-        info = tarfile.TarInfo("imagekit-probes")
-        info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+        info = tarfile.TarInfo(folder_name)
+        info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o777, 0
         archive.addfile(info)
-        for path in sorted(folder.glob("*.py")):
-            data = path.read_bytes()
-            item = tarfile.TarInfo(f"imagekit-probes/{path.name}")
-            item.size, item.mode, item.mtime = len(data), 0o644, 0
+        for name, data, mode in files:
+            item = tarfile.TarInfo(f"{folder_name}/{name}")
+            item.size, item.mode, item.mtime = len(data), mode, 0
             archive.addfile(item, io.BytesIO(data))
     return buffer.getvalue()
+
+
+def hardening(request: ProbeRequest) -> dict[str, Any]:
+    """How a probe container is fenced in: no capabilities, no privilege gain, a read-only
+    root filesystem with in-memory scratch space, and limits on processes and memory.
+
+    No capability is added back: the probes compute, read files and talk over loopback, none
+    of which needs one. The memory limit is what the probes declare they need, plus the
+    shared memory and scratch space, which are memory too.
+    """
+    return {
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "read_only": True,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={TMP_BYTES}"},
+        "pids_limit": PIDS_LIMIT,
+        "mem_limit": request.memory_bytes + request.shm_bytes + TMP_BYTES,
+        "mounts": [docker.types.Mount(target=VOLUME, source=None, type="volume")],
+    }
 
 
 class ContainerProbeRunner:
@@ -58,8 +92,14 @@ class ContainerProbeRunner:
 
     def run(self, request: ProbeRequest) -> ProbeRun:
         """Run the request's probes in one container of its image."""
+        nonce = secrets.token_hex(16)
         command = runner_command(
-            "python3", PROBE_DIR, list(request.probes), dict(request.expected), request.device
+            "python3",
+            PROBE_DIR,
+            list(request.probes),
+            dict(request.expected),
+            request.device,
+            NONCE_FILE,
         )
         gpus = (
             [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if request.gpus else []
@@ -67,7 +107,7 @@ class ContainerProbeRunner:
         started = time.monotonic()
         container = None
         try:
-            container = self._start(request, command, gpus)
+            container = self._start(request, command, gpus, nonce)
             start_s = time.monotonic() - started
             exit_code, timed_out = self._wait(container, request.timeout_s)
             with engine_errors(f"reading the probe output of {request.image}"):
@@ -81,12 +121,19 @@ class ContainerProbeRunner:
                 ):
                     container.remove(force=True, v=True)
         output = parse_events(
-            stdout, list(request.probes), timed_out=timed_out, exit_code=exit_code, stderr=stderr
+            stdout,
+            list(request.probes),
+            timed_out=timed_out,
+            exit_code=exit_code,
+            stderr=stderr,
+            nonce=nonce,
         )
         wall_s = time.monotonic() - started
         return ProbeRun(output, stdout + stderr, exit_code, timed_out, wall_s, start_s)
 
-    def _start(self, request: ProbeRequest, command: list[str], gpus: list[Any]) -> Container:
+    def _start(
+        self, request: ProbeRequest, command: list[str], gpus: list[Any], nonce: str
+    ) -> Container:
         with engine_errors(f"creating a probe container of {request.image}"):
             try:
                 container = self.client.containers.create(
@@ -101,11 +148,12 @@ class ContainerProbeRunner:
                     network_mode="none",  # probes need no network; DDP uses loopback
                     device_requests=gpus,
                     detach=True,
+                    **hardening(request),
                 )
             except docker.errors.APIError as exc:
                 raise _no_gpus(request.image, exc) from None
             try:
-                container.put_archive("/tmp", probes_archive(request.probes_dir))
+                container.put_archive(VOLUME, probes_archive(request.probes_dir, nonce))
                 container.start()
             except docker.errors.APIError as exc:
                 with contextlib.suppress(docker.errors.APIError):

@@ -8,9 +8,12 @@ on a GPU machine that has no Docker. Imports neither docker nor jinja2.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from imagekit.core.ports import ProbeRequest, ProbeRun
 from imagekit.core.probes import parse_events, runner_command
@@ -25,40 +28,52 @@ class HostProbeRunner:
     def run(self, request: ProbeRequest) -> ProbeRun:
         """Run the request's probes here; `image`, `gpus`, `shm_bytes` and `labels` belong to
         containers and are not used."""
-        command = runner_command(
-            self.python,
-            str(request.probes_dir),
-            list(request.probes),
-            dict(request.expected),
-            request.device,
-        )
-        started = time.monotonic()
-        process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # so a timeout can take the DDP ranks down with it
-        )
-        timed_out = False
-        try:
-            stdout, stderr = process.communicate(timeout=request.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(process)
-            stdout, stderr = process.communicate()
-        except BaseException:
-            _kill_group(process)
-            raise
+        nonce = secrets.token_hex(16)
+        with tempfile.TemporaryDirectory(prefix="imagekit-nonce-") as private:
+            nonce_file = Path(private) / "nonce"  # the folder is 0700: this user's alone
+            nonce_file.write_text(nonce, encoding="utf-8")
+            command = runner_command(
+                self.python,
+                str(request.probes_dir),
+                list(request.probes),
+                dict(request.expected),
+                request.device,
+                str(nonce_file),
+            )
+            started = time.monotonic()
+            stdout, stderr, exit_code, timed_out = _run(command, request.timeout_s)
         output = parse_events(
             stdout,
             list(request.probes),
             timed_out=timed_out,
-            exit_code=process.returncode,
+            exit_code=exit_code,
             stderr=stderr,
+            nonce=nonce,
         )
         wall_s = time.monotonic() - started
-        return ProbeRun(output, stdout + stderr, process.returncode, timed_out, wall_s)
+        return ProbeRun(output, stdout + stderr, exit_code, timed_out, wall_s)
+
+
+def _run(command: list[str], timeout_s: float) -> tuple[str, str, int | None, bool]:
+    """stdout, stderr, exit code and whether it ran over; the whole process group is killed
+    when it runs over or this is interrupted."""
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # so a timeout can take the DDP ranks down with it
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+        return stdout, stderr, process.returncode, False
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        stdout, stderr = process.communicate()
+        return stdout, stderr, process.returncode, True
+    except BaseException:
+        _kill_group(process)
+        raise
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:

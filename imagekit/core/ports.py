@@ -175,6 +175,7 @@ class ProbeRequest:
     timeout_s: float
     shm_bytes: int
     labels: Mapping[str, str] = field(default_factory=dict)
+    memory_bytes: int = 4 << 30  # what the probes need, shared memory and scratch not counted
 
 
 @dataclass(frozen=True)

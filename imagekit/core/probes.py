@@ -32,6 +32,7 @@ DEFAULT_PROBES = (
     "cuda_extension",
 )
 RUNNER = "_runner.py"
+DEFAULT_MEMORY_BYTES = 3 << 30
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ class ProbeSpec:
     flavours: tuple[str, ...]
     shm_bytes: int = 0
     level: Level = Level.CPU
+    # Memory the probe's process needs at most (a container's limit is the largest of its
+    # probes', plus its shared memory and scratch space).
+    memory_bytes: int = DEFAULT_MEMORY_BYTES
 
 
 def read_spec(path: Path) -> ProbeSpec:
@@ -75,6 +79,7 @@ def read_spec(path: Path) -> ProbeSpec:
                 timeout_s=float(data.get("timeout_s", 120)),
                 flavours=tuple(data.get("flavours", ("slim", "full"))),
                 shm_bytes=int(data.get("shm_bytes", 0)),
+                memory_bytes=int(data.get("memory_bytes", DEFAULT_MEMORY_BYTES)),
             )
     raise InputError(f"{path} has no PROBE = {{...}} literal")
 
@@ -104,10 +109,18 @@ def select(available: dict[str, ProbeSpec], asked: list[str] | None) -> list[Pro
 
 
 def runner_command(
-    python: str, probes_dir: str, probes: list[str], expected: dict[str, Any], device: str
+    python: str,
+    probes_dir: str,
+    probes: list[str],
+    expected: dict[str, Any],
+    device: str,
+    nonce_file: str = "",
 ) -> list[str]:
-    """The command line that runs `probes` through the runner, in a container or here."""
-    return [
+    """The command line that runs `probes` through the runner, in a container or here.
+
+    `nonce_file` holds the run's nonce; the runner reads and removes it before any probe runs.
+    """
+    command = [
         python,
         f"{probes_dir}/{RUNNER}",
         "--device",
@@ -117,6 +130,7 @@ def runner_command(
         "--expected",
         json.dumps(expected, sort_keys=True),
     ]
+    return [*command, "--nonce-file", nonce_file] if nonce_file else command
 
 
 @dataclass(frozen=True)
@@ -148,12 +162,15 @@ def parse_events(
     timed_out: bool = False,
     exit_code: int | None = None,
     stderr: str = "",
+    nonce: str = "",
 ) -> RunnerOutput:
     """One result per asked probe from the runner's stdout, whatever happened to it.
 
-    A probe that started and never reported gets `timeout` when the run was
-    killed for time, else `error` naming the exit code and the last stderr line;
-    a probe that never started gets the same status with "not reached".
+    Only lines that carry the run's `nonce` are events, and a result counts only for the probe
+    that is running (the last `start`), once: no probe can report for another. A probe that
+    started and never reported gets `timeout` when the run was killed for time, else `error`
+    naming the exit code and the last stderr line; a probe that never started gets the same
+    status with "not reached".
     """
     device, reason = "", ""
     results: dict[str, ProbeResult] = {}
@@ -165,16 +182,15 @@ def parse_events(
             event = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if not isinstance(event, dict):
+        if not isinstance(event, dict) or event.pop("nonce", "") != nonce:
             continue
         kind = event.pop("event", None)
         if kind == "device":
             device, reason = str(event.get("device", "")), str(event.get("reason", ""))
         elif kind == "start":
             started.append(str(event.get("probe")))
-        elif kind == "result":
-            result = _result_from(event)
-            results[result.probe] = result
+        elif kind == "result" and started and event.get("probe") == started[-1]:
+            results.setdefault(started[-1], _result_from(event))
     last_err = next((x for x in reversed(stderr.strip().splitlines()) if x.strip()), "")
     ordered = []
     for probe in probes:

@@ -137,6 +137,7 @@ class VerifyRun:
             gpus=self.use_gpus,
             timeout_s=time_limit_s(self.settings.timeout_s, (s.timeout_s for s in chosen)),
             shm_bytes=max([self.settings.shm_bytes, *(s.shm_bytes for s in chosen)]),
+            memory_bytes=max(s.memory_bytes for s in chosen),
             labels=run_labels,
         )
 
