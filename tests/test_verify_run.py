@@ -239,3 +239,56 @@ def test_a_time_limit_that_is_not_positive_is_refused_before_any_engine_call(
         result = CliRunner().invoke(app, [*command, "--timeout-s", timeout])
         assert result.exit_code == 2, result.output
         assert "--timeout-s" in result.output and "not a time limit" in result.output
+
+
+class _LeftoverApi:
+    """The two listing calls `leftovers` makes, answering with one stray probe container."""
+
+    def containers(self, all: bool, filters: dict[str, str]) -> list[dict[str, object]]:
+        if filters["label"] == "io.imagekit.run-id":
+            return [{"Id": "c" * 64, "Names": ["/stray"], "Created": 1.0}]
+        return []
+
+    def images(self, filters: dict[str, object]) -> list[dict[str, object]]:
+        return []
+
+
+def test_containers_left_by_other_runs_are_named_with_how_to_remove_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from types import SimpleNamespace
+
+    from imagekit.cli.common import note_leftovers
+
+    note_leftovers(SimpleNamespace(api=_LeftoverApi()))
+    assert "1 containers of other imagekit runs" in capsys.readouterr().err
+    note_leftovers(
+        SimpleNamespace(api=SimpleNamespace(containers=lambda **_: [], images=lambda **_: []))
+    )
+    assert capsys.readouterr().err == ""
+
+
+def test_an_engine_that_dies_mid_run_keeps_every_finished_record(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    from imagekit.errors import EngineUnavailableError
+
+    engine = FakeEngine()
+    built(engine, slim)
+    other = engine.add(
+        "imagekit-demo/pytorch:other", image_id("other"), dict(engine.images[slim.reference].labels)
+    )
+    calls: list[str] = []
+
+    def dies_second(request: ProbeRequest) -> ProbeRun:
+        calls.append(request.image)
+        if len(calls) == 2:
+            raise EngineUnavailableError("no Docker engine answers at the default socket")
+        results = tuple(passing(p, CPU_FACTS if p == "env" else None) for p in request.probes)
+        return run_of(results)
+
+    verify, _ = make_run(tmp_path, engine, FakeProbeRunner(script=dies_second))
+    with pytest.raises(EngineUnavailableError):
+        verify.execute([target(slim), Target("other", other.tags[0])])
+    assert set(verify.store.images()) == {slim.name}
+    assert 'tests="' in (verify.store.root / "junit.xml").read_text()

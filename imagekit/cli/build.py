@@ -29,6 +29,7 @@ from imagekit.cli.common import (
     dispatch,
     event_view,
     handles,
+    note_leftovers,
     print_json,
     say,
 )
@@ -123,6 +124,7 @@ def build(request: BuildCommand) -> None:
     use_buildx = request.builder == "buildx" or (request.builder == "auto" and buildx_available())
     options, inputs = request.inputs.resolve(buildkit=use_buildx)
     engine = DockerEngine(connect())
+    note_leftovers(engine.client)
     if request.builder == "buildx" and not buildx_available():
         raise EngineUnavailableError(
             "the docker buildx plugin is not installed", "use --builder sdk, or `make engine`"

@@ -151,6 +151,21 @@ def dispatch(make: Callable[[], object]) -> None:
         HANDLERS[type(request)](request)
 
 
+def note_leftovers(client: Any) -> None:
+    """Say so when containers of earlier runs are still on the engine (a run killed with -9,
+    an engine restarted under a running probe): they are `imagekit gc`'s to remove, not this
+    run's, since another run may still be using them."""
+    from imagekit.adapters.engine import leftovers
+
+    left = [x for x in leftovers(client) if x.kind == "container"]
+    if left:
+        say(
+            f"note: {len(left)} containers of other imagekit runs (earlier, or still running) are "
+            "on this engine; `imagekit gc --dry-run` lists them, `imagekit gc --older-than 1h` "
+            "removes those an hour old"
+        )
+
+
 def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True))
 

@@ -16,6 +16,7 @@ from imagekit.cli.common import (
     app,
     dispatch,
     handles,
+    note_leftovers,
     plain_view,
     print_json,
     say,
@@ -86,6 +87,7 @@ def publish(request: PublishCommand) -> None:
     plans = request.selection.plans()
     client = connect()
     engine = DockerEngine(client)
+    note_leftovers(client)
     run = RunFolder.create(request.results)
     run.write_run("publish", engine.info(), {"registry": request.registry, "force": request.force})
     settings = PublishSettings(

@@ -20,6 +20,7 @@ from imagekit.cli.common import (
     app,
     dispatch,
     handles,
+    note_leftovers,
     plain_view,
     print_json,
     say,
@@ -111,6 +112,7 @@ def verify(request: VerifyCommand) -> None:
     )
     client = connect()
     engine = DockerEngine(client)
+    note_leftovers(client)
     run = RunFolder.create(request.results)
     run.write_run("verify", engine.info(), {"images": [t.reference for t in targets]})
     verifier = VerifyRun(
