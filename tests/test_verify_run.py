@@ -292,3 +292,46 @@ def test_an_engine_that_dies_mid_run_keeps_every_finished_record(
         verify.execute([target(slim), Target("other", other.tags[0])])
     assert set(verify.store.images()) == {slim.name}
     assert 'tests="' in (verify.store.root / "junit.xml").read_text()
+
+
+@pytest.mark.parametrize("command", [["verify", "some/image:tag"], ["build"], ["publish"]])
+@pytest.mark.parametrize("what", ["a file", "read-only"])
+def test_a_results_folder_that_cannot_be_written_is_bad_input_before_any_engine_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], what: str
+) -> None:
+    import os
+
+    from typer.testing import CliRunner
+
+    from imagekit.cli import app
+
+    if what == "a file":
+        results = tmp_path / "results.txt"
+        results.write_text("not a folder\n")
+    else:
+        # Root writes into read-only folders, so the engine's answer is played: no access.
+        results = tmp_path / "ro" / "results"
+        results.parent.mkdir(mode=0o555)
+        real_access = os.access
+        monkeypatch.setattr(
+            os, "access", lambda p, m: False if Path(p) == results.parent else real_access(p, m)
+        )
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    matrix = ["--matrix", str(Path(__file__).resolve().parents[1] / "examples" / "cpu.yaml")]
+    extra = [] if command[0] == "verify" else matrix
+    result = CliRunner().invoke(app, [*command, *extra, "--results", str(results)])
+    assert result.exit_code == 2, result.output
+    assert "--results" in result.output and "Traceback" not in result.output
+
+
+def test_a_truncated_record_given_to_report_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from imagekit.cli import app
+
+    run = store(tmp_path)
+    run.image_file("a-slim").write_text('{"verify": {"image_id": "sha256:')
+    result = CliRunner().invoke(app, ["report", str(run.root)])
+    assert result.exit_code == 2, result.output
+    assert "a-slim.json is not an imagekit record" in result.output
+    assert "Traceback" not in result.output

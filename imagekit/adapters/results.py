@@ -95,6 +95,19 @@ class RunFolder:
             ) from None
         return cls(root, rid)
 
+    @staticmethod
+    def check_writable(results_dir: Path) -> None:
+        """InputError, before anything runs, when run folders cannot be made under
+        `results_dir`: it is a file, or it (or the folder it would be made in) is read-only."""
+        hint = "pass --results DIR with a folder you can write (or set IMAGEKIT_RESULTS)"
+        existing = results_dir
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise InputError(f"--results {results_dir}: {existing} is not a folder", hint)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise InputError(f"--results {results_dir}: {existing} is not writable", hint)
+
     @classmethod
     def open(cls, folder: Path) -> RunFolder:
         """An existing run folder, for reading; InputError when it is not one."""

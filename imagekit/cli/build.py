@@ -123,6 +123,7 @@ def build(request: BuildCommand) -> None:
     plans = request.selection.plans()
     use_buildx = request.builder == "buildx" or (request.builder == "auto" and buildx_available())
     options, inputs = request.inputs.resolve(buildkit=use_buildx)
+    RunFolder.check_writable(request.results)
     engine = DockerEngine(connect())
     note_leftovers(engine.client)
     if request.builder == "buildx" and not buildx_available():

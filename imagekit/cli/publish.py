@@ -85,6 +85,7 @@ def publish(request: PublishCommand) -> None:
     from imagekit.orchestration.publish import PublishRun, PublishSettings
 
     plans = request.selection.plans()
+    RunFolder.check_writable(request.results)
     client = connect()
     engine = DockerEngine(client)
     note_leftovers(client)

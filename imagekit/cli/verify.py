@@ -110,6 +110,7 @@ def verify(request: VerifyCommand) -> None:
         request.shm_bytes,
         request.structure,
     )
+    RunFolder.check_writable(request.results)
     client = connect()
     engine = DockerEngine(client)
     note_leftovers(client)
