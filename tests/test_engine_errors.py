@@ -96,3 +96,33 @@ def test_local_image_of_a_dangling_image_with_nothing_set(attrs: dict[str, Any])
         0,
         (),
     )
+
+
+def test_an_engine_that_accepts_and_never_answers_is_a_timeout_with_a_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+    import threading
+    import time
+
+    from imagekit.adapters import engine
+
+    path = tmp_path / "mute.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    accepted: list[socket.socket] = []
+    threading.Thread(
+        target=lambda: accepted.extend(server.accept()[0] for _ in range(4)), daemon=True
+    ).start()
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    monkeypatch.setattr(engine, "PING_TIMEOUT_S", 1)
+    started = time.monotonic()
+    try:
+        with pytest.raises(EngineUnavailableError) as caught:
+            engine.connect()
+    finally:
+        server.close()
+    assert time.monotonic() - started < 30
+    assert caught.value.exit_code == ExitCode.ENGINE_UNAVAILABLE
+    assert "did not answer in time" in caught.value.message

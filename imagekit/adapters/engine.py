@@ -49,6 +49,11 @@ def engine_errors(action: str) -> Iterator[None]:
             "see the engine's log; a full disk or an engine restart are the usual causes",
         ) from None
     except docker.errors.DockerException as exc:
+        if "timed out" in str(exc):  # the SDK wraps a read timeout while asking the version
+            raise EngineUnavailableError(
+                f"the Docker engine at {where} did not answer in time while {action}",
+                "check that it is not stuck (`docker info`); restart it if it is",
+            ) from None
         raise EngineUnavailableError(
             f"no Docker engine answers at {where} while {action}: {_short(exc)}", START_HINT
         ) from None
@@ -63,14 +68,14 @@ def _first_line(what: object) -> str:
     return lines[0][:200] if lines else ""
 
 
-def connect(timeout_s: int = 600, ping_timeout_s: int = PING_TIMEOUT_S) -> docker.DockerClient:
+def connect(timeout_s: int = 600, ping_timeout_s: int | None = None) -> docker.DockerClient:
     """A client for the engine of DOCKER_HOST (or the default socket) that answers a ping.
 
     The ping has a short limit of its own: an engine that accepts a connection and never
     answers is reported within seconds, not after the long limit builds need.
     """
     with engine_errors("connecting"):
-        probe = docker.from_env(version="auto", timeout=ping_timeout_s)
+        probe = docker.from_env(version="auto", timeout=ping_timeout_s or PING_TIMEOUT_S)
         try:
             probe.ping()
         finally:
