@@ -11,8 +11,7 @@ from __future__ import annotations
 import sys
 from importlib import import_module
 
-from imagekit.cli.common import app, say
-from imagekit.errors import ExitCode
+from imagekit.cli.common import app, interrupted_code, say
 
 # Each module registers its commands; this order is the order `imagekit --help` lists them.
 for _module in ("matrix", "build", "verify", "publish", "run", "doctor"):
@@ -23,8 +22,11 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     """Console-script entry point."""
+    from imagekit.cli.signals import install
+
+    install()
     try:
         app()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         say("interrupted")
-        sys.exit(int(ExitCode.INTERRUPTED))
+        sys.exit(interrupted_code(exc))

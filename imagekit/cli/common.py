@@ -74,6 +74,12 @@ def say(message: str) -> None:
 ENGINE_LIBRARIES = ("docker", "requests", "urllib3")
 
 
+def interrupted_code(exc: KeyboardInterrupt) -> int:
+    """130 for Ctrl-C; 128 + the signal for SIGTERM, SIGHUP (see `cli.signals`)."""
+    code = getattr(exc, "exit_code", None)
+    return code if isinstance(code, int) else int(ExitCode.INTERRUPTED)
+
+
 @contextmanager
 def guard() -> Iterator[None]:
     """Turn expected failures into a message and an exit code."""
@@ -84,9 +90,9 @@ def guard() -> Iterator[None]:
             traceback.print_exc()
         say(f"error: {exc.format()}")
         raise typer.Exit(int(exc.exit_code)) from None
-    except KeyboardInterrupt:
-        say("interrupted")
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except KeyboardInterrupt as exc:
+        say(f"interrupted ({exc}); cleaned up" if str(exc) else "interrupted")
+        raise typer.Exit(interrupted_code(exc)) from None
     except OSError as exc:
         # A results folder that is a file, read-only or full, and the like: the file and the
         # reason, never a traceback.

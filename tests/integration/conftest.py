@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -103,6 +104,15 @@ def session(engine: docker.DockerClient) -> Iterator[Session]:
         ):
             with contextlib.suppress(docker.errors.APIError):
                 engine.images.remove(image.id, force=True)
+
+
+def default_sigint() -> None:
+    """For a child the tests send SIGINT to: the default disposition, as under a terminal.
+
+    Started from a background job (`make test &`, nohup), a process inherits SIGINT ignored,
+    and imagekit rightly keeps it so; the tests stand in for a person at a terminal.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def matrix_text(repository: str, base: str, extra_releases: str = "") -> str:

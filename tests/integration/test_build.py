@@ -6,13 +6,14 @@ import contextlib
 import io
 import json
 import secrets
+import signal
 import tarfile
 from pathlib import Path
 
 import docker
 import pytest
 
-from tests.integration.conftest import DemoBuild, Session, imagekit, matrix_text
+from tests.integration.conftest import DemoBuild, Session, default_sigint, imagekit, matrix_text
 
 SLIM = "2.13.0-cpu-py3.11-slim"
 FULL = "2.13.0-cpu-py3.11-full"
@@ -243,19 +244,32 @@ def test_no_build_container_is_left_behind(
     assert leftovers == []
 
 
-def test_ctrl_c_during_a_build_exits_130_and_leaves_no_container(
-    tmp_path: Path, session: Session, wheelhouse: Path, demo_base: str, engine: docker.DockerClient
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_signal_during_a_build_exits_with_its_status_and_leaves_no_container(
+    tmp_path: Path,
+    session: Session,
+    wheelhouse: Path,
+    demo_base: str,
+    engine: docker.DockerClient,
+    sig: int,
+    code: int,
 ) -> None:
     import os
-    import signal
     import subprocess
     import sys
     import time
 
     from tests.integration.conftest import ROOT
 
+    # A cell id of this test's own: its build containers carry it (io.imagekit.cell), so the
+    # test waits for its own build and not for another one on a shared engine.
+    cell = f"stop-{secrets.token_hex(4)}"
+    text = matrix_text(session.repository.replace("/", "-stop/"), demo_base)
+    text = text.replace('  - torch: "2.13.0"\n', f'  - torch: "2.13.0"\n    name: "{cell}"\n', 1)
+    assert f'name: "{cell}"' in text
     matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(matrix_text(session.repository.replace("/", "-sigint/"), demo_base))
+    matrix.write_text(text)
+    mine = {"label": f"io.imagekit.cell={cell}-cpu-py3.11"}
     process = subprocess.Popen(
         [
             sys.executable,
@@ -278,23 +292,24 @@ def test_ctrl_c_during_a_build_exits_130_and_leaves_no_container(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "CI": "true"},
+        preexec_fn=default_sigint,
     )
     try:
         deadline = time.monotonic() + 300
-        # Interrupt while pip runs inside a labelled intermediate container of the builder stage.
+        # Stop while pip runs inside a labelled intermediate container of the builder stage.
         while time.monotonic() < deadline:
-            if engine.containers.list(filters={"label": "io.imagekit.stage"}):
+            if engine.containers.list(filters=mine):
                 break
             time.sleep(0.5)
         else:
             pytest.fail("the build never reached its pip step")
-        process.send_signal(signal.SIGINT)
+        process.send_signal(sig)
         _, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode == 130, stderr[-2000:]
+    assert process.returncode == code, stderr[-2000:]
     deadline = time.monotonic() + 60  # the engine cancels the build and removes its container
-    while engine.containers.list(all=True, filters={"label": "io.imagekit.stage"}):
+    while engine.containers.list(all=True, filters=mine):
         assert time.monotonic() < deadline, "a build container outlived the interrupted build"
         time.sleep(1)
