@@ -7,6 +7,7 @@ of this file), so orchestration is tested as it runs, only without an engine or 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from imagekit.core.ports import (
     Inspector,
     Layer,
     LocalImage,
+    ManifestDocument,
     ProbeRequest,
     ProbeRun,
     ProbeRunner,
@@ -35,6 +37,9 @@ from imagekit.core.records import LEVELS, Check, ProbeResult, Status, Timings, V
 from imagekit.errors import GpuUnavailableError, RegistryError
 from imagekit.events import Event
 from imagekit.resources import probes_dir
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
 
 def image_id(text: str) -> str:
@@ -226,6 +231,8 @@ class FakeRegistry:
     failures: list[PushOutcome] = field(default_factory=list)
     unreachable: bool = False
     pushed: list[str] = field(default_factory=list)
+    documents: dict[str, ManifestDocument] = field(default_factory=dict)
+    put_tags: list[str] = field(default_factory=list)
 
     def manifest(self, reference: str) -> RemoteManifest | None:
         if self.unreachable:
@@ -240,6 +247,25 @@ class FakeRegistry:
         self.tags[reference] = RemoteManifest(image_id(f"manifest {local.id}"), local.id)
         self.pushed.append(reference)
         return PushOutcome(True, 1)
+
+    def document(self, reference: str) -> ManifestDocument | None:
+        if self.unreachable:
+            raise RegistryError(f"cannot reach the registry of {reference}: connection refused")
+        if reference in self.documents:
+            return self.documents[reference]
+        held = self.tags.get(reference)
+        if held is None:
+            return None
+        body = json.dumps({"config": {"digest": held.config}}).encode()
+        return ManifestDocument(OCI_MANIFEST, body, held.digest, held.config)
+
+    def put(self, reference: str, document: ManifestDocument) -> str:
+        if self.unreachable:
+            raise RegistryError(f"cannot reach the registry of {reference}: connection refused")
+        self.documents[reference] = document
+        self.tags[reference] = RemoteManifest(document.digest, document.config)
+        self.put_tags.append(reference)
+        return document.digest
 
 
 @dataclass

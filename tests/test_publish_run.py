@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from imagekit.core.matrix import load_matrix
 from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import PushOutcome, RemoteManifest
+from imagekit.core.ports import ManifestDocument, PushOutcome, RemoteManifest
 from imagekit.core.records import (
     Evidence,
     PublishStatus,
@@ -20,6 +21,8 @@ from imagekit.core.records import (
 )
 from imagekit.orchestration.publish import PublishRun, PublishSettings, candidate_tag
 from tests.fakes import (
+    OCI_INDEX,
+    OCI_MANIFEST,
     Events,
     FakeEngine,
     FakeRegistry,
@@ -194,20 +197,114 @@ def test_a_candidate_run_pushes_only_the_candidate_tag(tmp_path: Path, slim: Ima
     assert [t.kind for t in record.tags] == ["candidate"]
 
 
-def test_from_candidate_pulls_the_candidate_and_publishes_it_as_the_plan(
+def _candidate(world: World, candidate: str, image: str | None = None) -> ManifestDocument:
+    """A candidate in the registry, as `publish --candidate` leaves it, holding `image`."""
+    config = image or world.image
+    body = json.dumps({"mediaType": OCI_MANIFEST, "config": {"digest": config}}).encode()
+    document = ManifestDocument(OCI_MANIFEST, body, "sha256:" + sha256(body).hexdigest(), config)
+    world.registry.documents[f"{world.repository}:{candidate_tag(world.plan.tag, candidate)}"] = (
+        document
+    )
+    return document
+
+
+def test_promotion_puts_the_candidates_own_manifest_under_every_tag_without_an_engine(
     tmp_path: Path, slim: ImagePlan
 ) -> None:
     world = World(tmp_path, slim)
-    candidate = f"{slim.repository}:{candidate_tag(slim.tag, '7')}"
-    pulled = world.engine.images.pop(slim.reference)
-    world.engine.pullable[candidate] = pulled
+    candidate = _candidate(world, "7")
+    run = PublishRun(
+        None,
+        world.registry,
+        FakeSbom(),
+        world.store,
+        [verified(world.image, slim)],
+        PublishSettings(from_candidate="7"),
+        world.events,
+    )
+    record = run.publish_one(slim)
+    assert record.status is PublishStatus.PUBLISHED, record.reasons
+    final = [f"{slim.repository}:{t}" for t in (slim.tag, *slim.aliases)]
+    assert world.registry.put_tags == final
+    assert all(world.registry.documents[t].body == candidate.body for t in final)
+    assert {t.digest for t in record.tags} == {candidate.digest}
+    assert world.registry.pushed == []
+
+
+def test_promotion_is_refused_when_the_candidate_holds_an_image_no_record_passed(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    _candidate(world, "7", image=image_id("rebuilt elsewhere"))
     record = world.publish([verified(world.image, slim)], from_candidate="7")
+    assert record.status is PublishStatus.REFUSED
+    assert "no verify results for image" in record.reasons[0]
+    assert world.registry.put_tags == []
+
+
+def test_promotion_is_refused_when_the_record_of_the_candidate_failed(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    _candidate(world, "7")
+    record = world.publish([verified(world.image, slim, Status.FAIL)], from_candidate="7")
+    assert record.status is PublishStatus.REFUSED and world.registry.put_tags == []
+
+
+def test_promotion_of_an_index_gates_every_platform(tmp_path: Path, slim: ImagePlan) -> None:
+    world = World(tmp_path, slim)
+    amd = _candidate(world, "amd")
+    arm_image = image_id("arm64 image")
+    arm = _candidate(world, "arm", image=arm_image)
+    children = [
+        {"digest": amd.digest, "platform": {"os": "linux", "architecture": "amd64"}},
+        {"digest": arm.digest, "platform": {"os": "linux", "architecture": "arm64"}},
+    ]
+    body = json.dumps({"mediaType": OCI_INDEX, "manifests": children}).encode()
+    index = ManifestDocument(
+        OCI_INDEX,
+        body,
+        "sha256:" + sha256(body).hexdigest(),
+        children=((amd.digest, "linux/amd64"), (arm.digest, "linux/arm64")),
+    )
+    for child in (amd, arm):
+        world.registry.documents[f"{slim.repository}@{child.digest}"] = child
+    world.registry.documents[f"{slim.repository}:{candidate_tag(slim.tag, '9')}"] = index
+    refused = world.publish([verified(world.image, slim)], from_candidate="9")
+    assert refused.status is PublishStatus.REFUSED
+    assert refused.reasons[0].startswith("linux/arm64: no verify results")
+    both = [verified(world.image, slim), verified(arm_image, slim)]
+    record = world.publish(both, from_candidate="9")
     assert record.status is PublishStatus.PUBLISHED
-    assert (world.image, slim.reference) in world.engine.tagged
+    assert world.registry.documents[f"{slim.repository}:{slim.tag}"].digest == index.digest
 
 
-def test_from_candidate_that_cannot_be_pulled_fails(tmp_path: Path, slim: ImagePlan) -> None:
+def test_promotion_never_overwrites_a_versioned_tag_holding_other_content(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    _candidate(world, "7")
+    versioned = f"{slim.repository}:{slim.tag}"
+    world.registry.tags[versioned] = RemoteManifest(image_id("m"), image_id("other content"))
+    record = world.publish([verified(world.image, slim)], from_candidate="7")
+    assert record.status is PublishStatus.REFUSED
+    assert "already exists with other content" in record.reasons[-1]
+    assert world.registry.put_tags == []
+
+
+def test_a_promotion_again_is_unchanged(tmp_path: Path, slim: ImagePlan) -> None:
+    world = World(tmp_path, slim)
+    _candidate(world, "7")
+    world.publish([verified(world.image, slim)], from_candidate="7")
+    again = world.publish([verified(world.image, slim)], from_candidate="7")
+    assert again.status is PublishStatus.UNCHANGED
+    assert {t.status for t in again.tags} == {PublishStatus.UNCHANGED}
+
+
+def test_promotion_without_a_candidate_says_to_push_one_first(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
     world = World(tmp_path, slim)
     record = world.publish([verified(world.image, slim)], from_candidate="404")
     assert record.status is PublishStatus.FAILED
-    assert "cannot pull the candidate" in record.reasons[0]
+    assert "push it with --candidate first" in record.reasons[0]

@@ -10,6 +10,7 @@ written to logs or results.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -19,17 +20,18 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import docker
 import docker.errors
 import requests.exceptions
 
 from imagekit.adapters.engine import engine_errors
-from imagekit.core.ports import PushOutcome, RemoteManifest
+from imagekit.core.ports import ManifestDocument, PushOutcome, RemoteManifest
 from imagekit.core.retry import Backoff
 from imagekit.errors import RegistryError
 
+T = TypeVar("T")
 MANIFEST_TYPES = ", ".join(
     [
         "application/vnd.docker.distribution.manifest.v2+json",
@@ -60,10 +62,13 @@ def classify(message: str) -> str:
 
 
 def split_reference(reference: str) -> tuple[str, str, str]:
-    """("127.0.0.1:5000", "team/pytorch", "tag") from a full reference."""
-    name, _, tag = reference.rpartition(":")
+    """("127.0.0.1:5000", "team/pytorch", "tag") from a full reference; a digest reference
+    (`...@sha256:...`) gives the digest in the tag's place, as the registry API takes it."""
+    name, at, digest = reference.partition("@")
+    if not at:
+        name, _, digest = reference.rpartition(":")
     host, _, path = name.partition("/")
-    return host, path, tag
+    return host, path, digest
 
 
 def registry_auth(host: str, environ: dict[str, str] | None = None) -> dict[str, str] | None:
@@ -138,10 +143,20 @@ def _scheme(host: str) -> str:
 
 
 def _request(
-    url: str, auth: dict[str, str] | None, method: str = "GET"
+    url: str,
+    auth: dict[str, str] | None,
+    method: str = "GET",
+    body: bytes | None = None,
+    content_type: str | None = None,
+    bearer: str | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
-    request = urllib.request.Request(url, method=method, headers={"Accept": MANIFEST_TYPES})
-    if auth:
+    request = urllib.request.Request(url, data=body, method=method)
+    request.add_header("Accept", MANIFEST_TYPES)
+    if content_type:
+        request.add_header("Content-Type", content_type)
+    if bearer:
+        request.add_header("Authorization", f"Bearer {bearer}")
+    elif auth:
         token = base64.b64encode(f"{auth['username']}:{auth['password']}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
     try:
@@ -163,21 +178,23 @@ def _bearer(challenge: str, auth: dict[str, str] | None) -> str | None:
     return str(data.get("token") or data.get("access_token") or "") or None
 
 
-def _get(url: str, host: str, auth: dict[str, str] | None) -> tuple[int, dict[str, str], bytes]:
-    """GET `url`, answering a Bearer challenge once; RegistryError when unreachable (transient
-    unless the connection was refused: nothing listens there, and waiting will not help)."""
+def _call(
+    url: str,
+    host: str,
+    auth: dict[str, str] | None,
+    method: str = "GET",
+    body: bytes | None = None,
+    content_type: str | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    """One registry API call, answering a Bearer challenge once; RegistryError when
+    unreachable (transient unless the connection was refused: nothing listens there, and
+    waiting will not help)."""
     try:
-        status, headers, body = _request(url, auth)
+        status, headers, answer = _request(url, auth, method, body, content_type)
         if status == 401 and "Bearer" in headers.get("Www-Authenticate", ""):
             token = _bearer(headers["Www-Authenticate"], auth)
-            request = urllib.request.Request(url, headers={"Accept": MANIFEST_TYPES})
             if token:
-                request.add_header("Authorization", f"Bearer {token}")
-            try:
-                with urllib.request.urlopen(request, timeout=30) as response:
-                    status, headers, body = response.status, dict(response.headers), response.read()
-            except urllib.error.HTTPError as exc:
-                status, headers, body = exc.code, dict(exc.headers), exc.read()
+                status, headers, answer = _request(url, None, method, body, content_type, token)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         refused = isinstance(reason, ConnectionRefusedError)
@@ -188,29 +205,66 @@ def _get(url: str, host: str, auth: dict[str, str] | None) -> tuple[int, dict[st
             else f"check the network path to {host}",
             transient=not refused,
         ) from None
-    return status, headers, body
+    return status, headers, answer
+
+
+def _refusal(status: int, host: str, what: str) -> RegistryError:
+    """What a registry answer that is neither success nor "absent" means."""
+    if status in (401, 403):
+        return RegistryError(
+            f"registry {host} asks for credentials ({status}) for {what}",
+            f"log in first: docker login {host}",
+        )
+    return RegistryError(
+        f"registry {host} answered {status} for {what}",
+        "the registry failed; try again later, or see its log",
+        transient=status >= 500 or status == 429,
+    )
+
+
+def remote_document(reference: str, auth: dict[str, str] | None = None) -> ManifestDocument | None:
+    """The manifest (or index) a tag or digest names, byte for byte; None if absent."""
+    host, path, tag = split_reference(reference)
+    status, headers, body = _call(f"{_scheme(host)}://{host}/v2/{path}/manifests/{tag}", host, auth)
+    if status == 404:
+        return None
+    if status != 200:
+        raise _refusal(status, host, f"{path}:{tag}")
+    lowered = {k.lower(): v for k, v in headers.items()}
+    digest = lowered.get("docker-content-digest") or "sha256:" + hashlib.sha256(body).hexdigest()
+    data = json.loads(body)
+    media_type = str(data.get("mediaType") or lowered.get("content-type", "")).split(";")[0]
+    children = tuple(
+        (str(m["digest"]), _platform(m.get("platform") or {})) for m in data.get("manifests") or ()
+    )
+    config = str((data.get("config") or {}).get("digest", ""))
+    return ManifestDocument(media_type, body, digest, config, children)
+
+
+def _platform(platform: dict[str, Any]) -> str:
+    """`linux/amd64`, `linux/arm64/v8`; `unknown/unknown` marks an attestation manifest."""
+    parts = [platform.get("os", "unknown"), platform.get("architecture", "unknown")]
+    return "/".join(parts + ([platform["variant"]] if platform.get("variant") else []))
+
+
+def put_document(
+    reference: str, document: ManifestDocument, auth: dict[str, str] | None = None
+) -> str:
+    """Put `document`, unchanged, under the tag `reference` names; the digest the registry
+    gives it (the same as the document's: the bytes are the same)."""
+    host, path, tag = split_reference(reference)
+    url = f"{_scheme(host)}://{host}/v2/{path}/manifests/{tag}"
+    status, headers, _ = _call(url, host, auth, "PUT", document.body, document.media_type)
+    if status not in (200, 201):
+        raise _refusal(status, host, f"putting {path}:{tag}")
+    lowered = {k.lower(): v for k, v in headers.items()}
+    return lowered.get("docker-content-digest") or document.digest
 
 
 def remote_manifest(reference: str, auth: dict[str, str] | None = None) -> RemoteManifest | None:
     """The registry's digest and config digest (= image id) for a tag; None if absent."""
-    host, path, tag = split_reference(reference)
-    status, headers, body = _get(f"{_scheme(host)}://{host}/v2/{path}/manifests/{tag}", host, auth)
-    if status == 404:
-        return None
-    if status in (401, 403):
-        raise RegistryError(
-            f"registry {host} asks for credentials ({status}) for {path}:{tag}",
-            f"log in first: docker login {host}",
-        )
-    if status != 200:
-        raise RegistryError(
-            f"registry {host} answered {status} for {path}:{tag}",
-            "the registry failed; try again later, or see its log",
-            transient=status >= 500 or status == 429,
-        )
-    manifest = json.loads(body)
-    digest = headers.get("Docker-Content-Digest") or headers.get("docker-content-digest") or ""
-    return RemoteManifest(digest, str((manifest.get("config") or {}).get("digest", "")))
+    document = remote_document(reference, auth)
+    return None if document is None else RemoteManifest(document.digest, document.config)
 
 
 def remote_config(reference: str, auth: dict[str, str] | None = None) -> dict[str, Any] | None:
@@ -221,7 +275,7 @@ def remote_config(reference: str, auth: dict[str, str] | None = None) -> dict[st
         return None
     host, path, _ = split_reference(reference)
     url = f"{_scheme(host)}://{host}/v2/{path}/blobs/{manifest.config}"
-    status, _, body = _get(url, host, auth)
+    status, _, body = _call(url, host, auth)
     if status != 200:
         raise RegistryError(f"registry {host} answered {status} for the config of {reference}")
     config: dict[str, Any] = json.loads(body)
@@ -238,7 +292,7 @@ class HttpRegistry:
 
     def __init__(
         self,
-        client: docker.DockerClient,
+        client: docker.DockerClient | None,
         *,
         attempts: int,
         backoff_s: float,
@@ -256,15 +310,14 @@ class HttpRegistry:
     def _left_s(self) -> float | None:
         return None if self.deadline_at is None else max(0.0, self.deadline_at - self.clock())
 
-    def manifest(self, reference: str) -> RemoteManifest | None:
-        """What the registry holds under `reference`; None when the tag is absent."""
-        auth = registry_auth(split_reference(reference)[0])
+    def _retrying(self, call: Callable[[], T]) -> T:
+        """`call`, tried again after a transient RegistryError while tries and time last."""
         backoff = Backoff(self.attempts, self.backoff_s, self._left_s(), self.clock)
         attempt = 0
         while True:
             attempt += 1
             try:
-                return remote_manifest(reference, auth)
+                return call()
             except RegistryError as exc:
                 delay = backoff.delay_after(attempt) if exc.transient else None
                 if delay is None:
@@ -276,8 +329,25 @@ class HttpRegistry:
                     raise
                 self.sleep(delay)
 
+    def _auth(self, reference: str) -> dict[str, str] | None:
+        return registry_auth(split_reference(reference)[0])
+
+    def manifest(self, reference: str) -> RemoteManifest | None:
+        """What the registry holds under `reference`; None when the tag is absent."""
+        return self._retrying(lambda: remote_manifest(reference, self._auth(reference)))
+
+    def document(self, reference: str) -> ManifestDocument | None:
+        """The manifest or index `reference` names, byte for byte; None when absent."""
+        return self._retrying(lambda: remote_document(reference, self._auth(reference)))
+
+    def put(self, reference: str, document: ManifestDocument) -> str:
+        """Put `document` under the tag `reference` names, unchanged; its digest there."""
+        return self._retrying(lambda: put_document(reference, document, self._auth(reference)))
+
     def push(self, reference: str) -> PushOutcome:
         """Push the local `reference`, retrying transient failures."""
+        if self.client is None:
+            raise ValueError("pushing needs an engine; this registry was made without one")
         return push(
             self.client,
             reference,

@@ -25,7 +25,13 @@ from imagekit.cli.requests import PublishCommand, Selection
 from imagekit.errors import PublishError
 
 
-@app.command("publish")
+@app.command(
+    "publish",
+    help="Push the tags of images that passed verification (exit 6 if any is refused or fails)."
+    "\n\nIn CI, --candidate ID pushes one pre-release tag per image after its first "
+    "verification, and --from-candidate ID later promotes those candidates to the final tags "
+    "inside the registry, once every verification passed.",
+)
 def publish_command(
     matrix: MatrixOption = Path("matrix.yaml"),
     only: OnlyOption = None,
@@ -38,10 +44,19 @@ def publish_command(
         bool, typer.Option(help="Publish despite the gate (recorded in the results).")
     ] = False,
     candidate: Annotated[
-        str | None, typer.Option(help="Push only TAG-candidate-ID (CI, before GPU runs).")
+        str | None,
+        typer.Option(
+            help="Push only TAG-candidate-ID of each gated image, nothing else (CI, before "
+            "the other jobs verify it)."
+        ),
     ] = None,
     from_candidate: Annotated[
-        str | None, typer.Option(help="Pull TAG-candidate-ID and publish it (CI promotion).")
+        str | None,
+        typer.Option(
+            help="Promote TAG-candidate-ID inside the registry: the same manifest under the "
+            "versioned tag and the aliases, gated on records for the image it holds; no pull, "
+            "no engine."
+        ),
     ] = None,
     attempts: Annotated[int, typer.Option(min=1, max=10, help="Tries per tag.")] = 4,
     deadline_s: Annotated[
@@ -80,17 +95,21 @@ def publish(request: PublishCommand) -> None:
     from imagekit.adapters.registry import HttpRegistry
     from imagekit.adapters.results import RunFolder, verify_evidence
     from imagekit.adapters.sbom import CycloneDx
+    from imagekit.core.ports import EngineInfo
     from imagekit.core.records import PublishStatus
     from imagekit.core.report import table
     from imagekit.orchestration.publish import PublishRun, PublishSettings
 
     plans = request.selection.plans()
     RunFolder.check_writable(request.results)
-    client = connect()
-    engine = DockerEngine(client)
-    note_leftovers(client)
+    # A promotion happens inside the registry: it needs no engine at all.
+    client = None if request.from_candidate else connect()
+    engine = DockerEngine(client) if client is not None else None
+    if client is not None:
+        note_leftovers(client)
     run = RunFolder.create(request.results)
-    run.write_run("publish", engine.info(), {"registry": request.registry, "force": request.force})
+    facts = engine.info() if engine is not None else EngineInfo()
+    run.write_run("publish", facts, {"registry": request.registry, "force": request.force})
     settings = PublishSettings(
         registry=request.registry,
         dry_run=request.dry_run,

@@ -223,6 +223,29 @@ class RemoteManifest:
 
 
 @dataclass(frozen=True)
+class ManifestDocument:
+    """A manifest or an index as the registry holds it: its exact bytes and what they say.
+
+    Promotion puts these same bytes under another tag, so the digest stays the same.
+    """
+
+    media_type: str
+    body: bytes
+    digest: str
+    config: str = ""  # a manifest's config digest (the image id); "" for an index
+    children: tuple[tuple[str, str], ...] = ()  # an index's (digest, platform) entries
+
+    @property
+    def is_index(self) -> bool:
+        """Whether this is an index (a manifest list) rather than one image's manifest."""
+        return bool(self.children) or "index" in self.media_type or "list" in self.media_type
+
+    def images(self) -> tuple[tuple[str, str], ...]:
+        """The image manifests of an index, attestation manifests (unknown/unknown) left out."""
+        return tuple((d, p) for d, p in self.children if p != "unknown/unknown")
+
+
+@dataclass(frozen=True)
 class PushOutcome:
     """How pushing one tag ended."""
 
@@ -243,6 +266,15 @@ class Registry(Protocol):
 
     def push(self, reference: str) -> PushOutcome:
         """Push the local `reference`, retrying what is transient."""
+        ...
+
+    def document(self, reference: str) -> ManifestDocument | None:
+        """The manifest or index `reference` (a tag, or `repository@digest`) names, byte for
+        byte; None when absent."""
+        ...
+
+    def put(self, reference: str, document: ManifestDocument) -> str:
+        """Put `document` under the tag `reference` names, unchanged; the digest it has there."""
         ...
 
 

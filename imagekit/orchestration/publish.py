@@ -21,18 +21,9 @@ from imagekit.core.ports import Engine, Registry, RemoteManifest, RunStore, Sbom
 from imagekit.core.records import Evidence, PublishRecord, PublishStatus, TagRecord
 from imagekit.errors import RegistryError
 from imagekit.events import Event, EventSink
+from imagekit.orchestration.promote import Promotion, candidate_tag, said
 
 TagKind = Literal["versioned", "alias", "candidate"]
-
-
-def _said(exc: RegistryError) -> str:
-    """What the registry's failure means, with what to do about it, on one line."""
-    return f"{exc.message}; {exc.hint}" if exc.hint else exc.message
-
-
-def candidate_tag(tag: str, candidate: str) -> str:
-    """The pre-release tag CI pushes before verification on every runner has passed."""
-    return f"{tag}-candidate-{candidate}"
 
 
 def retarget(repository: str, registry: str | None) -> str:
@@ -51,8 +42,8 @@ class PublishSettings:
     registry: str | None = None
     dry_run: bool = False
     force: bool = False
-    # CI pipelines: push only `{tag}-candidate-{id}` (no aliases), or start from such a
-    # candidate (pulled and tagged as the plan's reference) and publish the final tags.
+    # CI pipelines: push only `{tag}-candidate-{id}` (no aliases), or promote such a
+    # candidate to the final tags inside the registry (no engine needed).
     candidate: str | None = None
     from_candidate: str | None = None
 
@@ -62,7 +53,7 @@ class PublishRun:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Engine | None,
         registry: Registry,
         sbom: SbomMaker,
         store: RunStore,
@@ -79,6 +70,12 @@ class PublishRun:
         self.events = events
         self.done: list[PublishRecord] = []
 
+    def _engine(self) -> Engine:
+        """The engine local images are pushed from (a promotion needs none)."""
+        if self.engine is None:
+            raise ValueError("publishing a local image needs an engine; this run has none")
+        return self.engine
+
     def publish_one(self, plan: ImagePlan) -> PublishRecord:
         """Gate, check and push one image; its record is written when this returns."""
         record = self._publish_one(plan)
@@ -91,11 +88,10 @@ class PublishRun:
     def _publish_one(self, plan: ImagePlan) -> PublishRecord:
         s = self.settings
         repository = retarget(plan.repository, s.registry)
-        if s.from_candidate and (
-            problem := self._pull_candidate(plan, repository, s.from_candidate)
-        ):
-            return PublishRecord(name=plan.name, status=PublishStatus.FAILED, reasons=(problem,))
-        local = self.engine.inspect_image(plan.reference)
+        if s.from_candidate:
+            promotion = Promotion(self.registry, self.evidence, s.from_candidate, s.force)
+            return promotion.promote(plan, repository)
+        local = self._engine().inspect_image(plan.reference)
         if local is None:
             return PublishRecord(
                 name=plan.name,
@@ -133,7 +129,7 @@ class PublishRun:
             remote = self.registry.manifest(first)
         except RegistryError as exc:
             return record.model_copy(
-                update=dict(status=PublishStatus.FAILED, reasons=(*record.reasons, _said(exc)))
+                update=dict(status=PublishStatus.FAILED, reasons=(*record.reasons, said(exc)))
             )
         tags: list[TagRecord] = []
         if remote is not None and remote.config != image_id:
@@ -179,17 +175,6 @@ class PublishRun:
             )
         )
 
-    def _pull_candidate(self, plan: ImagePlan, repository: str, candidate: str) -> str | None:
-        """Pull the candidate of `plan` and tag it as the plan's reference; None when done."""
-        reference = f"{repository}:{candidate_tag(plan.tag, candidate)}"
-        problem = self.engine.pull(reference)
-        image = None if problem else self.engine.inspect_image(reference)
-        if image is None:
-            return f"cannot pull the candidate {reference}: {problem or 'not found after pull'}"
-        name, _, own_tag = plan.reference.rpartition(":")
-        self.engine.tag(image.id, name, own_tag)
-        return None
-
     def _push_tag(self, image_id: str, repository: str, tag: str, kind: TagKind) -> TagRecord:
         reference = f"{repository}:{tag}"
         before: RemoteManifest | None = None
@@ -198,7 +183,7 @@ class PublishRun:
                 before = self.registry.manifest(reference)
             except RegistryError:
                 before = None  # the push below reports what is wrong with the registry
-        self.engine.tag(image_id, repository, tag)
+        self._engine().tag(image_id, repository, tag)
         started = time.monotonic()
         outcome = self.registry.push(reference)
         entry = TagRecord(
@@ -215,7 +200,7 @@ class PublishRun:
             after = self.registry.manifest(reference)
         except RegistryError as exc:
             return entry.model_copy(
-                update=dict(error=f"pushed, but the digest could not be read back: {_said(exc)}")
+                update=dict(error=f"pushed, but the digest could not be read back: {said(exc)}")
             )
         if after is None or after.config != image_id:
             return entry.model_copy(
@@ -231,10 +216,9 @@ class PublishRun:
 
     def _inventory(self, plan: ImagePlan, image_id: str, digest: str) -> tuple[str, str]:
         """The image's Python and OS packages, and a CycloneDX SBOM of its Python environment."""
-        pip = self.engine.output_of(image_id, ["python3", "-m", "pip", "list", "--format", "json"])
-        dpkg = self.engine.output_of(
-            image_id, ["dpkg-query", "-W", "-f", "${Package}\\t${Version}\\n"]
-        )
+        engine = self._engine()
+        pip = engine.output_of(image_id, ["python3", "-m", "pip", "list", "--format", "json"])
+        dpkg = engine.output_of(image_id, ["dpkg-query", "-W", "-f", "${Package}\\t${Version}\\n"])
         python = json.loads(pip)
         manifest: dict[str, Any] = {
             "image": plan.reference,
