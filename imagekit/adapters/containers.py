@@ -26,7 +26,7 @@ from docker.models.containers import Container
 
 from imagekit.adapters.engine import engine_errors
 from imagekit.core.ports import ProbeRequest, ProbeRun
-from imagekit.core.probes import parse_events, runner_command
+from imagekit.core.probes import runner_command
 from imagekit.errors import GpuUnavailableError
 
 # The probes live in a volume of their own (put_archive can write there although the root
@@ -120,16 +120,17 @@ class ContainerProbeRunner:
                     docker.errors.APIError, requests.exceptions.RequestException
                 ):
                     container.remove(force=True, v=True)
-        output = parse_events(
-            stdout,
-            list(request.probes),
-            timed_out=timed_out,
-            exit_code=exit_code,
-            stderr=stderr,
-            nonce=nonce,
-        )
         wall_s = time.monotonic() - started
-        return ProbeRun(output, stdout + stderr, exit_code, timed_out, wall_s, start_s)
+        return ProbeRun.of(
+            request,
+            stdout,
+            stderr,
+            exit_code=exit_code,
+            timed_out=timed_out,
+            nonce=nonce,
+            wall_s=wall_s,
+            start_s=start_s,
+        )
 
     def _start(
         self, request: ProbeRequest, command: list[str], gpus: list[Any], nonce: str

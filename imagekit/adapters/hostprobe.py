@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from imagekit.core.ports import ProbeRequest, ProbeRun
-from imagekit.core.probes import parse_events, runner_command
+from imagekit.core.probes import runner_command
 
 
 class HostProbeRunner:
@@ -42,16 +42,16 @@ class HostProbeRunner:
             )
             started = time.monotonic()
             stdout, stderr, exit_code, timed_out = _run(command, request.timeout_s)
-        output = parse_events(
-            stdout,
-            list(request.probes),
-            timed_out=timed_out,
-            exit_code=exit_code,
-            stderr=stderr,
-            nonce=nonce,
-        )
         wall_s = time.monotonic() - started
-        return ProbeRun(output, stdout + stderr, exit_code, timed_out, wall_s)
+        return ProbeRun.of(
+            request,
+            stdout,
+            stderr,
+            exit_code=exit_code,
+            timed_out=timed_out,
+            nonce=nonce,
+            wall_s=wall_s,
+        )
 
 
 def _run(command: list[str], timeout_s: float) -> tuple[str, str, int | None, bool]:

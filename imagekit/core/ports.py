@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from imagekit.core.build_stream import BuildLog
 from imagekit.core.labels import ImageLabels
-from imagekit.core.probes import RunnerOutput
+from imagekit.core.probes import RunnerOutput, parse_events
 from imagekit.core.records import Check, ImageRecord, PublishRecord
 
 # The engine ---------------------------------------------------------------------------------
@@ -191,6 +191,30 @@ class ProbeRun:
     timed_out: bool
     wall_s: float
     start_s: float = 0.0
+
+    @classmethod
+    def of(
+        cls,
+        request: ProbeRequest,
+        stdout: str,
+        stderr: str,
+        *,
+        exit_code: int | None,
+        timed_out: bool,
+        nonce: str,
+        wall_s: float,
+        start_s: float = 0.0,
+    ) -> ProbeRun:
+        """What the runner's output says about each asked probe (`parse_events`)."""
+        output = parse_events(
+            stdout,
+            list(request.probes),
+            timed_out=timed_out,
+            exit_code=exit_code,
+            stderr=stderr,
+            nonce=nonce,
+        )
+        return cls(output, stdout + stderr, exit_code, timed_out, wall_s, start_s)
 
 
 class ProbeRunner(Protocol):
