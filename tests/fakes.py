@@ -23,6 +23,8 @@ from imagekit.core.ports import (
     Layer,
     LocalImage,
     ManifestDocument,
+    NodesRequest,
+    NodesRun,
     ProbeRequest,
     ProbeRun,
     ProbeRunner,
@@ -32,7 +34,7 @@ from imagekit.core.ports import (
     RunStore,
     SbomMaker,
 )
-from imagekit.core.probes import RunnerOutput, discover
+from imagekit.core.probes import NodeOutput, RunnerOutput, discover
 from imagekit.core.records import LEVELS, Check, ProbeResult, Status, Timings, VerifyRecord
 from imagekit.errors import GpuUnavailableError, RegistryError
 from imagekit.events import Event
@@ -174,6 +176,8 @@ class FakeProbeRunner:
     script: Script | None = None
     gpus_refused: bool = False
     requests: list[ProbeRequest] = field(default_factory=list)
+    nodes_script: Callable[[NodesRequest], NodesRun] | None = None
+    node_requests: list[NodesRequest] = field(default_factory=list)
 
     def run(self, request: ProbeRequest) -> ProbeRun:
         self.requests.append(request)
@@ -183,6 +187,30 @@ class FakeProbeRunner:
             return self.script(request)
         results = tuple(passing(p, self.env_facts if p == "env" else None) for p in request.probes)
         return run_of(results, device=request.device)
+
+    def run_nodes(self, request: NodesRequest) -> NodesRun:
+        self.node_requests.append(request)
+        if self.nodes_script is not None:
+            return self.nodes_script(request)
+        return nodes_run(request, passing_nodes=request.nodes)
+
+
+def nodes_run(request: NodesRequest, *, passing_nodes: int, timed_out: bool = False) -> NodesRun:
+    """A multi-node run in which the first `passing_nodes` nodes' ranks reported a pass and
+    the others printed nothing (they never joined, or died)."""
+    nonce = "f00d"
+    outputs = []
+    for node in range(request.nodes):
+        lines = ""
+        if node < passing_nodes:
+            rank = passing(request.probe, {"backend": "gloo", "transport": "TCP", "node": node})
+            event = {**rank.to_json(), "event": "rank", "nonce": nonce}
+            lines = json.dumps(event) + "\n"
+        late = node >= passing_nodes
+        outputs.append(
+            NodeOutput(node, lines, "", None if late and timed_out else 0, late and timed_out)
+        )
+    return NodesRun(tuple(outputs), nonce, 2.0)
 
 
 def run_of(

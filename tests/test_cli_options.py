@@ -332,6 +332,8 @@ def case_verify(f: Files) -> Line:
             "--no-structure",
             "--probes-dir",
             str(f.probes_dir),
+            "--nodes",
+            "2",
             "--results",
             str(f.results),
             "--json",
@@ -345,6 +347,7 @@ def case_verify(f: Files) -> Line:
             shm_bytes=1 << 30,
             structure=False,
             probes_dir=f.probes_dir,
+            nodes=2,
             results=f.results,
             json=True,
         ),
@@ -366,8 +369,10 @@ def case_probe(f: Files) -> Line:
     out = f.out / "probe.json"
     argv = ["probe", "--probes", "env,matmul", "--device", "cpu", "--timeout-s", "30"]
     return Line(
-        [*argv, "--out", str(out), "--json"],
-        ProbeCommand(probes=("env", "matmul"), device="cpu", timeout_s=30.0, out=out, json=True),
+        [*argv, "--nodes", "3", "--out", str(out), "--json"],
+        ProbeCommand(
+            probes=("env", "matmul"), device="cpu", timeout_s=30.0, nodes=3, out=out, json=True
+        ),
     )
 
 

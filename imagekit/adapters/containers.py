@@ -25,8 +25,9 @@ import requests.exceptions
 from docker.models.containers import Container
 
 from imagekit.adapters.engine import engine_errors
-from imagekit.core.ports import ProbeRequest, ProbeRun
-from imagekit.core.probes import runner_command
+from imagekit.core import labels as L
+from imagekit.core.ports import NodesRequest, NodesRun, ProbeRequest, ProbeRun
+from imagekit.core.probes import RDZV_PORT, NodeOutput, nodes_command, runner_command
 from imagekit.errors import GpuUnavailableError
 
 # The probes live in a volume of their own (put_archive can write there although the root
@@ -89,6 +90,10 @@ class ContainerProbeRunner:
 
     def __init__(self, client: docker.DockerClient) -> None:
         self.client = client
+
+    def run_nodes(self, request: NodesRequest) -> NodesRun:
+        """A multi-node probe, one container per node (`NodesInContainers`)."""
+        return NodesInContainers(self.client).run(request)
 
     def run(self, request: ProbeRequest) -> ProbeRun:
         """Run the request's probes in one container of its image."""
@@ -174,6 +179,114 @@ class ContainerProbeRunner:
                 container.kill()
                 container.wait(timeout=KILL_GRACE_S)
             return None, True
+
+
+class NodesInContainers:
+    """A multi-node run as containers of one image: one per node, on a network of their own
+    (internal: no way out), each running torchrun; the first node keeps the rendezvous."""
+
+    def __init__(self, client: docker.DockerClient) -> None:
+        self.client = client
+
+    def run(self, request: NodesRequest) -> NodesRun:
+        """Start every node, wait for all within the time limit, collect their output; the
+        containers and the network are gone however this ends."""
+        nonce = secrets.token_hex(16)
+        prefix = f"imagekit-nodes-{nonce[:10]}"
+        started = time.monotonic()
+        network = None
+        containers: list[Container] = []
+        try:
+            with engine_errors(f"creating the network of a {request.nodes}-node probe"):
+                network = self.client.networks.create(
+                    prefix, driver="bridge", internal=True, labels=dict(request.labels)
+                )
+            for node in range(request.nodes):
+                containers.append(self._create(request, prefix, node, nonce))
+            with engine_errors("starting the nodes"):
+                for container in containers:
+                    container.start()
+            outputs = self._wait(containers, request.timeout_s - (time.monotonic() - started))
+        finally:
+            for container in containers:
+                with contextlib.suppress(
+                    docker.errors.APIError, requests.exceptions.RequestException
+                ):
+                    container.remove(force=True, v=True)
+            if network is not None:
+                with contextlib.suppress(
+                    docker.errors.APIError, requests.exceptions.RequestException
+                ):
+                    network.remove()
+        return NodesRun(tuple(outputs), nonce, time.monotonic() - started)
+
+    def _create(self, request: NodesRequest, prefix: str, node: int, nonce: str) -> Container:
+        name = f"{prefix}-node{node}"
+        command = nodes_command(
+            "python3",
+            PROBE_DIR,
+            request.probe,
+            nodes=request.nodes,
+            nproc=request.nproc,
+            endpoint=f"{prefix}-node0:{RDZV_PORT}",
+            run_id=prefix,
+            device=request.device,
+            init_timeout_s=request.init_timeout_s,
+        )
+        # On one machine each node gets a GPU of its own: NCCL refuses one GPU in two ranks.
+        gpus = (
+            [docker.types.DeviceRequest(device_ids=[str(node)], capabilities=[["gpu"]])]
+            if request.gpus
+            else []
+        )
+        fence = hardening(
+            ProbeRequest(
+                image=request.image,
+                probes_dir=request.probes_dir,
+                probes=(request.probe,),
+                expected={},
+                device=request.device,
+                gpus=request.gpus,
+                timeout_s=request.timeout_s,
+                shm_bytes=request.shm_bytes,
+                memory_bytes=request.memory_bytes,
+            )
+        )
+        with engine_errors(f"creating node {node} of {request.image}"):
+            try:
+                container = self.client.containers.create(
+                    request.image,
+                    command,
+                    name=name,
+                    hostname=name,  # torchrun keeps the store where the endpoint names itself
+                    entrypoint=[],
+                    labels={**request.labels, L.NODE: str(node)},
+                    environment={"IMAGEKIT_PROBE_NONCE": nonce},
+                    shm_size=request.shm_bytes,
+                    init=True,
+                    network=prefix,
+                    device_requests=gpus,
+                    detach=True,
+                    **fence,
+                )
+            except docker.errors.APIError as exc:
+                raise _no_gpus(request.image, exc) from None
+            container.put_archive(VOLUME, probes_archive(request.probes_dir))
+        return container
+
+    @staticmethod
+    def _wait(containers: list[Container], left_s: float) -> list[NodeOutput]:
+        deadline = time.monotonic() + max(1.0, left_s)
+        outputs = []
+        for node, container in enumerate(containers):
+            exit_code, timed_out = ContainerProbeRunner._wait(
+                container, max(1.0, deadline - time.monotonic())
+            )
+            with engine_errors(f"reading the output of node {node}"):
+                stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+                stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+            outputs.append(NodeOutput(node, stdout, stderr, exit_code, timed_out))
+        return outputs
 
 
 def _no_gpus(image: str, exc: docker.errors.APIError) -> Exception:

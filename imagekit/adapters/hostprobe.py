@@ -8,15 +8,17 @@ on a GPU machine that has no Docker. Imports neither docker nor jinja2.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from imagekit.core.ports import ProbeRequest, ProbeRun
-from imagekit.core.probes import runner_command
+from imagekit.core.ports import NodesRequest, NodesRun, ProbeRequest, ProbeRun
+from imagekit.core.probes import NodeOutput, nodes_command, runner_command
 
 
 class HostProbeRunner:
@@ -53,6 +55,55 @@ class HostProbeRunner:
             wall_s=wall_s,
         )
 
+    def run_nodes(self, request: NodesRequest) -> NodesRun:
+        """Each node a torchrun of its own on this machine, meeting on loopback: the same
+        probe and rendezvous a cluster uses, without containers."""
+        nonce = secrets.token_hex(16)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        command = nodes_command(
+            self.python,
+            str(request.probes_dir),
+            request.probe,
+            nodes=request.nodes,
+            nproc=request.nproc,
+            endpoint=f"127.0.0.1:{port}",
+            run_id=f"imagekit-{nonce[:8]}",
+            device=request.device,
+            init_timeout_s=request.init_timeout_s,
+        )
+        env = {**os.environ, "IMAGEKIT_PROBE_NONCE": nonce}
+        started = time.monotonic()
+        processes = [
+            subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                start_new_session=True,
+            )
+            for _ in range(request.nodes)
+        ]
+        outputs = []
+        try:
+            for node, process in enumerate(processes):
+                left = max(0.1, request.timeout_s - (time.monotonic() - started))
+                try:
+                    stdout, stderr = process.communicate(timeout=left)
+                    timed_out = False
+                except subprocess.TimeoutExpired:
+                    _kill_group(process)
+                    stdout, stderr = process.communicate()
+                    timed_out = True
+                outputs.append(NodeOutput(node, stdout, stderr, process.returncode, timed_out))
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    _kill_group(process)
+        return NodesRun(tuple(outputs), nonce, time.monotonic() - started)
+
 
 def _run(command: list[str], timeout_s: float) -> tuple[str, str, int | None, bool]:
     """stdout, stderr, exit code and whether it ran over; the whole process group is killed
@@ -77,7 +128,6 @@ def _run(command: list[str], timeout_s: float) -> tuple[str, str, int | None, bo
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:
-    import os
     import signal
 
     with contextlib.suppress(ProcessLookupError):

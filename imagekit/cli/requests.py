@@ -283,6 +283,7 @@ class VerifyCommand:
     shm_bytes: int = DEFAULT_SHM_BYTES
     structure: bool = True
     probes_dir: Path | None = None
+    nodes: int = 1
     results: Path = Path("results")
     json: bool = False
 
@@ -320,6 +321,7 @@ class ProbeCommand:
     probes: tuple[str, ...] = ()
     device: str = "auto"
     timeout_s: float | None = None
+    nodes: int = 1
     out: Path | None = None
     json: bool = False
 

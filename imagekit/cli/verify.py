@@ -39,6 +39,17 @@ from imagekit.errors import InputError, ProbeFailedError
 if TYPE_CHECKING:
     from imagekit.orchestration.verify import Target
 
+NodesOption = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=16,
+        help="Also run the multi-node DDP probe (ddp_nodes) across this many nodes: "
+        "containers of the image on a network of their own (verify), or torchrun processes "
+        "on loopback (probe).",
+    ),
+]
+
 # verify ----------------------------------------------------------------------
 
 
@@ -60,6 +71,7 @@ def verify_command(
     probes_dir: Annotated[
         Path | None, typer.Option(help="Run the probes of this folder instead of imagekit's.")
     ] = None,
+    nodes: NodesOption = 1,
     results: ResultsOption = Path("results"),
     json_out: JsonOption = False,
 ) -> None:
@@ -75,6 +87,7 @@ def verify_command(
             shm_bytes=shm_size,
             structure=structure,
             probes_dir=probes_dir,
+            nodes=nodes,
             results=results,
             json=json_out,
         )
@@ -103,12 +116,13 @@ def verify(request: VerifyCommand) -> None:
             "copy imagekit's probes/ folder and add your probes beside them",
         )
     settings = VerifySettings(
-        folder,
-        request.probes,
-        request.gpus,
-        request.timeout_s,
-        request.shm_bytes,
-        request.structure,
+        probes_dir=folder,
+        probes=request.probes,
+        gpus=request.gpus,
+        timeout_s=request.timeout_s,
+        shm_bytes=request.shm_bytes,
+        structure=request.structure,
+        nodes=request.nodes,
     )
     RunFolder.check_writable(request.results)
     client = connect()
@@ -153,7 +167,7 @@ def _targets(request: VerifyCommand) -> list[Target]:
     if request.images:
         return [Target(record_name(ref), ref) for ref in request.images]
     plans = request.selection.plans()
-    return [Target(p.name, p.reference, p.required_probes) for p in plans]
+    return [Target(p.name, p.reference, p.required_probes, p.nodes) for p in plans]
 
 
 # probe (host mode) -------------------------------------------------------------
@@ -172,13 +186,16 @@ def probe_command(
         DeviceChoice.auto
     ),
     timeout_s: TimeoutOption = None,
+    nodes: NodesOption = 1,
     out: Annotated[
         Path | None, typer.Option(help="Also write the results JSON to this file.")
     ] = None,
     json_out: JsonOption = False,
 ) -> None:
     """Run the probes in this Python environment, no Docker (a doctor for GPU nodes)."""
-    dispatch(lambda: ProbeCommand(probe_names(probes), device.value, timeout_s, out, json_out))
+    dispatch(
+        lambda: ProbeCommand(probe_names(probes), device.value, timeout_s, nodes, out, json_out)
+    )
 
 
 @handles(ProbeCommand)
@@ -191,7 +208,12 @@ def probe(request: ProbeCommand) -> None:
     from imagekit.resources import probes_dir
 
     run = probe_here(
-        HostProbeRunner(), probes_dir(), request.probes, request.device, request.timeout_s
+        HostProbeRunner(),
+        probes_dir(),
+        request.probes,
+        request.device,
+        request.timeout_s,
+        request.nodes,
     )
     document = host_document(run)
     if request.out is not None:

@@ -716,6 +716,7 @@ class _Planner:
             size_budget_bytes=fspec.size_budget_bytes,
             packages=tuple(fspec.packages),
             required_probes=tuple(fspec.required_probes),
+            nodes=fspec.nodes,
             # full reinstalls what its slim left out, so both carry the list.
             leave_out=tuple(spec.flavours.slim.leave_out),
             user_name=spec.user.name,

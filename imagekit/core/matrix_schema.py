@@ -78,6 +78,13 @@ class FlavourSpec(_Strict):
     required_probes: list[Text] = Field(
         default_factory=list, description="Probes that must pass before an image is published."
     )
+    nodes: Annotated[StrictInt, Field(ge=1, le=16)] = Field(
+        default=1,
+        description=(
+            "More than 1: verify also runs the multi-node DDP probe (ddp_nodes) across this "
+            "many containers of each image of this flavour, and publishing requires it."
+        ),
+    )
     leave_out: list[Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]] = Field(
         default_factory=list,
         description=(

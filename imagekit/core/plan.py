@@ -129,6 +129,7 @@ class ImagePlan:
     gid: int
     source: str | None = None
     leave_out: tuple[str, ...] = ()
+    nodes: int = 1  # >1: verify runs the multi-node probe across this many containers
 
     @property
     def name(self) -> str:

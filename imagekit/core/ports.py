@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from imagekit.core.build_stream import BuildLog
 from imagekit.core.labels import ImageLabels
-from imagekit.core.probes import RunnerOutput, parse_events
+from imagekit.core.probes import NodeOutput, RunnerOutput, parse_events
 from imagekit.core.records import Check, ImageRecord, PublishRecord
 
 # The engine ---------------------------------------------------------------------------------
@@ -217,11 +217,51 @@ class ProbeRun:
         return cls(output, stdout + stderr, exit_code, timed_out, wall_s, start_s)
 
 
+@dataclass(frozen=True)
+class NodesRequest:
+    """One multi-node probe across `nodes` nodes of `nproc` ranks each."""
+
+    image: str
+    probes_dir: Path
+    probe: str
+    nodes: int
+    nproc: int
+    device: str  # cpu | cuda
+    gpus: bool
+    timeout_s: float
+    init_timeout_s: float
+    shm_bytes: int
+    memory_bytes: int
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodesRun:
+    """What each node of a multi-node run printed, and the run's nonce to read it with."""
+
+    outputs: tuple[NodeOutput, ...]
+    nonce: str
+    wall_s: float
+
+    @property
+    def log(self) -> str:
+        """Every node's output, one after the other."""
+        return "".join(
+            f"--- node {o.node} (exit {o.exit_code}) ---\n{o.stdout}{o.stderr}"
+            for o in self.outputs
+        )
+
+
 class ProbeRunner(Protocol):
     """Runs probes somewhere and always cleans up after itself."""
 
     def run(self, request: ProbeRequest) -> ProbeRun:
         """Run the request's probes; raises GpuUnavailableError when GPUs cannot be had."""
+        ...
+
+    def run_nodes(self, request: NodesRequest) -> NodesRun:
+        """Run a multi-node probe: one node per container (or process), a rendezvous between
+        them, and nothing left behind however it ends."""
         ...
 
 

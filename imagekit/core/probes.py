@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import pydantic
 
-from imagekit.core.records import LEVELS, Level, ProbeResult, Status
+from imagekit.core.records import LEVELS, Check, Level, ProbeResult, Status
 from imagekit.errors import InputError
 
 DEFAULT_PROBES = (
@@ -48,6 +49,9 @@ class ProbeSpec:
     # Memory the probe's process needs at most (a container's limit is the largest of its
     # probes', plus its shared memory and scratch space).
     memory_bytes: int = DEFAULT_MEMORY_BYTES
+    # More than 1: the probe runs across this many nodes under torchrun (`--nodes`), never in
+    # the one-process runner.
+    nodes: int = 1
 
 
 def read_spec(path: Path) -> ProbeSpec:
@@ -80,6 +84,7 @@ def read_spec(path: Path) -> ProbeSpec:
                 flavours=tuple(data.get("flavours", ("slim", "full"))),
                 shm_bytes=int(data.get("shm_bytes", 0)),
                 memory_bytes=int(data.get("memory_bytes", DEFAULT_MEMORY_BYTES)),
+                nodes=int(data.get("nodes", 1)),
             )
     raise InputError(f"{path} has no PROBE = {{...}} literal")
 
@@ -95,9 +100,14 @@ def discover(folder: Path) -> dict[str, ProbeSpec]:
 
 
 def select(available: dict[str, ProbeSpec], asked: list[str] | None) -> list[ProbeSpec]:
-    """The probes to run, in the order asked (default: all, in DEFAULT_PROBES order)."""
-    names = asked or [n for n in DEFAULT_PROBES if n in available] + sorted(
-        set(available) - set(DEFAULT_PROBES)
+    """The one-node probes to run, in the order asked (default: all, in DEFAULT_PROBES order).
+
+    A multi-node probe is run across nodes (`--nodes`), not here: asking for it by name is an
+    error that says so, and the default leaves it out.
+    """
+    single = {n: s for n, s in available.items() if s.nodes == 1}
+    names = asked or [n for n in DEFAULT_PROBES if n in single] + sorted(
+        set(single) - set(DEFAULT_PROBES)
     )
     unknown = [n for n in names if n not in available]
     if unknown:
@@ -105,7 +115,183 @@ def select(available: dict[str, ProbeSpec], asked: list[str] | None) -> list[Pro
             f"unknown probe(s): {', '.join(unknown)}",
             f"available: {', '.join(sorted(available))}",
         )
+    across = [n for n in names if n not in single]
+    if across:
+        raise InputError(
+            f"{', '.join(across)} runs across nodes, not in one container",
+            f"run it with --nodes {available[across[0]].nodes}",
+        )
     return [available[n] for n in names]
+
+
+def multi_node(available: dict[str, ProbeSpec]) -> ProbeSpec:
+    """The probe that runs across nodes (`ddp_nodes`)."""
+    found = [s for s in available.values() if s.nodes > 1]
+    if not found:
+        raise InputError(
+            "no multi-node probe in the probes folder",
+            "copy imagekit's probes/ddp_nodes.py beside your probes",
+        )
+    return found[0]
+
+
+RDZV_PORT = 29400
+
+
+def nodes_command(
+    python: str,
+    probes_dir: str,
+    probe: str,
+    *,
+    nodes: int,
+    nproc: int,
+    endpoint: str,
+    run_id: str,
+    device: str,
+    init_timeout_s: float,
+) -> list[str]:
+    """The torchrun command line every node runs for a multi-node probe: a c10d rendezvous at
+    `endpoint` (HOST:PORT, where the first node's torchrun keeps the store), no restarts."""
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        str(nodes),
+        "--nproc-per-node",
+        str(nproc),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint,
+        "--rdzv-id",
+        run_id,
+        "--rdzv-conf",
+        f"join_timeout={int(init_timeout_s)}",
+        "--max-restarts",
+        "0",
+        f"{probes_dir}/{probe}.py",
+        "--device",
+        device,
+        "--init-timeout-s",
+        str(int(init_timeout_s)),
+    ]
+
+
+@dataclass(frozen=True)
+class NodeOutput:
+    """What one node of a multi-node run printed, and how it ended."""
+
+    node: int
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+
+
+# NCCL_DEBUG=INFO names the network it chose: "NET/IB : Using [0]mlx5_0:1/IB",
+# "NET/Socket : Using [0]eth0:10.0.0.2<0>", or a plugin ("NET/Plugin: Loaded ... aws-ofi-nccl").
+_NCCL_NET = re.compile(r"NCCL INFO (?:NET/(?P<net>[A-Za-z0-9_-]+)|Using network (?P<using>\S+))")
+_NCCL_IF = re.compile(r"NET/Socket : Using \[\d+\](?P<ifname>[^:\s]+)")
+_NCCL_PLUGIN = re.compile(r"NET/Plugin.*?(?P<plugin>libnccl-net[\w.-]*\.so[\w.]*)")
+
+
+def nccl_transport(log: str) -> dict[str, str]:
+    """Which network NCCL used, from its NCCL_DEBUG=INFO lines; empty when it said nothing."""
+    facts: dict[str, str] = {}
+    for line in log.splitlines():
+        if (m := _NCCL_PLUGIN.search(line)) is not None:
+            facts["nccl_net_plugin"] = m.group("plugin")
+        if (m := _NCCL_NET.search(line)) is not None:
+            net = m.group("using") or m.group("net")
+            if net not in ("Plugin",):
+                facts["transport"] = net
+        if (m := _NCCL_IF.search(line)) is not None:
+            facts["interface"] = m.group("ifname")
+    return facts
+
+
+def combine_nodes(
+    probe: str, outputs: Sequence[NodeOutput], *, nproc: int, nonce: str, device: str = ""
+) -> ProbeResult:
+    """One result for a multi-node run: every rank of every node must report a pass.
+
+    A node whose ranks did not all report is named: `timeout` when the run hit its time
+    limit (it never joined, or hung), else `error` with its exit code and last stderr line.
+    """
+    ranks: dict[int, list[ProbeResult]] = {o.node: [] for o in outputs}
+    for output in outputs:
+        for line in output.stdout.splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(event, dict) or event.pop("nonce", "") != nonce:
+                continue
+            if event.pop("event", None) == "rank":
+                ranks[output.node].append(_result_from({**event, "probe": probe}))
+    problems: list[tuple[Status, str]] = []
+    for output in outputs:
+        mine = ranks[output.node]
+        bad = [r for r in mine if r.status is not Status.PASS]
+        if len(mine) < nproc:
+            if output.timed_out:
+                what = "never joined" if not mine else "did not finish"
+                problems.append((Status.TIMEOUT, f"node {output.node} {what} within the limit"))
+            elif "RendezvousTimeoutError" in output.stderr:
+                problems.append(
+                    (
+                        Status.TIMEOUT,
+                        f"node {output.node}: the rendezvous timed out: a node never joined",
+                    )
+                )
+            else:
+                last = next(
+                    (x for x in reversed(output.stderr.strip().splitlines()) if x.strip()), ""
+                )
+                problems.append(
+                    (
+                        Status.ERROR,
+                        f"node {output.node} exited {output.exit_code} without a result"
+                        + (f": {last[-300:]}" if last else ""),
+                    )
+                )
+        problems += [(r.status, f"node {output.node} rank: {r.reason}") for r in bad]
+    checks = tuple(
+        Check(name=f"node {o.node} rank {i}: {c.name}", ok=c.ok, detail=c.detail)
+        for o in outputs
+        for i, r in enumerate(ranks[o.node])
+        for c in r.checks
+    )
+    facts: dict[str, Any] = {"nodes": len(outputs), "nproc_per_node": nproc}
+    first = next((r for o in outputs for r in ranks[o.node]), None)
+    if first is not None:
+        facts |= {k: v for k, v in first.facts.items() if k not in ("node", "rank")}
+    facts |= nccl_transport("\n".join(o.stdout + o.stderr for o in outputs))
+    duration = max((r.duration_s for rs in ranks.values() for r in rs), default=0.0)
+    if problems:
+        order = [Status.TIMEOUT, Status.ERROR, Status.FAIL, Status.SKIP]
+        status = min((s for s, _ in problems), key=order.index)
+        reason = "; ".join(why for _, why in problems)[:1000]
+        return ProbeResult(
+            probe=probe,
+            status=status,
+            reason=reason,
+            device=device,
+            checks=checks,
+            facts=facts,
+            duration_s=duration,
+        )
+    return ProbeResult(
+        probe=probe,
+        status=Status.PASS,
+        device=device,
+        checks=checks,
+        facts=facts,
+        duration_s=duration,
+    )
 
 
 def runner_command(

@@ -14,6 +14,8 @@ MIN_SHM_BYTES = 1 << 30
 DEFAULT_SHM_BYTES = 2 << 30
 # Container start and `import torch` on a slow machine, on top of the probes' own limits.
 START_MARGIN_S = 60
+# How long the ranks of a multi-node probe wait for each other (rendezvous, process group).
+DEFAULT_INIT_TIMEOUT_S = 120
 
 
 class GpuChoice(StrEnum):

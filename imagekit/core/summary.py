@@ -179,5 +179,8 @@ def changes(old: Records, new: Records, threshold: float = 0.2) -> list[str]:
             b, a = before[probe], after[probe]
             if b.status is Status.PASS and a.status is not Status.PASS:
                 found.append(f"{name} {probe}: passed, now {a.status} ({a.reason})")
+            was_net, now_net = b.facts.get("transport"), a.facts.get("transport")
+            if was_net and now_net and was_net != now_net:
+                found.append(f"{name} {probe}: transport was {was_net}, now {now_net}")
             found += _metric_changes(name, probe, b, a, threshold)
     return found

@@ -10,8 +10,9 @@ from typing import Any
 
 from imagekit import __version__
 from imagekit.core.ports import ProbeRequest, ProbeRun, ProbeRunner
-from imagekit.core.probes import discover, overall, select
+from imagekit.core.probes import discover, multi_node, overall, select
 from imagekit.core.runtime import DEFAULT_SHM_BYTES, time_limit_s
+from imagekit.orchestration.nodes import run_across
 
 
 def probe_here(
@@ -20,9 +21,12 @@ def probe_here(
     probes: Sequence[str],
     device: str,
     timeout_s: float | None,
+    nodes: int = 1,
 ) -> ProbeRun:
-    """Run the probes asked for (default: all) through `runner`, with their time limit."""
-    chosen = select(discover(probes_dir), list(probes) or None)
+    """Run the probes asked for (default: all) through `runner`, with their time limit; with
+    `nodes` > 1 the multi-node probe too, as that many local torchrun nodes on loopback."""
+    specs = discover(probes_dir)
+    chosen = select(specs, list(probes) or None)
     request = ProbeRequest(
         image="",
         probes_dir=probes_dir,
@@ -33,7 +37,21 @@ def probe_here(
         timeout_s=time_limit_s(timeout_s, (s.timeout_s for s in chosen)),
         shm_bytes=DEFAULT_SHM_BYTES,
     )
-    return runner.run(request)
+    run = runner.run(request)
+    if nodes > 1:
+        run = run_across(
+            runner,
+            multi_node(specs),
+            run,
+            image="",
+            probes_dir=probes_dir,
+            nodes=nodes,
+            gpus=run.output.device.startswith("cuda"),
+            timeout_s=timeout_s,
+            shm_bytes=DEFAULT_SHM_BYTES,
+            labels={},
+        )
+    return run
 
 
 def host_document(run: ProbeRun) -> dict[str, Any]:

@@ -27,12 +27,24 @@ from imagekit.core.ports import (
     ProbeRunner,
     RunStore,
 )
-from imagekit.core.probes import ProbeSpec, discover, overall, select
+from imagekit.core.probes import (
+    ProbeSpec,
+    discover,
+    multi_node,
+    overall,
+    select,
+)
 from imagekit.core.records import LEVELS, Check, ImageRecord, Timings, VerifyRecord
-from imagekit.core.runtime import DEFAULT_SHM_BYTES, GpuChoice, time_limit_s, use_gpus
+from imagekit.core.runtime import (
+    DEFAULT_SHM_BYTES,
+    GpuChoice,
+    time_limit_s,
+    use_gpus,
+)
 from imagekit.core.summary import junit, markdown
 from imagekit.errors import GpuUnavailableError, InputError
 from imagekit.events import Event, EventSink
+from imagekit.orchestration.nodes import run_across
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,7 @@ class Target:
     name: str
     reference: str
     required: tuple[str, ...] = ()
+    nodes: int = 1  # >1: the multi-node probe runs too, and is required
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,7 @@ class VerifySettings:
     timeout_s: float | None = None
     shm_bytes: int = DEFAULT_SHM_BYTES
     structure: bool = True
+    nodes: int = 1  # >1: every image also runs the multi-node probe across this many nodes
 
 
 class VerifyRun:
@@ -97,6 +111,13 @@ class VerifyRun:
         run_labels = {L.RUN_ID: self.store.run_id, L.IMAGE: target.name}
         request = self._request(image, chosen, run_labels)
         outcome = self._run(request)
+        nodes = max(self.settings.nodes, target.nodes)
+        across = self._across() if nodes > 1 else None
+        flavour = image.imagekit.flavour
+        if across is not None and (not flavour or flavour in across.flavours):
+            outcome = self._run_nodes(image, nodes, outcome, run_labels)
+            if target.required and across.name not in target.required:
+                target = replace(target, required=(*target.required, across.name))
         self.store.log_file(target.name, "verify").write_text(outcome.log)
         inspection = self._inspect(image, outcome, run_labels)
         record = self._record(target, image, outcome, request, inspection, started)
@@ -149,6 +170,27 @@ class VerifyRun:
                 raise
             self.use_gpus = False  # --gpus auto: the CPU probes still tell a lot
             return self.runner.run(replace(request, device="cpu", gpus=False))
+
+    def _across(self) -> ProbeSpec:
+        """The multi-node probe of the probes folder."""
+        return multi_node(self.specs)
+
+    def _run_nodes(
+        self, image: LocalImage, nodes: int, outcome: ProbeRun, run_labels: dict[str, str]
+    ) -> ProbeRun:
+        """`outcome` with the multi-node probe's result (and log) added."""
+        return run_across(
+            self.runner,
+            self._across(),
+            outcome,
+            image=image.id,
+            probes_dir=self.settings.probes_dir,
+            nodes=nodes,
+            gpus=self.use_gpus,
+            timeout_s=self.settings.timeout_s,
+            shm_bytes=self.settings.shm_bytes,
+            labels=run_labels,
+        )
 
     def _inspect(
         self, image: LocalImage, outcome: ProbeRun, run_labels: dict[str, str]

@@ -1,0 +1,151 @@
+"""DDP across two containers of each demo image: a rendezvous, a network of their own, and
+nothing left behind however it ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.integration.conftest import ROOT, DemoBuild, default_sigint, imagekit
+
+SLIM = "2.13.0-cpu-py3.11-slim"
+FULL = "2.13.0-cpu-py3.11-full"
+
+
+def nodes_left(engine: docker.DockerClient) -> tuple[list, list]:
+    """Containers of multi-node runs, and their networks, still on the engine."""
+    containers = engine.containers.list(all=True, filters={"label": "io.imagekit.node"})
+    networks = [n for n in engine.networks.list() if n.name.startswith("imagekit-nodes-")]
+    return containers, networks
+
+
+def verify_nodes(image: str, tmp_path: Path, *extra: str):
+    return imagekit(
+        "verify",
+        image,
+        "--probes",
+        "env",
+        "--no-structure",
+        "--nodes",
+        "2",
+        "--results",
+        str(tmp_path / "results"),
+        "--json",
+        *extra,
+    )
+
+
+@pytest.mark.parametrize("flavour", [SLIM, FULL])
+def test_two_containers_train_one_ddp_step_together(
+    demo_build: DemoBuild, engine: docker.DockerClient, tmp_path: Path, flavour: str
+) -> None:
+    started = time.monotonic()
+    result = verify_nodes(demo_build.records[flavour]["build"]["reference"], tmp_path)
+    wall_s = time.monotonic() - started
+    assert result.code == 0, result.stderr[-3000:]
+    verify = next(iter(json.loads(result.stdout)["images"].values()))["verify"]
+    nodes = next(r for r in verify["probes"] if r["probe"] == "ddp_nodes")
+    assert nodes["status"] == "pass", nodes
+    assert nodes["facts"]["backend"] == "gloo" and nodes["facts"]["world_size"] == 2
+    assert nodes["facts"]["transport"] == "TCP" and nodes["facts"]["nodes"] == 2
+    names = {c["name"] for c in nodes["checks"]}
+    assert "node 1 rank 0: gradients are the average over every rank of every node" in names
+    assert "node 0 rank 0: ranks of every node took part" in names
+    assert nodes_left(engine) == ([], [])
+    print(f"{flavour}: verify --nodes 2 took {wall_s:.1f}s")
+
+
+def _probes_with(tmp_path: Path, text: str) -> Path:
+    folder = tmp_path / "probes"
+    shutil.copytree(ROOT / "probes", folder)
+    original = (folder / "ddp_nodes.py").read_text()
+    # The broken node misbehaves before the probe's own code runs its step.
+    (folder / "ddp_nodes.py").write_text(
+        original.replace("def main() -> int:\n", "def main() -> int:\n" + text, 1)
+    )
+    return folder
+
+
+def test_a_node_that_crashes_is_reported_on_that_node(
+    demo_build: DemoBuild, engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    folder = _probes_with(
+        tmp_path,
+        '    if os.environ.get("GROUP_RANK") == "1":\n'
+        '        raise SystemExit("node 1 fell over on purpose")\n',
+    )
+    image = demo_build.records[SLIM]["build"]["reference"]
+    result = verify_nodes(image, tmp_path, "--probes-dir", str(folder), "--timeout-s", "150")
+    assert result.code == 5, result.stderr[-3000:]
+    verify = next(iter(json.loads(result.stdout)["images"].values()))["verify"]
+    nodes = next(r for r in verify["probes"] if r["probe"] == "ddp_nodes")
+    assert nodes["status"] in ("error", "timeout"), nodes
+    assert "node 1" in nodes["reason"], nodes["reason"]
+    assert nodes_left(engine) == ([], [])
+
+
+def test_a_node_that_never_joins_ends_in_a_timeout_within_the_limit(
+    demo_build: DemoBuild, engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    folder = _probes_with(
+        tmp_path,
+        '    if os.environ.get("GROUP_RANK") == "1":\n'
+        "        import time\n\n"
+        "        time.sleep(3600)\n",
+    )
+    image = demo_build.records[SLIM]["build"]["reference"]
+    started = time.monotonic()
+    result = verify_nodes(image, tmp_path, "--probes-dir", str(folder), "--timeout-s", "60")
+    elapsed = time.monotonic() - started
+    assert result.code == 5, result.stderr[-3000:]
+    verify = next(iter(json.loads(result.stdout)["images"].values()))["verify"]
+    nodes = next(r for r in verify["probes"] if r["probe"] == "ddp_nodes")
+    assert nodes["status"] == "timeout", nodes
+    assert elapsed < 60 + 60 + 60  # the probes' limit, the nodes' limit, start-up
+    assert nodes_left(engine) == ([], [])
+
+
+def test_sigterm_during_a_multi_node_probe_leaves_no_container_and_no_network(
+    demo_build: DemoBuild, engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    folder = _probes_with(tmp_path, "    import time\n\n    time.sleep(3600)\n")
+    image = demo_build.records[SLIM]["build"]["reference"]
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "imagekit", "verify", image, "--probes", "env"),
+            *("--no-structure", "--nodes", "2", "--probes-dir", str(folder)),
+            *("--results", str(tmp_path / "results")),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CI": "true"},
+        preexec_fn=default_sigint,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            running = engine.containers.list(filters={"label": "io.imagekit.node"})
+            if len(running) == 2:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the two nodes never ran")
+        time.sleep(2)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, stderr[-2000:]
+    assert nodes_left(engine) == ([], [])
