@@ -84,7 +84,7 @@ test-cuda: base wheelhouse-cuda
 ## make demo: build the CPU example from nothing, verify it and print the report.
 demo: $(STAMP) base wheelhouse
 	$(BIN)/imagekit build --matrix $(DEMO_MATRIX) --wheelhouse $(WHEELHOUSE)
-	$(BIN)/imagekit verify --matrix $(DEMO_MATRIX)
+	$(BIN)/imagekit verify --matrix $(DEMO_MATRIX) --nodes 2
 
 # Host-mode probe tests run in the test venv: the CPU torch from the demo wheelhouse.
 $(VENV)/.torch-installed: $(WHEELHOUSE)/.complete
