@@ -3,7 +3,8 @@
 Reads on the CPU what a GPU run would depend on: the CUDA torch was built for, the cuDNN and
 NCCL libraries (their own version calls and their wheels' versions), the compiled GPU
 architectures, that every shared library of the torch and nvidia packages finds its
-dependencies, and that no second copy of cuDNN or NCCL can shadow the wheels'.
+dependencies, that no second copy of cuDNN or NCCL can shadow the wheels', and what NCCL could
+use between nodes (libibverbs, NET plugins).
 """
 
 from __future__ import annotations
@@ -220,6 +221,35 @@ def check_one_copy(rec: Recorder, site: Path) -> None:
     )
 
 
+def nccl_net_plugins(site: Path) -> list[str]:
+    """NCCL NET plugins (libnccl-net*.so) NCCL would find: on LD_LIBRARY_PATH, in the nvidia
+    wheels, or in the system library folders."""
+    roots = [Path(p) for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+    roots += [site / "nvidia", *(Path(d) for d in SYSTEM_LIBRARY_DIRS)]
+    found = set()
+    for root in roots:
+        if root.is_dir():
+            found |= {str(p) for p in root.rglob("libnccl-net*.so*") if p.is_file()}
+    return sorted(found)
+
+
+def check_fabric(rec: Recorder, site: Path, want: Callable[[str], Any]) -> None:
+    """What NCCL could use between nodes, without any NIC present: whether libibverbs loads
+    (InfiniBand/RoCE) and which NET plugins (AWS EFA's aws-ofi-nccl, ...) it would find.
+    Facts, unless the image promises RDMA (`rdma` expected): then libibverbs must load."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libibverbs.so.1")
+        verbs = "loads"
+    except OSError as exc:
+        verbs = f"absent ({exc})"
+    rec.facts["libibverbs"] = verbs
+    rec.facts["nccl_net_plugins"] = nccl_net_plugins(site)
+    if want("rdma"):
+        rec.check("NCCL can load libibverbs (InfiniBand/RoCE)", verbs == "loads", verbs)
+
+
 def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     import torch
 
@@ -233,6 +263,7 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
         check_archs(rec, torch, want)
         check_dependencies(rec, site)
         check_one_copy(rec, site)
+        check_fabric(rec, site, want)
         rec.facts["python"] = sys.executable
     return rec.report()
 

@@ -133,3 +133,32 @@ def test_a_probe_run_as_a_script_reports_under_its_file_name(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["probe"] == "tiny" and report["status"] == "pass"
+
+
+def test_cuda_stack_records_what_nccl_could_use_between_nodes_without_a_nic(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]); "
+        "from pathlib import Path; import cuda_stack; from _probekit import Recorder; "
+        "plugin = Path(sys.argv[2]) / 'nvidia' / 'nccl' / 'lib' / 'libnccl-net-ofi.so'; "
+        "plugin.parent.mkdir(parents=True); plugin.write_bytes(b'ELF'); "
+        "facts = Recorder('cuda_stack', 'cpu'); "
+        "cuda_stack.check_fabric(facts, Path(sys.argv[2]), {}.get); "
+        "promised = Recorder('cuda_stack', 'cpu'); "
+        "cuda_stack.check_fabric(promised, Path(sys.argv[2]), {'rdma': True}.get); "
+        "print(json.dumps([facts.facts, facts.checks, promised.checks]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(PROBES), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": ""},
+    )
+    facts, checks, promised = json.loads(done.stdout)
+    assert facts["nccl_net_plugins"] == [str(tmp_path / "nvidia/nccl/lib/libnccl-net-ofi.so")]
+    assert facts["libibverbs"] == "loads" or facts["libibverbs"].startswith("absent")
+    assert checks == []  # without a promise of RDMA it is a fact, not a check
+    assert [c["name"] for c in promised] == ["NCCL can load libibverbs (InfiniBand/RoCE)"]
+    assert promised[0]["ok"] == (facts["libibverbs"] == "loads")
