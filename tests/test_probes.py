@@ -53,7 +53,9 @@ def test_probe_metadata_is_read_without_importing_torch() -> None:
         "ddp",
         "cudnn",
         "cuda_extension",
+        "ddp_nodes",
     }
+    assert specs["ddp_nodes"].nodes == 2  # run across nodes only, never in the list below
     assert specs["cudnn"].needs_gpu and not specs["autograd"].needs_gpu
     assert specs["ddp"].shm_bytes == 1 << 30
     assert [s.name for s in select(specs, None)] == [

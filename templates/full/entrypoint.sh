@@ -3,14 +3,18 @@
 #
 #   (no arguments) | jupyter   JupyterLab on 8888 (token from JUPYTER_TOKEN, else a random one)
 #   ssh                        sshd on 2222, key-only (keys: /etc/imagekit/authorized_keys or
-#                              $SSH_AUTHORIZED_KEYS)
-#   tensorboard                TensorBoard on 6006 reading $TENSORBOARD_LOGDIR (/workspace/runs)
-#   services                   every service named in $IMAGEKIT_SERVICES (e.g. "jupyter,ssh")
+#                              $SSH_AUTHORIZED_KEYS), with StrictModes
+#   tensorboard                TensorBoard on 6006 reading $TENSORBOARD_LOGDIR (/workspace/runs);
+#                              it has no authentication (see the warning it logs)
+#   services                   every service named in $IMAGEKIT_SERVICES (e.g. "jupyter,ssh");
+#                              one that cannot start (sshd without a key) is left out, the others
+#                              run; when one that started ends, the others are stopped too
 #   shell | bash               an interactive shell
 #   anything else              run as a command
 #
 # It runs under tini (PID 1), never as root by default, and works for any `--user UID:GID`:
-# a user unknown to /etc/passwd gets an entry through nss_wrapper, so no "I have no name!".
+# a user unknown to /etc/passwd (or whose home there is not its own) gets an entry through
+# nss_wrapper with a private home, so no "I have no name!", and sshd accepts that home.
 set -euo pipefail
 
 STATE_DIR=/tmp/imagekit
@@ -20,21 +24,52 @@ mkdir -p "$STATE_DIR"
 log() { echo "imagekit: $*" >&2; }
 
 # --- user mapping ------------------------------------------------------------------------
-if ! getent passwd "$(id -u)" >/dev/null 2>&1; then
+uid=$(id -u)
+
+# Whether folder $1 passes sshd's StrictModes test: owned by root or by us, and writable by
+# neither group nor others.
+private_enough() {
+    local owner mode
+    read -r owner mode < <(stat -Lc '%u %a' "$1" 2>/dev/null) || return 1
+    { [ "$owner" = 0 ] || [ "$owner" = "$uid" ]; } && (( (8#$mode & 8#022) == 0 ))
+}
+
+# A home of our own under /tmp: /tmp/home-UID made now (0700), or kept from a restart when it
+# is ours and private; otherwise (someone else made that name) a fresh unpredictable one.
+private_home() {
+    local home="/tmp/home-$uid"
+    if mkdir -m 0700 "$home" 2>/dev/null \
+        || { [ -d "$home" ] && [ ! -L "$home" ] && [ -O "$home" ] && private_enough "$home"; }; then
+        echo "$home"
+    else
+        mktemp -d "/tmp/home-$uid.XXXXXX"
+    fi
+}
+
+entry=$(getent passwd "$uid" 2>/dev/null || true)
+pw_name=$(cut -d: -f1 <<<"$entry")
+pw_home=$(cut -d: -f6 <<<"$entry")
+if [ -n "$entry" ] && [ -d "$pw_home" ] && [ -O "$pw_home" ]; then
+    # A user of the image with a home of its own (the image's user): as it is.
+    [ -w "${HOME:-/nonexistent}" ] || export HOME="$pw_home"
+else
+    # Unknown to /etc/passwd, or its home there is not its own (nobody's /nonexistent, the
+    # image user's /home/ml for --user 1010:100): a home of its own, $HOME if that is one
+    # (-e HOME=...), else a private one, and a passwd entry that says so, for every program
+    # that asks (sshd checks the keys' folders up to that home).
+    home=${HOME:-}
+    if [ -z "$home" ] || [ ! -d "$home" ] || [ ! -O "$home" ] || [ ! -w "$home" ]; then
+        home=$(private_home)
+    fi
     wrapper=$(find /usr/lib -name libnss_wrapper.so 2>/dev/null | head -n 1)
     if [ -n "$wrapper" ]; then
-        home=${HOME:-/home/ml}
-        [ -w "$home" ] || home="/tmp/home-$(id -u)"
-        mkdir -p "$home"
-        { cat /etc/passwd; echo "user:x:$(id -u):$(id -g):imagekit user:$home:/bin/bash"; } \
+        { grep -v "^[^:]*:[^:]*:$uid:" /etc/passwd || true
+          echo "${pw_name:-user}:x:$uid:$(id -g):imagekit user:$home:/bin/bash"; } \
             >"$STATE_DIR/passwd"
         export NSS_WRAPPER_PASSWD="$STATE_DIR/passwd" NSS_WRAPPER_GROUP=/etc/group
-        export LD_PRELOAD="$wrapper${LD_PRELOAD:+:$LD_PRELOAD}" HOME="$home" USER=user
+        export LD_PRELOAD="$wrapper${LD_PRELOAD:+:$LD_PRELOAD}" USER="${pw_name:-user}"
     fi
-fi
-if [ ! -w "${HOME:-/nonexistent}" ]; then
-    export HOME="/tmp/home-$(id -u)"
-    mkdir -p "$HOME"
+    export HOME="$home"
 fi
 export XDG_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}" JUPYTER_RUNTIME_DIR="$STATE_DIR/jupyter"
 mkdir -p "$XDG_CACHE_HOME"
@@ -55,68 +90,135 @@ start_jupyter() {
         --ServerApp.allow_root=False "$@"
 }
 
-authorized_keys() {
-    local out="$STATE_DIR/ssh/authorized_keys"
-    mkdir -p "$STATE_DIR/ssh" && chmod 700 "$STATE_DIR/ssh"
-    : >"$out"
-    [ -r /etc/imagekit/authorized_keys ] && cat /etc/imagekit/authorized_keys >>"$out"
-    [ -n "${SSH_AUTHORIZED_KEYS:-}" ] && printf '%s\n' "$SSH_AUTHORIZED_KEYS" >>"$out"
-    chmod 600 "$out"
-    grep -qE '^(ssh-|ecdsa-|sk-)' "$out"
+# sshd runs with StrictModes: the keys' folder and every folder above it, up to the home
+# sshd sees, must belong to root or to us and be writable by neither group nor others. /tmp
+# (world-writable) never passes, so the keys live in /run/imagekit/ssh, made in the image for
+# the image's user, or else in a private folder in the user's own home.
+ssh_dir() {
+    if [ -d /run/imagekit/ssh ] && [ -O /run/imagekit/ssh ]; then
+        echo /run/imagekit/ssh
+    else
+        echo "$(getent passwd "$uid" | cut -d: -f6)/.imagekit-sshd"
+    fi
 }
 
-start_sshd() {
-    if ! authorized_keys; then
+# The first folder from $1 up to the home sshd sees (or /) that StrictModes would refuse.
+strict_modes_refuses() {
+    local dir home
+    dir=$(realpath "$1") home=$(realpath "$(getent passwd "$uid" | cut -d: -f6)" 2>/dev/null || true)
+    while :; do
+        private_enough "$dir" || { echo "$dir"; return 0; }
+        if [ "$dir" = "$home" ] || [ "$dir" = / ]; then
+            return 1
+        fi
+        dir=$(dirname "$dir")
+    done
+}
+
+# Everything sshd needs, made in the foreground, so a missing key is known before anything
+# is started: 1 (and the log says why) when sshd cannot start.
+prepare_sshd() {
+    local keys="" bad setenv name
+    [ -r /etc/imagekit/authorized_keys ] && keys+=$(cat /etc/imagekit/authorized_keys)$'\n'
+    [ -n "${SSH_AUTHORIZED_KEYS:-}" ] && keys+="$SSH_AUTHORIZED_KEYS"$'\n'
+    if ! grep -qE '^(ssh-|ecdsa-|sk-)' <<<"$keys"; then
         log "sshd NOT started: no authorized key (mount /etc/imagekit/authorized_keys or set SSH_AUTHORIZED_KEYS)"
         return 1
     fi
-    local dir="$STATE_DIR/ssh" key
-    # Host keys never ship in the image: a mounted one is reused, otherwise one is made now.
-    if [ -r /etc/imagekit/ssh_host_ed25519_key ]; then
-        key=/etc/imagekit/ssh_host_ed25519_key
-    else
-        key="$dir/ssh_host_ed25519_key"
-        [ -f "$key" ] || ssh-keygen -q -t ed25519 -N '' -f "$key"
+    SSHD_DIR=$(ssh_dir)
+    [ -d "$SSHD_DIR" ] || mkdir -m 0700 "$SSHD_DIR" 2>/dev/null || true
+    if bad=$(strict_modes_refuses "$SSHD_DIR"); then
+        log "sshd NOT started: sshd's StrictModes refuses keys under $bad (it must belong to you or root and be writable by neither group nor others)"
+        return 1
     fi
-    local setenv="SetEnv PATH=$PATH" name
+    if ! (umask 077 && printf '%s' "$keys" >"$SSHD_DIR/authorized_keys") \
+        || ! chmod 0600 "$SSHD_DIR/authorized_keys"; then
+        log "sshd NOT started: cannot write $SSHD_DIR/authorized_keys"
+        return 1
+    fi
+    # Host keys never ship in the image: a mounted one is reused, otherwise one is made now
+    # (and kept for a restart of this container).
+    if [ -r /etc/imagekit/ssh_host_ed25519_key ]; then
+        SSHD_HOST_KEY=/etc/imagekit/ssh_host_ed25519_key
+    else
+        SSHD_HOST_KEY="$SSHD_DIR/ssh_host_ed25519_key"
+        [ -f "$SSHD_HOST_KEY" ] || ssh-keygen -q -t ed25519 -N '' -f "$SSHD_HOST_KEY" \
+            || { log "sshd NOT started: cannot make a host key in $SSHD_DIR"; return 1; }
+    fi
+    setenv="SetEnv PATH=$PATH"
     for name in VIRTUAL_ENV CUDA_HOME LD_PRELOAD NSS_WRAPPER_PASSWD NSS_WRAPPER_GROUP LANG; do
         [ -n "${!name:-}" ] && setenv+=" $name=${!name}"
     done
-    sed -e "s#@HOST_KEY@#$key#" -e "s#@AUTHORIZED_KEYS@#$dir/authorized_keys#" \
+    sed -e "s#@HOST_KEY@#$SSHD_HOST_KEY#" -e "s#@AUTHORIZED_KEYS@#$SSHD_DIR/authorized_keys#" \
         -e "s#@SETENV@#$setenv#" \
-        -e "s#@PORT@#${SSH_PORT:-2222}#" -e "s#@PID@#$dir/sshd.pid#" \
+        -e "s#@PORT@#${SSH_PORT:-2222}#" -e "s#@PID@#$SSHD_DIR/sshd.pid#" \
         -e "s#@FORWARDING@#${IMAGEKIT_SSH_FORWARDING:-no}#g" \
-        /etc/imagekit/sshd_config.in >"$dir/sshd_config"
-    echo ssh >>"$STATE_DIR/services"
-    log "sshd: ssh -p ${SSH_PORT:-2222} $(id -un)@HOST (key only; host key $(ssh-keygen -lf "$key" | awk '{print $2}'))"
-    exec /usr/sbin/sshd -D -e -f "$dir/sshd_config"
+        /etc/imagekit/sshd_config.in >"$SSHD_DIR/sshd_config"
 }
 
+run_sshd() {
+    echo ssh >>"$STATE_DIR/services"
+    log "sshd: ssh -p ${SSH_PORT:-2222} $(id -un)@HOST (key only; host key $(ssh-keygen -lf "$SSHD_HOST_KEY" | awk '{print $2}'); keys in $SSHD_DIR)"
+    exec /usr/sbin/sshd -D -e -f "$SSHD_DIR/sshd_config"
+}
+
+# TensorBoard has no authentication of its own. It listens on every interface of the
+# container (so `-p` can publish it) and says loudly what that means; TENSORBOARD_HOST=127.0.0.1
+# keeps it inside the container, for an SSH tunnel.
 start_tensorboard() {
-    local logdir=${TENSORBOARD_LOGDIR:-/workspace/runs}
+    local logdir=${TENSORBOARD_LOGDIR:-/workspace/runs} port=${TENSORBOARD_PORT:-6006}
+    local host=${TENSORBOARD_HOST:-} listen
     mkdir -p "$logdir" 2>/dev/null || true
     echo tensorboard >>"$STATE_DIR/services"
-    log "TensorBoard: http://127.0.0.1:${TENSORBOARD_PORT:-6006}/ (logdir $logdir)"
-    exec tensorboard --logdir "$logdir" --bind_all --port "${TENSORBOARD_PORT:-6006}"
+    case "$host" in
+        ""|0.0.0.0|::) listen=(--bind_all) ;;
+        *) listen=(--host "$host") ;;
+    esac
+    case "$host" in
+        127.*|localhost|::1)
+            log "TensorBoard listens on $host inside the container only (TENSORBOARD_HOST); reach it through an SSH tunnel (ssh -L $port:127.0.0.1:$port)" ;;
+        *)
+            log "WARNING: TensorBoard has NO authentication: whoever reaches port $port reads your runs. Publish it on 127.0.0.1 only (-p 127.0.0.1:$port:$port, as imagekit run does) or behind an authenticating proxy, or set TENSORBOARD_HOST=127.0.0.1 and reach it through an SSH tunnel." ;;
+    esac
+    log "TensorBoard: http://127.0.0.1:$port/ (logdir $logdir)"
+    exec tensorboard --logdir "$logdir" "${listen[@]}" --port "$port"
 }
 
 start_many() {
-    local services=${IMAGEKIT_SERVICES:-jupyter} pids=() name
+    local services=${IMAGEKIT_SERVICES:-jupyter} pids=() name status=0 stopping=
     for name in ${services//,/ }; do
         case "$name" in
-            jupyter) start_jupyter & pids+=($!) ;;
-            ssh|sshd) start_sshd & pids+=($!) ;;
-            tensorboard) start_tensorboard & pids+=($!) ;;
+            jupyter|ssh|sshd|tensorboard) ;;
             *) log "unknown service '$name' (jupyter, ssh, tensorboard)"; exit 2 ;;
         esac
     done
-    trap 'kill "${pids[@]}" 2>/dev/null' TERM INT
-    wait -n "${pids[@]}"
+    for name in ${services//,/ }; do
+        case "$name" in
+            jupyter) start_jupyter & pids+=($!) ;;
+            # Without a key only sshd stays down (prepare_sshd logs why); the others run.
+            ssh|sshd) if prepare_sshd; then run_sshd & pids+=($!); fi ;;
+            tensorboard) start_tensorboard & pids+=($!) ;;
+        esac
+    done
+    if [ "${#pids[@]}" -eq 0 ]; then
+        log "no service started"
+        exit 1
+    fi
+    trap 'stopping=1; kill "${pids[@]}" 2>/dev/null' TERM INT
+    wait -n "${pids[@]}" || status=$?
+    # A service that started and then ended takes the container with it, so that `docker ps`
+    # and restart policies see it; the others stop cleanly first.
+    if [ -z "$stopping" ]; then
+        log "a service ended (status $status): stopping the others"
+        kill "${pids[@]}" 2>/dev/null || true
+    fi
+    wait || true
+    exit "$status"
 }
 
 case "${1:-jupyter}" in
     jupyter|lab) shift || true; start_jupyter "$@" ;;
-    ssh|sshd) start_sshd || exit 1 ;;
+    ssh|sshd) prepare_sshd || exit 1; run_sshd ;;
     tensorboard) start_tensorboard ;;
     services) start_many ;;
     shell|bash) shift || true; exec /bin/bash "$@" ;;

@@ -10,7 +10,9 @@ for service in $services; do
             (exec 3<>"/dev/tcp/127.0.0.1/${SSH_PORT:-2222}") 2>/dev/null \
                 || { echo "sshd: no answer on ${SSH_PORT:-2222}"; exit 1; } ;;
         tensorboard)
-            curl -fsS -o /dev/null --max-time 4 "http://127.0.0.1:${TENSORBOARD_PORT:-6006}/" \
+            host=${TENSORBOARD_HOST:-127.0.0.1}
+            case "$host" in 0.0.0.0|::) host=127.0.0.1 ;; *:*) host="[$host]" ;; esac
+            curl -fsS -o /dev/null --max-time 4 "http://$host:${TENSORBOARD_PORT:-6006}/" \
                 || { echo "tensorboard: no answer on ${TENSORBOARD_PORT:-6006}"; exit 1; } ;;
     esac
 done

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.error
 import urllib.request
@@ -52,7 +55,9 @@ def start(engine: docker.DockerClient) -> Iterator:
     started: list[Container] = []
 
     def run(image: str, command: list[str], port: int | None = None, **kwargs: object) -> Container:
-        ports = {f"{port}/tcp": ("127.0.0.1", kwargs.pop("host_port"))} if port else {}
+        ports = dict(kwargs.pop("ports", {}))  # type: ignore[call-overload]
+        if port:
+            ports[f"{port}/tcp"] = ("127.0.0.1", kwargs.pop("host_port"))
         container = engine.containers.run(
             image,
             command,
@@ -290,9 +295,12 @@ def sshd(full_image: str, start, keypair) -> tuple[int, Container]:
     return port, container
 
 
+SSHD_DIR = "/run/imagekit/ssh"  # the image user's private folder for sshd's keys
+
+
 def test_sshd_runs_with_the_hardened_settings(sshd) -> None:
     _, container = sshd
-    result = container.exec_run(["/usr/sbin/sshd", "-T", "-f", "/tmp/imagekit/ssh/sshd_config"])
+    result = container.exec_run(["/usr/sbin/sshd", "-T", "-f", f"{SSHD_DIR}/sshd_config"])
     settings = result.output.decode().lower()
     for line in (
         "passwordauthentication no",
@@ -301,8 +309,46 @@ def test_sshd_runs_with_the_hardened_settings(sshd) -> None:
         "allowtcpforwarding no",
         "x11forwarding no",
         "pubkeyauthentication yes",
+        "strictmodes yes",
+        f"authorizedkeysfile {SSHD_DIR}/authorized_keys",
     ):
         assert line in settings
+
+
+def test_sshd_keeps_its_keys_out_of_tmp_in_a_folder_only_the_user_can_write(sshd) -> None:
+    _, container = sshd
+    out = container.exec_run(
+        [
+            "stat",
+            "-c",
+            "%n %U %a",
+            "/",
+            "/run",
+            "/run/imagekit",
+            SSHD_DIR,
+            f"{SSHD_DIR}/authorized_keys",
+        ]
+    ).output.decode()
+    modes = {
+        name: (owner, mode) for name, owner, mode in (line.split() for line in out.splitlines())
+    }
+    assert modes[SSHD_DIR] == ("ml", "700")
+    assert modes[f"{SSHD_DIR}/authorized_keys"] == ("ml", "600")
+    for folder in ("/", "/run", "/run/imagekit"):
+        owner, mode = modes[folder]
+        assert owner == "root" and int(mode, 8) & 0o022 == 0, (folder, owner, mode)
+    assert "authorized_keys" not in container.exec_run(["find", "/tmp"]).output.decode()
+
+
+def test_strict_modes_refuse_a_key_file_others_may_write(sshd, keypair) -> None:
+    port, container = sshd
+    key, _ = keypair
+    assert container.exec_run(["chmod", "0602", f"{SSHD_DIR}/authorized_keys"]).exit_code == 0
+    refused = ssh(key, port, "ml", "true")
+    assert refused.returncode != 0 and "Permission denied" in refused.stderr
+    assert "bad ownership or modes" in container.logs().decode()
+    assert container.exec_run(["chmod", "0600", f"{SSHD_DIR}/authorized_keys"]).exit_code == 0
+    assert ssh(key, port, "ml", "true").returncode == 0
 
 
 def test_a_key_login_as_the_default_user_runs_torch(sshd, keypair) -> None:
@@ -311,6 +357,34 @@ def test_a_key_login_as_the_default_user_runs_torch(sshd, keypair) -> None:
     result = ssh(key, port, "ml", "python", "-c", "'import torch; print(torch.__version__)'")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "2.13.0+cpu"
+
+
+def test_a_key_login_as_an_arbitrary_user_runs_torch_with_strict_modes(
+    full_image: str, start, keypair
+) -> None:
+    key, public = keypair
+    port = free_port()
+    container = start(
+        full_image,
+        ["ssh"],
+        port=2222,
+        host_port=port,
+        user="1010:100",
+        environment={"SSH_AUTHORIZED_KEYS": public},
+    )
+    wait_ssh(port)
+    command = (
+        'id -u; echo "$HOME"; touch "$HOME/x" && python -c "import torch; print(torch.__version__)"'
+    )
+    result = ssh(key, port, "user", command)
+    assert result.returncode == 0, result.stderr + container.logs().decode()
+    uid, home, version = result.stdout.split()
+    assert (uid, version) == ("1010", "2.13.0+cpu")
+    assert home == "/tmp/home-1010"  # a home of its own: /home/ml belongs to uid 1000
+    settings = container.exec_run(
+        ["/usr/sbin/sshd", "-T", "-f", f"{home}/.imagekit-sshd/sshd_config"], user="1010:100"
+    ).output.decode()
+    assert "strictmodes yes" in settings.lower()
 
 
 def test_password_and_root_logins_are_refused(sshd, keypair) -> None:
@@ -363,15 +437,127 @@ def test_the_image_itself_holds_no_host_key(full_image: str, engine: docker.Dock
     assert "ssh_host_" not in out.decode()
 
 
+# What `grep` finds in a private key file. Binaries that merely mention the marker (sshd,
+# ssh-keygen, libgnutls) are not key files: the scans skip binary files, as `grep -I` does.
+PRIVATE_KEY = re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY-----")
+
+
+def test_the_full_image_holds_no_private_key_file(
+    full_image: str, engine: docker.DockerClient
+) -> None:
+    scan = (
+        "find / -xdev -type f -print0"  # / without /proc, /sys, /dev (other filesystems)
+        " | xargs -0 grep -lIE -- '-----BEGIN [A-Z ]*PRIVATE KEY-----'; echo scanned"
+    )
+    out = engine.containers.run(
+        full_image, ["bash", "-c", scan], entrypoint=[], user="0:0", remove=True
+    ).decode()
+    assert out.splitlines() == ["scanned"], out  # tornado's test.key was one
+    binaries = engine.containers.run(
+        full_image,
+        ["bash", "-c", "grep -lE -- '-----BEGIN [A-Z ]*PRIVATE KEY-----' /usr/sbin/sshd || true"],
+        entrypoint=[],
+        remove=True,
+    ).decode()
+    assert binaries.strip() == "/usr/sbin/sshd"  # the scan would see a key, were there one
+
+
+class _Chunks(io.RawIOBase):
+    """The chunks of `docker save` as a stream tarfile can read."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = iter(chunks)
+        self._rest = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def, override]
+        while not self._rest:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._rest = chunk
+        size = min(len(buffer), len(self._rest))
+        buffer[:size] = self._rest[:size]
+        self._rest = self._rest[size:]
+        return size
+
+
+def test_no_layer_of_the_full_image_carries_a_private_key(
+    full_image: str, engine: docker.DockerClient
+) -> None:
+    """Every file of every layer, those a later layer deletes included: a key removed in a
+    later RUN than the one that installed it would still ship in the earlier layer."""
+    found, layers, files = [], 0, 0
+    saved = io.BufferedReader(_Chunks(engine.images.get(full_image).save(chunk_size=4 << 20)))
+    with tarfile.open(fileobj=saved, mode="r|") as archive:
+        for member in archive:
+            if not member.isfile() or not (
+                member.name.endswith("layer.tar") or member.name.startswith("blobs/")
+            ):
+                continue
+            try:
+                with tarfile.open(fileobj=archive.extractfile(member), mode="r|*") as layer:
+                    layers += 1
+                    for entry in layer:
+                        if not entry.isfile():
+                            continue
+                        files += 1
+                        content = layer.extractfile(entry)
+                        assert content is not None
+                        head = content.read(8192)
+                        if b"\0" not in head and PRIVATE_KEY.search(head + content.read()):
+                            found.append(f"{member.name}: /{entry.name}")
+            except tarfile.ReadError:
+                continue  # an OCI blob that is not a layer (a config, a manifest)
+    assert layers >= 5 and files > 10_000  # it did read the image
+    assert found == []
+
+
 def test_without_an_authorized_key_sshd_does_not_start_and_says_why(full_image: str, start) -> None:
     container = start(full_image, ["ssh"])
     assert container.wait(timeout=60)["StatusCode"] != 0
     assert "sshd NOT started: no authorized key" in container.logs().decode()
 
 
-def test_tensorboard_answers_on_its_port(full_image: str, start, workspace: Path) -> None:
+def test_in_services_mode_a_missing_ssh_key_stops_only_sshd(full_image: str, start) -> None:
+    token = secrets.token_hex(16)
     port = free_port()
-    start(
+    container = start(
+        full_image,
+        ["services"],
+        port=8888,
+        host_port=port,
+        environment={"IMAGEKIT_SERVICES": "jupyter,ssh", "JUPYTER_TOKEN": token},
+    )
+    wait_http(f"http://127.0.0.1:{port}/api")
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:  # past the first healthchecks (every 10 s)
+        container.reload()
+        assert container.status == "running", container.logs().decode()[-3000:]
+        status, _, _ = http(f"http://127.0.0.1:{port}/api/contents", token)
+        assert status == 200
+        health = container.attrs["State"].get("Health", {})
+        if health.get("Status") == "healthy":
+            assert "healthy: jupyter" in health["Log"][-1]["Output"]
+            break
+        time.sleep(2)
+    else:
+        pytest.fail(f"never healthy: {container.attrs['State'].get('Health')}")
+    logs = container.logs().decode()
+    assert "sshd NOT started: no authorized key" in logs
+    assert "Server listening" not in logs
+
+
+TENSORBOARD_WARNING = "WARNING: TensorBoard has NO authentication"
+
+
+def test_tensorboard_answers_on_its_port_and_warns_that_it_has_no_authentication(
+    full_image: str, start, workspace: Path
+) -> None:
+    port = free_port()
+    container = start(
         full_image,
         ["tensorboard"],
         port=6006,
@@ -381,6 +567,71 @@ def test_tensorboard_answers_on_its_port(full_image: str, start, workspace: Path
     wait_http(f"http://127.0.0.1:{port}/")
     status, _, body = http(f"http://127.0.0.1:{port}/")
     assert status == 200 and b"TensorBoard" in body
+    logs = container.logs().decode()
+    assert TENSORBOARD_WARNING in logs
+    assert "-p 127.0.0.1:6006:6006" in logs and "TENSORBOARD_HOST=127.0.0.1" in logs
+
+
+def test_tensorboard_kept_inside_the_container_is_reached_through_an_ssh_tunnel(
+    full_image: str, start, keypair
+) -> None:
+    key, public = keypair
+    ssh_port, tensorboard_port, tunnel_port = free_port(), free_port(), free_port()
+    container = start(
+        full_image,
+        ["services"],
+        ports={
+            "2222/tcp": ("127.0.0.1", ssh_port),
+            "6006/tcp": ("127.0.0.1", tensorboard_port),
+        },
+        environment={
+            "IMAGEKIT_SERVICES": "ssh,tensorboard",
+            "TENSORBOARD_HOST": "127.0.0.1",
+            "IMAGEKIT_SSH_FORWARDING": "yes",
+            "SSH_AUTHORIZED_KEYS": public,
+        },
+    )
+    wait_ssh(ssh_port)
+    answers = ["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:6006/"]
+    deadline = time.monotonic() + 90
+    while container.exec_run(answers).exit_code != 0:
+        assert time.monotonic() < deadline, container.logs().decode()[-3000:]
+        time.sleep(1)
+    with pytest.raises(OSError):  # published, but nothing listens on the container's interface
+        urllib.request.urlopen(f"http://127.0.0.1:{tensorboard_port}/", timeout=5)
+    tunnel = subprocess.Popen(
+        [
+            "ssh",
+            "-N",
+            "-p",
+            str(ssh_port),
+            "-i",
+            str(key),
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ExitOnForwardFailure=yes",
+            "-L",
+            f"{tunnel_port}:127.0.0.1:6006",
+            "ml@127.0.0.1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{tunnel_port}/", timeout_s=30)
+        status, _, body = http(f"http://127.0.0.1:{tunnel_port}/")
+        assert status == 200 and b"TensorBoard" in body
+    finally:
+        tunnel.terminate()
+        tunnel.wait(timeout=10)
+    logs = container.logs().decode()
+    assert TENSORBOARD_WARNING not in logs
+    assert "TensorBoard listens on 127.0.0.1 inside the container only" in logs
 
 
 def test_an_arbitrary_user_starts_and_writes_to_the_workspace(
@@ -419,6 +670,18 @@ def test_slim_carries_no_services_and_exposes_no_ports(
         slim.id, ["bash", "-c", "ls /opt/venv/bin; command -v sshd gcc || true"], remove=True
     ).decode()
     assert "jupyter" not in out and "tensorboard" not in out and "sshd" not in out
+
+
+def test_the_readme_examples_publish_ports_on_loopback_only() -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Working in a full image") :]
+    section = section[: section.index("\n## ", 1)]
+    runs = [span for span in re.findall(r"`([^`]*)`", section) if span.startswith("docker run")]
+    published = [re.findall(r" -p (\S+)", span) for span in runs]
+    assert sum(map(len, published)) >= 4
+    for span, ports in zip(runs, published, strict=True):
+        assert all(port.startswith("127.0.0.1:") for port in ports), span
+    assert "-p 0.0.0.0:8888:8888" in section  # how to expose on purpose
 
 
 def test_imagekit_run_prints_a_working_url_and_removes_its_container_on_ctrl_c(
