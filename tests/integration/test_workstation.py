@@ -24,7 +24,7 @@ import docker
 import pytest
 from docker.models.containers import Container
 
-from tests.integration.conftest import ROOT, DemoBuild, imagekit
+from tests.integration.conftest import ROOT, DemoBuild, default_sigint, imagekit
 
 FULL = "2.13.0-cpu-py3.11-full"
 SLIM = "2.13.0-cpu-py3.11-slim"
@@ -684,8 +684,13 @@ def test_the_readme_examples_publish_ports_on_loopback_only() -> None:
     assert "-p 0.0.0.0:8888:8888" in section  # how to expose on purpose
 
 
-def test_imagekit_run_prints_a_working_url_and_removes_its_container_on_ctrl_c(
-    demo_build: DemoBuild, engine: docker.DockerClient, workspace: Path
+@pytest.mark.parametrize(
+    "sig,code",
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+    ids=["ctrl-c", "sigterm", "terminal closed"],
+)
+def test_imagekit_run_prints_a_working_url_and_removes_its_container_when_stopped(
+    demo_build: DemoBuild, engine: docker.DockerClient, workspace: Path, sig: int, code: int
 ) -> None:
     port = free_port()
     reference = demo_build.records[FULL]["build"]["reference"]
@@ -706,6 +711,7 @@ def test_imagekit_run_prints_a_working_url_and_removes_its_container_on_ctrl_c(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         assert process.stdout is not None
@@ -715,12 +721,12 @@ def test_imagekit_run_prints_a_working_url_and_removes_its_container_on_ctrl_c(
         status, _, _ = http(f"http://127.0.0.1:{port}/api/contents", token)
         assert status == 200
         assert len(engine.containers.list(filters={"label": "io.imagekit.service=jupyter"})) == 1
-        process.send_signal(signal.SIGINT)
+        process.send_signal(sig)
         process.wait(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode == 130
+    assert process.returncode == code
     assert engine.containers.list(all=True, filters={"label": "io.imagekit.service=jupyter"}) == []
 
 
