@@ -18,6 +18,18 @@ from _probekit import Recorder
 LIBRARIES = ("cudnn", "nccl")
 
 
+def verbs() -> str:
+    """Whether libibverbs (the user-space RDMA stack NCCL uses for InfiniBand/RoCE) loads:
+    "loads", or "absent (why)"."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libibverbs.so.1")
+    except OSError as exc:
+        return f"absent ({exc})"
+    return "loads"
+
+
 def version_text(parts: Any) -> str:
     """(2, 30, 7) -> "2.30.7"."""
     return ".".join(str(p) for p in parts)

@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _cudalibs import LIBRARIES, check_libraries, check_wheels, library_versions, wheel_version
+from _cudalibs import (
+    LIBRARIES,
+    check_libraries,
+    check_wheels,
+    library_versions,
+    verbs,
+    wheel_version,
+)
 from _probekit import Recorder, main_for, probe_name, skip
 
 NAME = probe_name(__file__)
@@ -237,17 +244,11 @@ def check_fabric(rec: Recorder, site: Path, want: Callable[[str], Any]) -> None:
     """What NCCL could use between nodes, without any NIC present: whether libibverbs loads
     (InfiniBand/RoCE) and which NET plugins (AWS EFA's aws-ofi-nccl, ...) it would find.
     Facts, unless the image promises RDMA (`rdma` expected): then libibverbs must load."""
-    import ctypes
-
-    try:
-        ctypes.CDLL("libibverbs.so.1")
-        verbs = "loads"
-    except OSError as exc:
-        verbs = f"absent ({exc})"
-    rec.facts["libibverbs"] = verbs
+    loads = verbs()
+    rec.facts["libibverbs"] = loads
     rec.facts["nccl_net_plugins"] = nccl_net_plugins(site)
     if want("rdma"):
-        rec.check("NCCL can load libibverbs (InfiniBand/RoCE)", verbs == "loads", verbs)
+        rec.check("NCCL can load libibverbs (InfiniBand/RoCE)", loads == "loads", loads)
 
 
 def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from _cudalibs import (
     check_libraries,
     cudnn_compiled_version,
     library_versions,
+    verbs,
 )
 from _probekit import Recorder, main_for, probe_name
 
@@ -123,6 +124,9 @@ def check_container(rec: Recorder, want: Callable[[str], Any]) -> None:
             facts["shm_bytes"] >= want("min_shm_bytes"),
             f"{facts['shm_bytes']} bytes >= {want('min_shm_bytes')}",
         )
+    if want("rdma"):
+        loads = verbs()
+        rec.check("the RDMA stack the label promises loads (libibverbs)", loads == "loads", loads)
 
 
 def check_gpu_arch(rec: Recorder) -> None:

@@ -698,3 +698,19 @@ def test_cuda_slim_declares_what_the_container_toolkit_checks() -> None:
     assert 'NVIDIA_REQUIRE_CUDA="cuda>=13.0"' in slim.dockerfile
     assert slim.labels["io.imagekit.min-driver"] == "580.65.06"
     assert "sm_90" in slim.labels["io.imagekit.cuda-archs"].split()
+
+
+def test_a_flavour_that_asks_for_rdma_carries_the_user_space_rdma_stack_and_says_so() -> None:
+    from imagekit.core.matrix import parse_matrix
+
+    text = (ROOT / "examples" / "cpu.yaml").read_text()
+    text = text.replace("  slim:\n", "  slim:\n    rdma: true\n", 1)
+    plans = {p.flavour: p for p in parse_matrix(text, "m.yaml").plans}
+    slim, full = (render_image(plans[f], RenderOptions()) for f in ("slim", "full"))
+    assert "apt-get install -y --no-install-recommends ibverbs-providers libibverbs1 rdma-core" in (
+        slim.dockerfile
+    )
+    assert "rm -rf /var/lib/apt/lists/*\nCOPY --from=builder" in slim.dockerfile
+    assert 'io.imagekit.rdma="yes"' in slim.dockerfile
+    assert "libibverbs1" not in full.dockerfile and "io.imagekit.rdma" not in full.dockerfile
+    assert lint("slim", slim.dockerfile) == []

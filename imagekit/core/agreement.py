@@ -104,6 +104,8 @@ def expectations(labels: ImageLabels, *, container: bool = True) -> dict[str, An
         expected["archs"] = list(labels.archs)
     if labels.glibc_floor:
         expected["glibc_floor"] = labels.glibc_floor
+    if labels.rdma:
+        expected["rdma"] = True
     if container:
         expected["require_non_root"] = True
         expected["min_shm_bytes"] = MIN_SHM_BYTES

@@ -28,6 +28,7 @@ CUDNN = PREFIX + "cudnn"
 NCCL = PREFIX + "nccl"
 MIN_DRIVER = PREFIX + "min-driver"
 CUDA_ARCHS = PREFIX + "cuda-archs"
+RDMA = PREFIX + "rdma"  # "yes": the image carries the user-space RDMA stack
 
 # What imagekit marks its own things with, so that it (and `gc`) can find them again.
 INPUT_HASH = PREFIX + "input-hash"  # the build's inputs: equal hash, up to date
@@ -67,6 +68,7 @@ class ImageLabels:
     min_driver: str = ""
     archs: tuple[str, ...] = ()
     input_hash: str = ""
+    rdma: bool = False
 
     @classmethod
     def parse(cls, labels: Mapping[str, str]) -> ImageLabels:
@@ -85,6 +87,7 @@ class ImageLabels:
             min_driver=get(MIN_DRIVER, ""),
             archs=tuple(get(CUDA_ARCHS, "").split()),
             input_hash=get(INPUT_HASH, ""),
+            rdma=get(RDMA) == "yes",
         )
 
     @property
@@ -114,6 +117,7 @@ def content_labels(
     nccl: str | None,
     min_driver: str | None,
     archs: tuple[str, ...],
+    rdma: bool = False,
 ) -> dict[str, str]:
     """The labels that describe an image's contents; CUDA labels only on a CUDA image."""
     labels = {
@@ -128,6 +132,8 @@ def content_labels(
         REPOSITORY: repository,
         GLIBC_FLOOR: glibc_floor,
     }
+    if rdma:
+        labels[RDMA] = "yes"
     if cuda:
         labels |= {
             CUDA: cuda,

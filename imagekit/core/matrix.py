@@ -717,6 +717,7 @@ class _Planner:
             packages=tuple(fspec.packages),
             required_probes=tuple(fspec.required_probes),
             nodes=fspec.nodes,
+            rdma=fspec.rdma,
             # full reinstalls what its slim left out, so both carry the list.
             leave_out=tuple(spec.flavours.slim.leave_out),
             user_name=spec.user.name,

@@ -78,6 +78,13 @@ class FlavourSpec(_Strict):
     required_probes: list[Text] = Field(
         default_factory=list, description="Probes that must pass before an image is published."
     )
+    rdma: StrictBool = Field(
+        default=False,
+        description=(
+            "Carry the user-space RDMA stack (libibverbs1, ibverbs-providers, rdma-core) so "
+            "NCCL can use InfiniBand/RoCE between nodes instead of falling back to sockets."
+        ),
+    )
     nodes: Annotated[StrictInt, Field(ge=1, le=16)] = Field(
         default=1,
         description=(

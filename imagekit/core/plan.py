@@ -130,6 +130,7 @@ class ImagePlan:
     source: str | None = None
     leave_out: tuple[str, ...] = ()
     nodes: int = 1  # >1: verify runs the multi-node probe across this many containers
+    rdma: bool = False  # carries the user-space RDMA stack (InfiniBand/RoCE for NCCL)
 
     @property
     def name(self) -> str:

@@ -88,6 +88,7 @@ def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
         nccl=cell.nccl,
         min_driver=cell.min_driver,
         archs=cell.archs,
+        rdma=plan.rdma,
     )
     if plan.source:
         labels[f"{oci}source"] = plan.source
@@ -158,6 +159,8 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
         "full_pip_args": _pip_args(PYPI_INDEX_URL, (), options),
         "labels": labels,
         # Builder stages carry these two, so `imagekit gc` can find their dangling layers.
+        # The user-space RDMA stack NCCL needs for InfiniBand/RoCE (Debian and Ubuntu names).
+        "rdma_packages": "ibverbs-providers libibverbs1 rdma-core",
         "stage_label": L.STAGE,
         "cell_label": L.CELL,
         "title": f"PyTorch {cell.torch} {what} Python {cell.python} ({plan.flavour})",

@@ -15,7 +15,14 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.integration.conftest import ROOT, DemoBuild, default_sigint, imagekit
+from tests.integration.conftest import (
+    ROOT,
+    DemoBuild,
+    Session,
+    default_sigint,
+    imagekit,
+    matrix_text,
+)
 
 SLIM = "2.13.0-cpu-py3.11-slim"
 FULL = "2.13.0-cpu-py3.11-full"
@@ -149,3 +156,43 @@ def test_sigterm_during_a_multi_node_probe_leaves_no_container_and_no_network(
             process.kill()
     assert process.returncode == 143, stderr[-2000:]
     assert nodes_left(engine) == ([], [])
+
+
+def test_a_flavour_that_asks_for_rdma_carries_a_libibverbs_that_loads(
+    session: Session, wheelhouse: Path, demo_base: str, tmp_path: Path
+) -> None:
+    text = matrix_text(session.repository.replace("/", "-rdma/"), demo_base)
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(text.replace("  slim:\n", "  slim:\n    rdma: true\n", 1))
+    built = imagekit(
+        "build",
+        "--matrix",
+        str(matrix),
+        "--flavour",
+        "slim",
+        "--wheelhouse",
+        str(wheelhouse),
+        "--no-ca-cert",
+        "--results",
+        str(tmp_path / "results"),
+    )
+    assert built.code == 0, built.stderr[-3000:]
+    result = imagekit(
+        "verify",
+        "--matrix",
+        str(matrix),
+        "--flavour",
+        "slim",
+        "--probes",
+        "env",
+        "--no-structure",
+        "--results",
+        str(tmp_path / "results"),
+        "--json",
+    )
+    assert result.code == 0, result.stderr[-3000:]
+    verify = next(iter(json.loads(result.stdout)["images"].values()))["verify"]
+    assert verify["labels"]["io.imagekit.rdma"] == "yes"
+    env = next(r for r in verify["probes"] if r["probe"] == "env")
+    check = next(c for c in env["checks"] if "RDMA" in c["name"])
+    assert check["ok"] and check["detail"] == "loads"
