@@ -84,7 +84,13 @@ test-cuda: base wheelhouse-cuda
 ## make demo: build the CPU example from nothing, verify it and print the report.
 demo: $(STAMP) base wheelhouse
 	$(BIN)/imagekit build --matrix $(DEMO_MATRIX) --wheelhouse $(WHEELHOUSE)
-	$(BIN)/imagekit verify --matrix $(DEMO_MATRIX) --nodes 2
+	$(BIN)/imagekit verify --matrix $(DEMO_MATRIX) --nodes 2 && $(MAKE) --no-print-directory demo-publish
+
+## make demo-publish: publish the verified CPU example to a throwaway local registry, signed with
+## a throwaway cosign key, and check each image with `imagekit attest verify` (the end of demo).
+.PHONY: demo-publish
+demo-publish: $(STAMP) engine
+	BIN=$(BIN) MATRIX=$(DEMO_MATRIX) scripts/demo-publish.sh
 
 # Host-mode probe tests run in the test venv: the CPU torch from the demo wheelhouse.
 $(VENV)/.torch-installed: $(WHEELHOUSE)/.complete

@@ -20,6 +20,7 @@ class ExitCode(IntEnum):
     PROBE_FAILED = 5
     PUBLISH_FAILED = 6
     GPU_MISMATCH = 7
+    NOT_ATTESTED = 8
     INTERRUPTED = 130
 
 
@@ -112,6 +113,13 @@ class GpuMismatchError(ImagekitError):
     """An image cannot use this host's GPUs (driver too old, architecture missing, no GPU)."""
 
     exit_code = ExitCode.GPU_MISMATCH
+
+
+class NotAttestedError(ImagekitError):
+    """An image is unsigned, signed by another key, or its attested verify record does not
+    reach what is required (`imagekit attest verify`)."""
+
+    exit_code = ExitCode.NOT_ATTESTED
 
 
 class GpuUnavailableError(EngineUnavailableError):

@@ -24,10 +24,11 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-# The buildx plugin is not in bookworm; the next release has it and it needs only a newer libc6
-# (present). Add that suite with the machine's own mirror and keyring, pinned so that nothing
-# else is upgraded from it.
-install_buildx() {
+# The buildx plugin and cosign are not in bookworm; the next release has them, and they need
+# only a newer libc6 (present; cosign is a static Go binary). Add that suite with the machine's
+# own mirror and keyring, pinned so that nothing else is upgraded from it, and install PACKAGE
+# from it.
+install_from_trixie() {
     local src=/etc/apt/sources.list.d/imagekit-trixie.sources
     if [ ! -f "$src" ]; then
         local uri keyring
@@ -37,7 +38,7 @@ install_buildx() {
             uri=$(awk '$1 == "deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
         fi
         if [ -z "$uri" ]; then
-            say "no Debian source found to add trixie from; skipping docker-buildx"
+            say "no Debian source found to add trixie from; skipping $1"
             return 0
         fi
         {
@@ -51,11 +52,14 @@ install_buildx() {
             >/etc/apt/preferences.d/imagekit-trixie
         _APT_UPDATED=
     fi
-    apt_install -t trixie docker-buildx
+    apt_install -t trixie "$1"
 }
 
+install_buildx() { install_from_trixie docker-buildx; }
+
 # Tools beside the engine: mmdebstrap makes the locally bootstrapped base images (imagekit base
-# bootstrap); docker-registry is the real registry the publish tests start on 127.0.0.1.
+# bootstrap); docker-registry is the real registry the publish tests start on 127.0.0.1; cosign
+# signs and attests what publish pushes (--signing-key) and checks it (imagekit attest verify).
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     for tool in mmdebstrap docker-registry; do
         if ! command -v "$tool" >/dev/null 2>&1; then
@@ -63,6 +67,10 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
             apt_install "$tool"
         fi
     done
+    if ! command -v cosign >/dev/null 2>&1; then
+        say "installing cosign"
+        install_from_trixie cosign || say "cosign could not be installed; signing needs it"
+    fi
 fi
 
 if engine_answers; then

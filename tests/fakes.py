@@ -17,9 +17,12 @@ from typing import Any
 from imagekit.adapters.results import RunFolder
 from imagekit.core.levels import level_states, reached
 from imagekit.core.ports import (
+    AttestationReader,
+    Attested,
     Engine,
     EngineInfo,
     Inspector,
+    Inventory,
     Layer,
     LocalImage,
     ManifestDocument,
@@ -33,6 +36,7 @@ from imagekit.core.ports import (
     RemoteManifest,
     RunStore,
     SbomMaker,
+    Signer,
 )
 from imagekit.core.probes import NodeOutput, RunnerOutput, discover
 from imagekit.core.records import LEVELS, Check, ProbeResult, Status, Timings, VerifyRecord
@@ -298,11 +302,62 @@ class FakeRegistry:
 
 @dataclass
 class FakeSbom:
-    """An SBOM that lists the requirement lines it was given."""
+    """An SBOM that lists the packages of the inventory it was given (Python, then OS), and
+    keeps each inventory."""
 
-    def python_sbom(self, requirements: str) -> dict[str, Any]:
-        names = [line.split("==")[0] for line in requirements.splitlines() if line]
-        return {"bomFormat": "CycloneDX", "components": [{"name": n} for n in names]}
+    seen: list[Inventory] = field(default_factory=list)
+
+    def image_sbom(self, inventory: Inventory) -> dict[str, Any]:
+        self.seen.append(inventory)
+        packages = (*inventory.python_packages, *inventory.os_packages)
+        return {"bomFormat": "CycloneDX", "components": [{"name": p.name} for p in packages]}
+
+
+@dataclass
+class FakeSigner:
+    """Signatures and attestations by digest reference, as a registry would keep them beside
+    the image; `failing` makes the next call of that kind ("sign", "attest") fail."""
+
+    key: str = "cosign.key"
+    signed: list[str] = field(default_factory=list)
+    attestations: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    failing: set[str] = field(default_factory=set)
+
+    def sign(self, reference: str) -> str:
+        assert "@sha256:" in reference, f"signing {reference}: a digest, never a tag"
+        if "sign" in self.failing:
+            return "cosign: signing key: decrypt: encrypted: decryption failed"
+        self.signed.append(reference)
+        return ""
+
+    def attest(self, reference: str, predicate_type: str, predicate: Mapping[str, Any]) -> str:
+        assert "@sha256:" in reference, f"attesting {reference}: a digest, never a tag"
+        if "attest" in self.failing:
+            return "cosign: PUT ...: 500 Internal Server Error"
+        self.attestations.append((reference, predicate_type, json.loads(json.dumps(predicate))))
+        return ""
+
+
+@dataclass
+class FakeAttestationReader:
+    """Answers with what a signer attested (its key standing for the matching public key)."""
+
+    signer: FakeSigner
+    key: str = "cosign.key"
+
+    def attested(self, reference: str, predicate_type: str) -> Attested:
+        mine = [r for r in self.signer.signed if r == reference]
+        if not self.signer.signed or not any(r == reference for r in self.signer.signed):
+            return Attested("unsigned", "the image is not signed")
+        if self.key != self.signer.key:
+            return Attested("other key", "the image is signed, but not by this key")
+        digest = mine[0].rsplit("@", 1)[1]
+        found = tuple(
+            p for r, t, p in self.signer.attestations if r == reference and t == predicate_type
+        )
+        if not found:
+            return Attested("no attestation", "no verify attestation signed by this key", digest)
+        return Attested("ok", "", digest, found)
 
 
 @dataclass
@@ -326,4 +381,6 @@ _runner: ProbeRunner = FakeProbeRunner()
 _inspector: Inspector = FakeInspector()
 _registry: Registry = FakeRegistry(FakeEngine())
 _sbom: SbomMaker = FakeSbom()
+_signer: Signer = FakeSigner()
+_reader: AttestationReader = FakeAttestationReader(FakeSigner())
 _store: RunStore = RunFolder(Path("results"), "run")

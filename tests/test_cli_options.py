@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 import imagekit.cli
 from imagekit.cli import common, requests
 from imagekit.cli.requests import (
+    AttestVerifyRequest,
     BakeRequest,
     BootstrapCommand,
     BuildCommand,
@@ -214,6 +215,13 @@ def case_compat_explain(f: Files) -> Line:
 def case_schema(f: Files) -> Line:
     out = f.out / "results.schema.json"
     return Line(["schema", "--results", "--out", str(out)], SchemaRequest(out=out, results=True))
+
+
+def case_schema_attestation(f: Files) -> Line:
+    out = f.out / "verify-predicate.schema.json"
+    return Line(
+        ["schema", "--attestation", "--out", str(out)], SchemaRequest(out=out, attestation=True)
+    )
 
 
 def case_tags(f: Files) -> Line:
@@ -421,8 +429,52 @@ def case_publish_candidate(f: Files) -> Line:
 
 def case_publish_from_candidate(f: Files) -> Line:
     return Line(
-        ["publish", "-m", str(f.matrix), "--from-candidate", "ci-456"],
-        PublishCommand(selection=Selection(matrix=f.matrix), from_candidate="ci-456"),
+        [
+            "publish",
+            "-m",
+            str(f.matrix),
+            "--from-candidate",
+            "ci-456",
+            "--signing-key",
+            str(f.keys),
+        ],
+        PublishCommand(
+            selection=Selection(matrix=f.matrix), from_candidate="ci-456", signing_key=str(f.keys)
+        ),
+    )
+
+
+def case_publish_signing_key_from_the_environment(f: Files) -> Line:
+    return Line(
+        ["publish", "-m", str(f.matrix)],
+        PublishCommand(selection=Selection(matrix=f.matrix), signing_key=str(f.keys)),
+        {"IMAGEKIT_SIGNING_KEY": str(f.keys)},
+    )
+
+
+def case_attest_verify(f: Files) -> Line:
+    return Line(
+        [
+            "attest",
+            "verify",
+            "127.0.0.1:5000/acme/pytorch:a",
+            "--key",
+            str(f.keys),
+            "--require-level",
+            "gpu",
+            "--require-probe",
+            "ddp",
+            "--require-probe",
+            "cudnn",
+            "--json",
+        ],
+        AttestVerifyRequest(
+            image="127.0.0.1:5000/acme/pytorch:a",
+            key=str(f.keys),
+            require_level="gpu",
+            require_probes=("ddp", "cudnn"),
+            json=True,
+        ),
     )
 
 
@@ -500,6 +552,8 @@ def case_doctor(f: Files) -> Line:
             "--nvidia-smi",
             str(f.nvidia_smi),
             "--json",
+            "--key",
+            str(f.keys),
         ],
         DoctorRequest(
             images=("ghcr.io/acme/pytorch:a", "local/b:1"),
@@ -508,6 +562,7 @@ def case_doctor(f: Files) -> Line:
             flavour="slim",
             nvidia_smi=f.nvidia_smi,
             json=True,
+            key=str(f.keys),
         ),
     )
 
@@ -519,6 +574,7 @@ CASES: list[Callable[[Files], Line]] = [
     case_compat,
     case_compat_explain,
     case_schema,
+    case_schema_attestation,
     case_tags,
     case_build,
     case_bake,
@@ -530,6 +586,8 @@ CASES: list[Callable[[Files], Line]] = [
     case_report,
     case_publish_candidate,
     case_publish_from_candidate,
+    case_publish_signing_key_from_the_environment,
+    case_attest_verify,
     case_run_command,
     case_run_ssh,
     case_run_jupyter,
@@ -553,7 +611,8 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 def invoke(argv: list[str], env: dict[str, str] | None = None) -> Any:
     # SOURCE_DATE_EPOCH and IMAGEKIT_RESULTS of the caller's shell must not leak in.
-    clean = {"SOURCE_DATE_EPOCH": None, "IMAGEKIT_RESULTS": None} | (env or {})
+    clean = {"SOURCE_DATE_EPOCH": None, "IMAGEKIT_RESULTS": None, "IMAGEKIT_SIGNING_KEY": None}
+    clean |= env or {}
     return CliRunner().invoke(imagekit.cli.app, argv, env=clean)
 
 
@@ -691,6 +750,13 @@ def test_candidate_and_from_candidate_are_refused(files: Files, captured: list[o
     )
     assert result.exit_code == 2
     assert "--from-candidate" in result.stderr
+    assert captured == []
+
+
+def test_a_level_that_is_no_level_is_refused(files: Files, captured: list[object]) -> None:
+    argv = ["attest", "verify", "r/x:1", "--key", str(files.keys), "--require-level", "tpu"]
+    result = invoke(argv)
+    assert result.exit_code == 2 and "--require-level 'tpu' is not a level" in result.stderr
     assert captured == []
 
 

@@ -74,6 +74,7 @@ def test_local_image_from_a_recorded_inspect() -> None:
         layers=("sha256:" + "1" * 64, "sha256:" + "2" * 64, "sha256:" + "3" * 64),
         created="2025-11-30T01:02:03.123456789Z",
         env={"PATH": "/opt/venv/bin:/usr/local/bin:/usr/bin:/bin"},
+        platform="linux/amd64",
     )
 
 

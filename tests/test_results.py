@@ -11,6 +11,7 @@ import pytest
 
 from imagekit.adapters import results
 from imagekit.adapters.results import RunFolder, new_run_id, write_atomic, write_json
+from imagekit.core.integrity import seal
 from imagekit.core.ports import EngineInfo
 from imagekit.core.records import BuildRecord, ImageRecord, PlanRecord
 from tests.fakes import passing, verify_record
@@ -153,12 +154,16 @@ def test_update_image_sets_one_section_and_keeps_the_others(tmp_path: Path) -> N
     run.update_image("a-slim", ImageRecord(build=build("built")))
     run.update_image("a-slim", ImageRecord(verify=verified))
 
-    assert run.read_image("a-slim") == ImageRecord(build=build("built"), plan=PLAN, verify=verified)
+    sealed = seal(verified.to_json())  # the verify section is written with its seal
+    assert run.read_image("a-slim") == ImageRecord(
+        build=build("built"), plan=PLAN, verify=verified, seal=sealed
+    )
     on_disk = json.loads(run.image_file("a-slim").read_text(encoding="utf-8"))
     assert on_disk == {
         "build": build("built").to_json(),
         "plan": PLAN.to_json(),
         "verify": verified.to_json(),
+        "seal": sealed.to_json(),
     }
 
 

@@ -13,6 +13,7 @@ import platform
 import secrets
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import pydantic
 
 from imagekit import __version__
+from imagekit.core.integrity import KEY_ENV, seal, seal_problem
 from imagekit.core.ports import EngineInfo
 from imagekit.core.records import Evidence, ImageRecord, PublishRecord
 from imagekit.errors import InputError
@@ -68,9 +70,13 @@ class RunFolder:
 
     root: Path
     run_id: str
+    # Seals verify sections with an HMAC too (IMAGEKIT_RESULTS_KEY); a digest alone without.
+    seal_key: bytes | None = None
 
     @classmethod
-    def create(cls, results_dir: Path, run_id: str | None = None) -> RunFolder:
+    def create(
+        cls, results_dir: Path, run_id: str | None = None, *, seal_key: bytes | None = None
+    ) -> RunFolder:
         """Make `results_dir/<run-id>/` (a new id unless one is given).
 
         A new id never reuses an existing folder: two runs that drew the same id
@@ -93,7 +99,7 @@ class RunFolder:
                 f"cannot write results under {results_dir}: {exc.strerror or exc}",
                 "pass --results DIR with a folder you can write (or set IMAGEKIT_RESULTS)",
             ) from None
-        return cls(root, rid)
+        return cls(root, rid, seal_key)
 
     @staticmethod
     def check_writable(results_dir: Path) -> None:
@@ -156,11 +162,17 @@ class RunFolder:
         return _read_record(path) if path.is_file() else None
 
     def update_image(self, name: str, record: ImageRecord) -> None:
-        """Set the sections `record` has, keeping the image's other sections."""
+        """Set the sections `record` has, keeping the image's other sections. A verify section
+        is written with its integrity seal (`core/integrity.py`), computed over the very JSON
+        that goes to disk."""
         current = self.read_image(name) or ImageRecord()
         written = {section: value for section, value in record if value is not None}
+        written.pop("seal", None)  # only ever computed here
         merged = current.model_copy(update=written)
-        write_json(self.image_file(name), merged.to_json())
+        data = merged.to_json()
+        if record.verify is not None:
+            data["seal"] = seal(data["verify"], self.seal_key).to_json()
+        write_json(self.image_file(name), data)
 
     def images(self) -> dict[str, ImageRecord]:
         """Every image record of this run, by name."""
@@ -197,18 +209,47 @@ def _read_record(path: Path) -> ImageRecord:
         ) from None
 
 
-def verify_evidence(results_dir: Path) -> list[Evidence]:
-    """Every verify record under `results_dir`, newest run first.
+def results_key(environ: Mapping[str, str] | None = None) -> bytes | None:
+    """The key verify records are sealed and checked with (IMAGEKIT_RESULTS_KEY), if set."""
+    value = (os.environ if environ is None else environ).get(KEY_ENV, "")
+    return value.encode() if value else None
+
+
+def _run_facts(run: Path) -> dict[str, Any]:
+    """run.json of a run, or nothing when it is absent or unreadable."""
+    try:
+        data = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def verify_evidence(results_dir: Path, key: bytes | None = None) -> list[Evidence]:
+    """Every verify record under `results_dir`, newest run first, each with its seal checked.
 
     A file that cannot be read as a record is no evidence at all: it is skipped, never trusted.
+    A record whose integrity seal is missing or does not match (with `key`: was not made with
+    that key) is returned with the reason in `seal_problem`, and the gate refuses it.
     """
     found = []
     for images in sorted(results_dir.glob("*/images"), reverse=True):
+        facts = _run_facts(images.parent)
         for path in sorted(images.glob("*.json")):
             try:
                 record = _read_record(path)
-            except InputError:
+                raw = json.loads(path.read_bytes())
+            except (InputError, ValueError):
                 continue
             if record.verify is not None:
-                found.append(Evidence(images.parent.name, path.stem, record.verify))
+                found.append(
+                    Evidence(
+                        images.parent.name,
+                        path.stem,
+                        record.verify,
+                        seal_problem=seal_problem(raw.get("verify"), raw.get("seal"), key),
+                        seal_digest=str((raw.get("seal") or {}).get("digest") or ""),
+                        engine=facts.get("engine") or {},
+                        imagekit_version=str(facts.get("imagekit_version") or ""),
+                    )
+                )
     return found

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -41,6 +41,14 @@ def doctor_command(
         Path | None, typer.Option(help="The nvidia-smi to ask (default: the one on PATH).")
     ] = None,
     json_out: JsonOption = False,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            help="A cosign public key: also show the level each --image's signed verify "
+            "attestation reached.",
+        ),
+    ] = None,
 ) -> None:
     """Read this host's NVIDIA driver and GPUs and say whether each image's labels allow it to
     run here (driver new enough, architecture compiled in), before anything is pulled.
@@ -54,6 +62,7 @@ def doctor_command(
             flavour.value if flavour else None,
             nvidia_smi,
             json_out,
+            key,
         )
     )
 
@@ -74,14 +83,30 @@ def doctor(request: DoctorRequest) -> None:
     targets += [(reference, labels_of(reference)) for reference in request.images]
     host = read_host(str(request.nvidia_smi) if request.nvidia_smi else None)
     assessments = [assess(name, labels, host, load_compat()) for name, labels in targets]
+    attested: dict[str, dict[str, Any]] = {}
+    if request.key:
+        from imagekit.adapters.cosign import check_key
+        from imagekit.cli.attest import attested_level
+
+        check_key("--key", request.key)
+        attested = {ref: attested_level(ref, request.key) for ref in request.images}
     if request.json:
-        print_json(doctor_document(host, assessments))
+        document = doctor_document(host, assessments)
+        for entry in document["images"]:
+            if entry["image"] in attested:
+                entry["attested"] = attested[entry["image"]]
+        print_json(document)
     else:
         typer.echo("host:")
         typer.echo("\n".join(f"  {MARKS[f.level]} {f.text}" for f in host_findings(host)))
         for a in assessments:
-            typer.echo(f"{a.image}: {a.verdict}")
+            found = attested.get(a.image)
+            level = f"; attested level: {found['level'] or 'none'}" if found else ""
+            typer.echo(f"{a.image}: {a.verdict}{level}")
             typer.echo("\n".join(f"  {MARKS[f.level]} {f.text}" for f in a.findings))
+            if found:
+                mark = MARKS["ok"] if found["level"] else MARKS["warn"]
+                typer.echo(f"  {mark} attestation: {found['why']}")
     refused = [a.image for a in assessments if not a.runs]
     if refused:
         raise GpuMismatchError(

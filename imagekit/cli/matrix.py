@@ -265,9 +265,18 @@ def schema_command(
     results: Annotated[
         bool, typer.Option("--results", help="The schema of a results record instead.")
     ] = False,
+    attestation: Annotated[
+        bool,
+        typer.Option(
+            "--attestation",
+            help="The schema of the verify attestation's predicate "
+            "(https://imagekit.dev/attestations/verify/v1) instead.",
+        ),
+    ] = False,
 ) -> None:
-    """Print the JSON Schema of matrix.yaml (or of a results record), for editors and CI."""
-    dispatch(lambda: SchemaRequest(out, results))
+    """Print the JSON Schema of matrix.yaml (or of a results record, or of the verify
+    attestation's predicate), for editors and CI."""
+    dispatch(lambda: SchemaRequest(out, results, attestation))
 
 
 @handles(SchemaRequest)
@@ -277,6 +286,10 @@ def schema(request: SchemaRequest) -> None:
         from imagekit.core.records import results_schema_text
 
         text = results_schema_text()
+    elif request.attestation:
+        from imagekit.core.attest import predicate_schema_text
+
+        text = predicate_schema_text()
     else:
         from imagekit.core.matrix_schema import json_schema
 

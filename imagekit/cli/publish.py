@@ -68,6 +68,15 @@ def publish_command(
     ] = 2.0,
     results: ResultsOption = Path("results"),
     json_out: JsonOption = False,
+    signing_key: Annotated[
+        str | None,
+        typer.Option(
+            "--signing-key",
+            envvar="IMAGEKIT_SIGNING_KEY",
+            help="A cosign private key (its password in COSIGN_PASSWORD): sign each published "
+            "digest and attach the verify record and the SBOM as attestations.",
+        ),
+    ] = None,
 ) -> None:
     """Push the tags of images that passed verification (exit 6 if any is refused or fails)."""
     selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
@@ -84,6 +93,7 @@ def publish_command(
             deadline_s=deadline_s,
             results=results,
             json=json_out,
+            signing_key=signing_key,
         )
     )
 
@@ -91,9 +101,10 @@ def publish_command(
 @handles(PublishCommand)
 def publish(request: PublishCommand) -> None:
     """Gate and push every selected image; exit 6 when one is refused or fails."""
+    from imagekit.adapters.cosign import Cosign, check_key
     from imagekit.adapters.engine import DockerEngine, connect
     from imagekit.adapters.registry import HttpRegistry
-    from imagekit.adapters.results import RunFolder, verify_evidence
+    from imagekit.adapters.results import RunFolder, results_key, verify_evidence
     from imagekit.adapters.sbom import CycloneDx
     from imagekit.core.ports import EngineInfo
     from imagekit.core.records import PublishStatus
@@ -102,6 +113,10 @@ def publish(request: PublishCommand) -> None:
 
     plans = request.selection.plans()
     RunFolder.check_writable(request.results)
+    signer = None
+    if request.signing_key and not request.dry_run:
+        check_key("--signing-key", request.signing_key)
+        signer = Cosign(request.signing_key, timeout_s=request.deadline_s)
     # A promotion happens inside the registry: it needs no engine at all.
     client = None if request.from_candidate else connect()
     engine = DockerEngine(client) if client is not None else None
@@ -109,7 +124,11 @@ def publish(request: PublishCommand) -> None:
         note_leftovers(client)
     run = RunFolder.create(request.results)
     facts = engine.info() if engine is not None else EngineInfo()
-    run.write_run("publish", facts, {"registry": request.registry, "force": request.force})
+    run.write_run(
+        "publish",
+        facts,
+        {"registry": request.registry, "force": request.force, "signed": signer is not None},
+    )
     settings = PublishSettings(
         registry=request.registry,
         dry_run=request.dry_run,
@@ -123,8 +142,10 @@ def publish(request: PublishCommand) -> None:
         backoff_s=request.backoff_s,
         deadline_s=request.deadline_s,
     )
-    evidence = verify_evidence(request.results)
-    publisher = PublishRun(engine, registry, CycloneDx(), run, evidence, settings, plain_view())
+    evidence = verify_evidence(request.results, results_key())
+    publisher = PublishRun(
+        engine, registry, CycloneDx(), run, evidence, settings, plain_view(), signer=signer
+    )
     done = [publisher.publish_one(plan) for plan in plans]
     if request.json:
         print_json({"run_id": run.run_id, "images": [r.to_json() for r in done]})

@@ -179,10 +179,16 @@ class ExplainRequest:
 
 @dataclass(frozen=True)
 class SchemaRequest:
-    """`imagekit schema`: of matrix.yaml, or with `results` of a results record."""
+    """`imagekit schema`: of matrix.yaml, or with `results` of a results record, or with
+    `attestation` of the verify attestation's predicate."""
 
     out: Path | None = None
     results: bool = False
+    attestation: bool = False
+
+    def __post_init__(self) -> None:
+        if self.results and self.attestation:
+            raise InputError("--results and --attestation name two schemas; pick one")
 
 
 @dataclass(frozen=True)
@@ -357,6 +363,8 @@ class PublishCommand:
     deadline_s: float = 300.0
     results: Path = Path("results")
     json: bool = False
+    # A cosign private key (file, or a URI cosign resolves): sign and attest each digest.
+    signing_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.candidate and self.from_candidate:
@@ -411,7 +419,32 @@ class DoctorRequest:
     flavour: str | None = None
     nvidia_smi: Path | None = None
     json: bool = False
+    key: str | None = None  # a cosign public key: show each --image's attested level
 
     def __post_init__(self) -> None:
         if self.only and self.matrix is None:
             raise InputError("--only picks images of a matrix", "add --matrix FILE")
+        if self.key and not self.images:
+            raise InputError("--key checks the attestations of --image IMAGE", "add --image")
+
+
+LEVEL_NAMES = ("static", "cpu", "gpu")
+
+
+@dataclass(frozen=True)
+class AttestVerifyRequest:
+    """`imagekit attest verify`: is this image signed by the key, and does its attested verify
+    record reach what is required?"""
+
+    image: str
+    key: str
+    require_level: str | None = None
+    require_probes: tuple[str, ...] = ()
+    json: bool = False
+
+    def __post_init__(self) -> None:
+        if self.require_level is not None and self.require_level not in LEVEL_NAMES:
+            raise InputError(
+                f"--require-level {self.require_level!r} is not a level",
+                "one of " + ", ".join(LEVEL_NAMES),
+            )

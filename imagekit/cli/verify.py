@@ -99,7 +99,7 @@ def verify(request: VerifyCommand) -> None:
     """Verify the images, print the summary, exit 5 when one did not pass."""
     from imagekit.adapters.containers import ContainerProbeRunner
     from imagekit.adapters.engine import DockerEngine, connect
-    from imagekit.adapters.results import RunFolder
+    from imagekit.adapters.results import RunFolder, results_key
     from imagekit.adapters.structure import DockerInspector
     from imagekit.core.compat import load_compat
     from imagekit.core.records import ImageRecord
@@ -128,8 +128,13 @@ def verify(request: VerifyCommand) -> None:
     client = connect()
     engine = DockerEngine(client)
     note_leftovers(client)
-    run = RunFolder.create(request.results)
-    run.write_run("verify", engine.info(), {"images": [t.reference for t in targets]})
+    key = results_key()
+    run = RunFolder.create(request.results, seal_key=key)
+    run.write_run(
+        "verify",
+        engine.info(),
+        {"images": [t.reference for t in targets], "sealed_with_key": key is not None},
+    )
     verifier = VerifyRun(
         engine,
         ContainerProbeRunner(client),

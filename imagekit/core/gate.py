@@ -1,7 +1,8 @@
 """The publish gate (pure): may this exact image be pushed under these tags?
 
-Only results recorded for the same image id count; every required probe must
-have passed there; and the versions a tag names must equal the versions the
+Only results recorded for the same image id count, and only records whose integrity seal
+holds (`core/integrity.py`: a record edited after verify wrote it is refused); every required
+probe must have passed there; and the versions a tag names must equal the versions the
 probes saw inside the image. `--force` overrides the gate and is recorded.
 """
 
@@ -23,6 +24,7 @@ class GateDecision:
     allowed: bool
     reasons: tuple[str, ...] = ()
     evidence: dict[str, Any] = field(default_factory=dict)
+    passing: Evidence | None = None  # the record that let the image through (attested)
 
 
 def _problems(record: VerifyRecord, required: Sequence[str]) -> list[str]:
@@ -58,6 +60,8 @@ def _passing_run(
     why: list[str] = []
     for item in mine:
         parts = _problems(item.record, required)
+        if item.seal_problem:
+            parts.append(f"integrity: {item.seal_problem}")
         if not parts:
             return item, why
         why.append(f"run {item.run_id}: " + "; ".join(parts))
@@ -80,6 +84,7 @@ def decide(
     others = len(records) - len(mine)
     reasons: list[str] = []
     evidence: dict[str, Any] = {"image_id": image_id, "forced": force}
+    passing: Evidence | None = None
     if not mine:
         reasons.append(
             f"no verify results for image {image_id[:19]}"
@@ -98,5 +103,5 @@ def decide(
                 reasons += disagreements(Identity.from_cell(plan.cell), env.facts, "tag")
     if reasons and force:
         evidence["overridden"] = list(reasons)
-        return GateDecision(True, tuple(reasons), evidence)
-    return GateDecision(not reasons, tuple(reasons), evidence)
+        return GateDecision(True, tuple(reasons), evidence, None)
+    return GateDecision(not reasons, tuple(reasons), evidence, passing)

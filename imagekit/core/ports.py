@@ -31,11 +31,13 @@ class LocalImage:
     layers: tuple[str, ...]
     created: str
     env: Mapping[str, str] = field(default_factory=dict)
+    platform: str = ""  # linux/amd64 (os/architecture[/variant]); "" when the engine is silent
 
     @classmethod
     def from_inspect(cls, attrs: Mapping[str, Any]) -> LocalImage:
         """From `docker image inspect` output."""
         config = attrs.get("Config") or {}
+        parts = [attrs.get("Os") or "", attrs.get("Architecture") or "", attrs.get("Variant")]
         return cls(
             id=attrs["Id"],
             tags=tuple(attrs.get("RepoTags") or ()),
@@ -44,6 +46,7 @@ class LocalImage:
             layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
             created=str(attrs.get("Created", "")),
             env=dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e),
+            platform="/".join(p for p in parts if p) if parts[0] and parts[1] else "",
         )
 
     @property
@@ -342,11 +345,73 @@ class Registry(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Package:
+    """One installed package of an image: a Python distribution or an OS (dpkg) package."""
+
+    name: str
+    version: str
+    arch: str = ""  # dpkg's architecture (amd64, all); "" for Python
+    properties: tuple[tuple[str, str], ...] = ()  # e.g. the CUDA stack a torch wheel carries
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What an image holds, for its SBOM: the image, its OS, its OS and Python packages."""
+
+    reference: str
+    digest: str
+    image_id: str
+    distro: str = ""  # `debian-12` (os-release ID-VERSION_ID)
+    os_packages: tuple[Package, ...] = ()
+    python_packages: tuple[Package, ...] = ()
+
+
 class SbomMaker(Protocol):
     """Writes software bills of materials."""
 
-    def python_sbom(self, requirements: str) -> dict[str, Any]:
-        """A CycloneDX document for pinned `name==version` lines."""
+    def image_sbom(self, inventory: Inventory) -> dict[str, Any]:
+        """One CycloneDX document for the whole image: OS and Python packages together,
+        checked against the CycloneDX schema."""
+        ...
+
+
+# Signing ------------------------------------------------------------------------------------
+
+
+class Signer(Protocol):
+    """Signs published digests and attaches attestations to them (cosign with a key file)."""
+
+    def sign(self, reference: str) -> str:
+        """Sign `repository@digest`; "" when it worked, else the reason."""
+        ...
+
+    def attest(self, reference: str, predicate_type: str, predicate: Mapping[str, Any]) -> str:
+        """Attach a signed in-toto attestation of `predicate` to `repository@digest`; "" when
+        it worked, else the reason."""
+        ...
+
+
+@dataclass(frozen=True)
+class Attested:
+    """What checking an image's signature and attestations against a public key found.
+
+    `state`: `ok` (signed by the key; `predicates` holds the attested predicates of the type
+    asked, every one verified against the key), `unsigned` (no signature at all), `other key`
+    (signatures, none by this key), `no attestation` (signed, but no attestation of the type
+    by this key), `error` (the registry or the tool failed: `reason` says how)."""
+
+    state: str
+    reason: str = ""
+    digest: str = ""
+    predicates: tuple[Mapping[str, Any], ...] = ()
+
+
+class AttestationReader(Protocol):
+    """Checks an image's signature and reads its attestations, verified against a key."""
+
+    def attested(self, reference: str, predicate_type: str) -> Attested:
+        """The signature of `reference` (tag or digest) and its attestations of one type."""
         ...
 
 

@@ -9,7 +9,8 @@ schema and the code cannot drift apart.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -131,6 +132,8 @@ class VerifyRecord(Record):
     reference: str
     labels: dict[str, str]
     size_bytes: int = 0
+    # The image's platform as the engine reports it (`linux/amd64`); "" when it did not say.
+    platform: str = ""
     device: str
     device_reason: str = ""
     level: Reached = "none"
@@ -162,11 +165,20 @@ class VerifyRecord(Record):
 
 @dataclass(frozen=True)
 class Evidence:
-    """A verify record as the gate reads it: the run that wrote it, and the image's name."""
+    """A verify record as the gate reads it: the run that wrote it, and the image's name.
+
+    `seal_problem` is why the record's integrity seal does not hold ("" when it holds); the one
+    reader of results folders (`adapters.results.verify_evidence`) always checks it, and the
+    gate refuses a record with a problem. `engine` and `imagekit_version` are what the verify
+    run's run.json says (for the attestation)."""
 
     run_id: str
     name: str
     record: VerifyRecord
+    seal_problem: str = ""
+    seal_digest: str = ""
+    engine: Mapping[str, Any] = field(default_factory=dict)
+    imagekit_version: str = ""
 
 
 class LayerSize(Record):
@@ -207,6 +219,25 @@ class PlanRecord(Record):
     size_budget_bytes: int | None = None
 
 
+HEX64 = r"^sha256:[0-9a-f]{64}$"
+
+
+class Seal(Record):
+    """The integrity check of a verify section, written beside it in the same file.
+
+    `digest` is the SHA-256 of the canonical JSON of `{"image_id": ..., "verify": ...}`
+    (`core/integrity.py`): it catches a record edited by hand or cut short, but anyone can
+    compute it again. `hmac` is an HMAC-SHA256 of the same bytes with a key only the verify
+    host holds (`IMAGEKIT_RESULTS_KEY`), which a deliberate edit cannot recompute.
+    """
+
+    schema_version: Literal[1] = 1
+    image_id: Annotated[str, StringConstraints(pattern=SHA256)]
+    digest: Annotated[str, StringConstraints(pattern=HEX64)]
+    hmac: Annotated[str, StringConstraints(pattern=r"^hmac-sha256:[0-9a-f]{64}$")] | None = None
+    key_id: str | None = None  # which key: the first 16 hex digits of its SHA-256
+
+
 class ImageRecord(Record):
     """`results/<run-id>/images/<image>.json`: what each stage of one run did to one image."""
 
@@ -220,6 +251,7 @@ class ImageRecord(Record):
     plan: PlanRecord | None = None
     build: BuildRecord | None = None
     verify: VerifyRecord | None = None
+    seal: Seal | None = None  # of the verify section (written with it)
 
     def to_json(self) -> dict[str, Any]:
         """Only the sections the run wrote (a section keeps its own empty fields)."""
@@ -266,6 +298,9 @@ class PublishRecord(Record):
     tags: tuple[TagRecord, ...] = ()
     manifest_file: str | None = None
     sbom_file: str | None = None
+    # With a signing key: the digest signed, and the predicate types attested to it.
+    signed_digest: str | None = None
+    attestations: tuple[str, ...] = ()
 
 
 def results_schema() -> dict[str, Any]:

@@ -5,6 +5,13 @@ very same bytes under the versioned tag and the aliases through the registry API
 push of layers, no engine, and the published digest is the candidate's, byte for byte. The gate
 holds as for any publish: the image the candidate holds (its config digest, the image id) must
 have a passing verify record, for every platform of an index.
+
+With a signer, the promoted digest (the candidate's) is signed and the verify record that let
+each platform through is attested to it. Attestations live beside the digest in the same
+repository, so whatever was attached to the candidate when it was pushed (`--candidate` with a
+key: its first verify record and its SBOM) is the promoted image's too; promotion adds the
+records of the verifications that gated it (a GPU runner's, say). No SBOM is made here: a
+promotion has no engine to look inside the image, and the candidate's SBOM already travels.
 """
 
 from __future__ import annotations
@@ -13,9 +20,10 @@ from collections.abc import Sequence
 
 from imagekit.core.gate import decide
 from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import ManifestDocument, Registry
+from imagekit.core.ports import ManifestDocument, Registry, Signer
 from imagekit.core.records import Evidence, PublishRecord, PublishStatus, TagRecord
 from imagekit.errors import RegistryError
+from imagekit.orchestration.attest import sign_and_attest, with_attestation
 
 
 def candidate_tag(tag: str, candidate: str) -> str:
@@ -32,12 +40,20 @@ class Promotion:
     """Promotes the candidates of one CI run (`candidate`) to their final tags."""
 
     def __init__(
-        self, registry: Registry, evidence: Sequence[Evidence], candidate: str, force: bool
+        self,
+        registry: Registry,
+        evidence: Sequence[Evidence],
+        candidate: str,
+        force: bool,
+        *,
+        signer: Signer | None = None,
     ) -> None:
         self.registry = registry
         self.evidence = list(evidence)
         self.candidate = candidate
         self.force = force
+        self.signer = signer
+        self.passing: list[Evidence] = []  # the records that let the last candidate through
 
     def promote(self, plan: ImagePlan, repository: str) -> PublishRecord:
         """Gate the candidate of `plan` on its records, then give it the final tags."""
@@ -54,7 +70,11 @@ class Promotion:
         record = self._gate(plan, images)
         if record.status is PublishStatus.REFUSED:
             return record
-        return self._tag(plan, repository, document, record)
+        done = self._tag(plan, repository, document, record)
+        if self.signer is None or not done.status.ok:
+            return done
+        attested = sign_and_attest(self.signer, repository, document.digest, self.passing, None)
+        return with_attestation(done, attested)
 
     def _images(self, repository: str, document: ManifestDocument) -> list[tuple[str, str]]:
         """(platform, image id) of each image the candidate holds."""
@@ -71,8 +91,11 @@ class Promotion:
     def _gate(self, plan: ImagePlan, images: list[tuple[str, str]]) -> PublishRecord:
         reasons: list[str] = []
         allowed = True
+        self.passing = []
         for platform, image_id in images:
             decision = decide(plan, image_id, self.evidence, force=self.force)
+            if decision.passing is not None:
+                self.passing.append(decision.passing)
             allowed = allowed and decision.allowed
             reasons += [f"{platform}: {r}" if platform else r for r in decision.reasons]
         return PublishRecord(

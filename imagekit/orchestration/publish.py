@@ -4,7 +4,9 @@ For each image: the local image must exist and pass the gate (verify results for
 this exact image id, tags equal to the probed facts); its versioned tag must not
 exist on the registry with other content (same content: a no-op); then every tag
 is pushed, its digest read back from the registry, a package manifest and a
-CycloneDX SBOM written, and everything recorded in results/<run-id>/publish.json.
+CycloneDX SBOM of the whole image written, and everything recorded in
+results/<run-id>/publish.json. With a signer (a signing key), the digest is signed and the
+verify record that passed the gate and the SBOM are attached to it as attestations.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from imagekit.core.gate import GateDecision, decide
+from imagekit.core.inventory import DPKG_FORMAT, cuda_stack, inventory
 from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import Engine, Registry, RemoteManifest, RunStore, SbomMaker
+from imagekit.core.ports import Engine, Registry, RemoteManifest, RunStore, SbomMaker, Signer
 from imagekit.core.records import Evidence, PublishRecord, PublishStatus, TagRecord
 from imagekit.errors import RegistryError
 from imagekit.events import Event, EventSink
+from imagekit.orchestration.attest import sign_and_attest, with_attestation
 from imagekit.orchestration.promote import Promotion, candidate_tag, said
 
 TagKind = Literal["versioned", "alias", "candidate"]
@@ -60,6 +64,7 @@ class PublishRun:
         evidence: Sequence[Evidence],
         settings: PublishSettings,
         events: EventSink,
+        signer: Signer | None = None,
     ) -> None:
         self.engine = engine
         self.registry = registry
@@ -68,6 +73,7 @@ class PublishRun:
         self.evidence = list(evidence)
         self.settings = settings
         self.events = events
+        self.signer = signer  # None: publish unsigned, as before
         self.done: list[PublishRecord] = []
 
     def _engine(self) -> Engine:
@@ -89,7 +95,9 @@ class PublishRun:
         s = self.settings
         repository = retarget(plan.repository, s.registry)
         if s.from_candidate:
-            promotion = Promotion(self.registry, self.evidence, s.from_candidate, s.force)
+            promotion = Promotion(
+                self.registry, self.evidence, s.from_candidate, s.force, signer=self.signer
+            )
             return promotion.promote(plan, repository)
         local = self._engine().inspect_image(plan.reference)
         if local is None:
@@ -165,8 +173,8 @@ class PublishRun:
                 )
         pushed = any(t.status is PublishStatus.PUBLISHED for t in tags)
         digest = next(t.digest for t in tags if t.kind != "alias") or ""
-        manifest_file, sbom_file = self._inventory(plan, image_id, digest)
-        return record.model_copy(
+        manifest_file, sbom_file, sbom = self._inventory(plan, image_id, digest, decision)
+        done = record.model_copy(
             update=dict(
                 status=PublishStatus.PUBLISHED if pushed else PublishStatus.UNCHANGED,
                 tags=tuple(tags),
@@ -174,6 +182,13 @@ class PublishRun:
                 sbom_file=sbom_file,
             )
         )
+        if self.signer is None or not digest:
+            return done
+        # Each run with a key signs again (an unchanged image too): a run whose signing failed
+        # is repaired by running it again, and a check accepts any signature by the key.
+        passing = [decision.passing] if decision.passing is not None else []
+        attested = sign_and_attest(self.signer, repository, digest, passing, sbom)
+        return with_attestation(done, attested)
 
     def _push_tag(self, image_id: str, repository: str, tag: str, kind: TagKind) -> TagRecord:
         reference = f"{repository}:{tag}"
@@ -214,30 +229,38 @@ class PublishRun:
             )
         )
 
-    def _inventory(self, plan: ImagePlan, image_id: str, digest: str) -> tuple[str, str]:
-        """The image's Python and OS packages, and a CycloneDX SBOM of its Python environment."""
+    def _inventory(
+        self, plan: ImagePlan, image_id: str, digest: str, decision: GateDecision
+    ) -> tuple[str, str, dict[str, Any]]:
+        """The image's Python and OS packages, and one CycloneDX SBOM of both (the CUDA stack
+        on torch and the nvidia-* wheels); the files written, and the SBOM."""
         engine = self._engine()
         pip = engine.output_of(image_id, ["python3", "-m", "pip", "list", "--format", "json"])
-        dpkg = engine.output_of(image_id, ["dpkg-query", "-W", "-f", "${Package}\\t${Version}\\n"])
-        python = json.loads(pip)
+        dpkg = engine.output_of(image_id, ["dpkg-query", "-W", "-f", DPKG_FORMAT])
+        os_release = engine.output_of(image_id, ["cat", "/etc/os-release"])
+        local = engine.inspect_image(image_id)
+        facts = decision.passing.record.env_facts if decision.passing is not None else {}
+        stack = cuda_stack(local.imagekit, facts) if local is not None else {}
+        held = inventory(
+            plan.reference,
+            digest,
+            image_id,
+            pip_json=pip,
+            dpkg=dpkg,
+            os_release=os_release,
+            stack=stack,
+        )
         manifest: dict[str, Any] = {
             "image": plan.reference,
             "image_id": image_id,
             "digest": digest,
-            "python_packages": python,
+            "distro": held.distro,
+            "python_packages": json.loads(pip or "[]"),
             "os_packages": [
-                dict(zip(("name", "version"), line.split("\t"), strict=False))
-                for line in dpkg.splitlines()
-                if line
+                {"name": p.name, "version": p.version, "arch": p.arch} for p in held.os_packages
             ],
         }
-        document = self.sbom.python_sbom("".join(f"{p['name']}=={p['version']}\n" for p in python))
-        document.setdefault("metadata", {})["component"] = {
-            "type": "container",
-            "name": plan.reference,
-            "version": digest,
-            "bom-ref": digest,
-        }
+        document = self.sbom.image_sbom(held)
         manifest_file = self.store.write_artifact(f"publish/{plan.name}.packages.json", manifest)
         sbom_file = self.store.write_artifact(f"publish/{plan.name}.cdx.json", document)
-        return str(manifest_file), str(sbom_file)
+        return str(manifest_file), str(sbom_file), document

@@ -232,6 +232,7 @@ class VerifyRun:
             reference=target.reference,
             labels=dict(image.labels),
             size_bytes=image.size_bytes,
+            platform=image.platform,
             device=outcome.output.device,
             device_reason=outcome.output.device_reason,
             level=reached(states),
