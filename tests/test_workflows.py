@@ -1,4 +1,7 @@
-"""The GitHub Actions workflows: valid, pinned, least-privilege, and every imagekit call exists."""
+"""The GitHub Actions workflows: valid, pinned, least-privilege, and every imagekit call exists.
+
+These are the static checks; tests/integration/test_act.py runs the workflows with act.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +10,19 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from typer.main import get_command
 
 from imagekit.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
-runner = CliRunner()
+IMAGES = ROOT / ".github" / "workflows" / "images.yml"
+STAND_INS = ROOT / "tests" / "actions"
+CLI = get_command(app)
 
 
 def load(path: Path) -> dict:
@@ -63,7 +69,7 @@ def test_permissions_are_least_privilege(path: Path) -> None:
 
 
 def test_images_workflow_is_fail_slow_and_publishes_only_after_verification() -> None:
-    jobs = load(ROOT / ".github" / "workflows" / "images.yml")["jobs"]
+    jobs = load(IMAGES)["jobs"]
     for name in ("slim", "full", "gpu"):
         assert jobs[name]["strategy"]["fail-fast"] is False
     assert jobs["gpu"]["runs-on"] == ["self-hosted", "gpu"]
@@ -74,10 +80,167 @@ def test_images_workflow_is_fail_slow_and_publishes_only_after_verification() ->
     assert "needs.slim.result == 'success'" in condition
 
 
+# Destructive on a developer's machine or a self-hosted runner: only GitHub's hosted runners
+# may run these, and never act (which sets ACT=true and leaves runner.environment empty).
+DESTRUCTIVE = re.compile(r"\brm\s+-\w*r\w*f|\bdocker\s+system\s+prune|\bdocker\s+\w+\s+prune")
+HOSTED_ONLY = ("!env.ACT", "runner.environment == 'github-hosted'")
+
+DESTRUCTIVE_STEPS = [
+    (path.name, job_name, step)
+    for path in WORKFLOWS
+    for job_name, job in load(path)["jobs"].items()
+    for step in job.get("steps", [])
+    if DESTRUCTIVE.search(step.get("run", ""))
+]
+
+
+def test_there_are_destructive_steps_to_guard() -> None:
+    assert {(w, j) for w, j, _ in DESTRUCTIVE_STEPS} >= {
+        ("images.yml", "slim"),
+        ("images.yml", "full"),
+        ("ci.yml", "cuda"),
+    }
+
+
+@pytest.mark.parametrize(
+    "workflow,job,step", DESTRUCTIVE_STEPS, ids=lambda x: x if isinstance(x, str) else ""
+)
+def test_destructive_steps_run_only_on_hosted_runners_and_never_under_act(
+    workflow: str, job: str, step: dict
+) -> None:
+    condition = str(step.get("if", ""))
+    for needed in HOSTED_ONLY:
+        assert needed in condition, f"{workflow} {job}: `{step.get('name')}` lacks {needed}"
+
+
+def test_images_workflow_takes_registry_matrix_and_wheelhouse_from_repository_variables() -> None:
+    env = load(IMAGES)["env"]
+    assert env["REGISTRY"] == "${{ vars.IMAGEKIT_REGISTRY }}"
+    assert env["MATRIX_FILE"] == "${{ vars.IMAGEKIT_MATRIX || 'matrix.yaml' }}"
+    assert env["WHEELHOUSE"] == "${{ vars.IMAGEKIT_WHEELHOUSE }}"
+    assert "!vars.IMAGEKIT_REGISTRY" in env["ON_GHCR"]
+
+
+def _runs(path: Path) -> list[tuple[str, dict]]:
+    return [
+        (name, step)
+        for name, job in load(path)["jobs"].items()
+        for step in job.get("steps", [])
+        if "run" in step
+    ]
+
+
+def test_every_imagekit_call_of_the_images_workflow_reads_the_configured_matrix() -> None:
+    for job, step in _runs(IMAGES):
+        for call in _imagekit_calls(step["run"]):
+            if call[0] in ("report", "doctor") or call[1:2] == ["X"]:
+                continue  # results, or an image named by reference: no matrix read
+            assert "--matrix" in call and "$MATRIX_FILE" in call, f"{job}: imagekit {call}"
+
+
+def test_the_registry_is_passed_only_when_the_variable_is_set() -> None:
+    guard = 'registry=(); if [ -n "$REGISTRY" ]; then registry=(--registry "$REGISTRY"); fi'
+    wheelhouse = (
+        'wheelhouse=(); if [ -n "$WHEELHOUSE" ]; then wheelhouse=(--wheelhouse "$WHEELHOUSE"); fi'
+    )
+    pushes_or_reads = 0
+    for job, step in _runs(IMAGES):
+        script = step["run"]
+        if "--registry" in script or '"${registry[@]}"' in script:
+            assert guard in script, f"{job}: --registry outside the guard"
+            pushes_or_reads += 1
+        if re.search(r"\bimagekit\s+(publish|tags)\b", script):
+            assert '"${registry[@]}"' in script, f"{job}: {script}"
+        if re.search(r"\bimagekit\s+build\b", script):
+            assert wheelhouse in script and '"${wheelhouse[@]}"' in script, f"{job}: {script}"
+    assert pushes_or_reads >= 5  # two candidates, the slim candidate's place, gpu's, promotion
+
+
+def test_the_workflow_token_goes_to_ghcr_only() -> None:
+    workflow = load(IMAGES)
+    assert "GITHUB_TOKEN" not in str(workflow["env"])
+    for name, job in workflow["jobs"].items():
+        assert "GITHUB_TOKEN" not in str(job.get("env", {})), name
+        for step in job.get("steps", []):
+            text = str(step.get("env", {})) + step.get("run", "")
+            if "docker login" in step.get("run", ""):
+                assert step.get("if") == "env.ON_GHCR == 'true'", f"{name}: {step}"
+                assert "ghcr.io" in step["run"]
+            elif "GITHUB_TOKEN" in text:
+                assert "env.ON_GHCR == 'true' && secrets.GITHUB_TOKEN" in text, f"{name}: {step}"
+
+
+def test_the_full_job_pulls_its_slim_candidate_from_the_configured_registry() -> None:
+    [fetch] = [
+        s for s in load(IMAGES)["jobs"]["full"]["steps"] if "docker pull" in s.get("run", "")
+    ]
+    script = fetch["run"]
+    assert re.search(r"imagekit tags .*--flavour slim .*\"\$\{registry\[@\]\}\"", script)
+    assert 'docker pull "$slim-candidate-$CANDIDATE"' in script
+    assert 'docker tag "$slim-candidate-$CANDIDATE" "${{ matrix.slim_reference }}"' in script
+
+
+def test_the_publish_job_promotes_inside_the_registry_and_needs_no_engine() -> None:
+    job = load(IMAGES)["jobs"]["publish"]
+    # An engine that cannot be reached: promotion must not pull, push layers or tag locally.
+    assert job["env"]["DOCKER_HOST"].startswith("unix:///nonexistent/")
+    scripts = [s.get("run", "") for s in job["steps"]]
+    assert not any(re.search(r"\bdocker\s", s) for s in scripts)
+    calls = [c for s in scripts for c in _imagekit_calls(s) if c[0] == "publish"]
+    assert calls and all("--from-candidate" in c for c in calls)
+
+
+def _actions(path: Path) -> list[tuple[str, str]]:
+    """(owner/repo, sha) of every action a workflow uses."""
+    found = []
+    for step in steps(load(path)):
+        if "uses" in step:
+            repository, _, sha = step["uses"].partition("@")
+            found.append((repository, sha))
+    return found
+
+
+ACTIONS = sorted({a for path in WORKFLOWS for a in _actions(path)})
+
+
+@pytest.mark.parametrize("action", ACTIONS, ids=lambda a: a[0])
+def test_every_action_but_checkout_has_a_local_stand_in_for_act(action: tuple[str, str]) -> None:
+    repository, _ = action
+    if repository == "actions/checkout":
+        return  # act copies the working tree itself instead of running actions/checkout
+    folder = STAND_INS / repository.split("/")[1]
+    definition = yaml.safe_load((folder / "action.yml").read_text())
+    assert definition["runs"]["using"] == "composite"  # bash on the host: no node, no image
+
+
+def _readme_github_actions() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split("### GitHub Actions", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_runs_the_pipeline_with_act_and_today_s_pins() -> None:
+    section = _readme_github_actions()
+    assert "-P ubuntu-24.04=-self-hosted" in section
+    for repository, sha in ACTIONS:
+        if repository != "actions/checkout":
+            name = repository.split("/")[1]
+            assert f"{repository}@{sha}=$PWD/tests/actions/{name}" in section, repository
+
+
+def _arrays(script: str) -> dict[str, str]:
+    """Bash arrays a script fills with literal words: name -> the words of every assignment."""
+    found: dict[str, str] = {}
+    for name, words in re.findall(r"\b(\w+)\+?=\(([^)]*)\)", script):
+        found[name] = f"{found.get(name, '')} {words}".strip()
+    return found
+
+
 def _imagekit_calls(script: str) -> list[list[str]]:
-    """Every `imagekit ...` command line in a run: script, expressions replaced by a word."""
+    """Every `imagekit ...` command line in a run: script, expressions replaced by a word and
+    each `"${array[@]}"` by what the script puts into that array."""
     text = re.sub(r"\$\{\{[^}]*\}\}", "X", script).replace("\\\n", " ")
-    text = text.replace('"${only[@]}"', "")
+    for name, words in _arrays(text).items():
+        text = text.replace(f'"${{{name}[@]}}"', words)
     calls = []
     for match in re.finditer(r"\bimagekit\s+([^|;&)>\n]*)", text):
         calls.append(match.group(1).replace('"', " ").replace("'", " ").split())
@@ -97,19 +260,33 @@ def test_the_workflows_call_imagekit() -> None:
     assert {"check", "matrix", "build", "verify", "publish", "report"} <= commands
 
 
+def _command(words: list[str]) -> Any:
+    """The command `imagekit WORDS...` runs (a group's subcommand when one is named), or None.
+
+    Typer vendors its own click, so commands are looked up by their `commands` mapping."""
+    command: Any = None
+    commands: dict[str, Any] = CLI.commands  # type: ignore[attr-defined]
+    for word in words:
+        if word not in commands:
+            break
+        command = commands[word]
+        commands = getattr(command, "commands", {})
+    return command
+
+
 @pytest.mark.parametrize(
     "workflow,call", ALL_CALLS, ids=lambda x: x if isinstance(x, str) else " ".join(x)
 )
 def test_every_imagekit_command_in_a_workflow_exists_with_its_options(
     workflow: str, call: list[str]
 ) -> None:
-    command = [w for w in call if not w.startswith("-")][:1]
-    if call[:2] == ["compat", "explain"]:
-        command = call[:2]
-    result = runner.invoke(app, [*command, "--help"])
-    assert result.exit_code == 0, f"{workflow}: imagekit {' '.join(command)} does not exist"
-    help_text = result.stdout
+    # The options are read from the command itself, not its help text: rich wraps help to
+    # the terminal, and a narrow one (act's pseudo-terminal, COLUMNS=10) breaks names apart.
+    words = [w for w in call if not w.startswith("-")]
+    command = _command(words[:2])
+    assert command is not None, f"{workflow}: imagekit {words[:1]} does not exist"
+    options = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
     for word in call:
         if word.startswith("--"):
             option = word.split("=")[0]
-            assert option in help_text, f"{workflow}: imagekit {command[0]} has no {option}"
+            assert option in options, f"{workflow}: imagekit {command.name} has no {option}"
