@@ -335,3 +335,26 @@ def test_a_truncated_record_given_to_report_is_one_line_naming_the_file(tmp_path
     assert result.exit_code == 2, result.output
     assert "a-slim.json is not an imagekit record" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_container_that_ends_just_as_it_runs_over_is_a_timeout_not_an_engine_error() -> None:
+    import docker.errors
+    import requests.exceptions
+
+    from imagekit.adapters.containers import ContainerProbeRunner
+
+    class EndedAtTheLimit:
+        """Runs over, then has already exited when it is killed (the engine answers 409)."""
+
+        waits = 0
+
+        def wait(self, timeout: float) -> dict[str, int]:
+            self.waits += 1
+            if self.waits == 1:
+                raise requests.exceptions.ReadTimeout("ran over")
+            return {"StatusCode": 0}
+
+        def kill(self) -> None:
+            raise docker.errors.APIError("409 Client Error: Container ... is not running")
+
+    assert ContainerProbeRunner._wait(EndedAtTheLimit(), 1.0) == (None, True)  # type: ignore[arg-type]

@@ -176,7 +176,10 @@ class ContainerProbeRunner:
             return int(status.get("StatusCode", -1)), False
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             with engine_errors("stopping a probe container that ran over"):
-                container.kill()
+                # It may have ended on its own in the meantime: then there is nothing to kill
+                # (the engine answers 409), and it still ran over its time.
+                with contextlib.suppress(docker.errors.APIError):
+                    container.kill()
                 container.wait(timeout=KILL_GRACE_S)
             return None, True
 
