@@ -15,13 +15,12 @@ import pytest
 from imagekit.core.attest import SBOM_PREDICATE, VERIFY_PREDICATE
 from imagekit.core.integrity import seal
 from tests.integration.conftest import DemoBuild, imagekit
+from tests.integration.test_promotion import publish as promotion_publish
 from tests.integration.test_publish import (  # noqa: F401 - `registry` is a fixture
     SLIM,
     SLIM_TAG,
     registry,
 )
-
-NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 
 
 def cosign(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -53,20 +52,8 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def publish(demo_build: DemoBuild, where: str, *args: str, results: Path | None = None):
-    return imagekit(
-        "publish",
-        "--matrix",
-        str(demo_build.matrix),
-        "--only",
-        SLIM,
-        "--registry",
-        where,
-        "--results",
-        str(results or demo_build.results),
-        "--json",
-        *args,
-        env={"COSIGN_PASSWORD": "", **(NO_ENGINE if "--from-candidate" in args else {})},
-    )
+    """`imagekit publish` as test_promotion runs it, with cosign's key password empty."""
+    return promotion_publish(demo_build, where, *args, results=results, env={"COSIGN_PASSWORD": ""})
 
 
 def attest_verify(reference: str, key: Path, *args: str):

@@ -24,8 +24,15 @@ NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
 
-def publish(demo_build: DemoBuild, where: str, *args: str, results: Path | None = None):
-    """`imagekit publish` of the demo slim to the registry `where`; promotions with no engine."""
+def publish(
+    demo_build: DemoBuild,
+    where: str,
+    *args: str,
+    results: Path | None = None,
+    env: dict[str, str] | None = None,
+):
+    """`imagekit publish` of the demo slim to the registry `where` (with `env` added);
+    promotions with no engine."""
     return imagekit(
         "publish",
         "--matrix",
@@ -38,7 +45,7 @@ def publish(demo_build: DemoBuild, where: str, *args: str, results: Path | None 
         str(results or demo_build.results),
         "--json",
         *args,
-        env=NO_ENGINE if "--from-candidate" in args else None,
+        env={**(env or {}), **(NO_ENGINE if "--from-candidate" in args else {})},
     )
 
 
