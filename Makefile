@@ -10,7 +10,7 @@ WHEELHOUSE ?= $(CACHE)/wheelhouse-cpu
 DEMO_MATRIX := examples/cpu.yaml
 DEMO_BASE := imagekit-base/debian:bookworm
 DEMO_PYTHON := 3.11.2
-DEMO_PACKAGES := torch==2.13.0 jupyterlab==4.6.6 tensorboard==2.21.0
+DEMO_PACKAGES := torch==2.13.0 numpy jupyterlab==4.6.6 tensorboard==2.21.0
 # The CUDA example: torch 2.14.1 for CUDA 13.0 with its nvidia-*-cu13 wheels (about 3 GB), the
 # full flavour's packages and the CUDA 13.0 compiler wheels (as compat.yaml lists them).
 CUDA_WHEELHOUSE ?= $(CACHE)/wheelhouse-cu130

@@ -1068,7 +1068,7 @@ def test_derived_facts_of_a_cpu_cell_are_empty(default_matrix: Matrix) -> None:
 def test_slim_may_leave_out_a_package_that_full_installs_back() -> None:
     text = edit(
         "    size_budget_bytes: 8000000000\n",
-        "    size_budget_bytes: 8000000000\n    leave_out: [triton]\n",
+        "    size_budget_bytes: 8000000000\n    leave_out: [triton]\n    compile: false\n",
     )
     matrix = parse(text)
     assert {p.flavour: p.leave_out for p in matrix.plans} == {
@@ -1090,11 +1090,46 @@ def test_leave_out_under_full_is_located_and_sent_to_slim() -> None:
 def test_torch_cannot_be_left_out() -> None:
     text = edit(
         "    size_budget_bytes: 8000000000\n",
-        "    size_budget_bytes: 8000000000\n    leave_out: [triton, torch]\n",
+        "    size_budget_bytes: 8000000000\n    leave_out: [triton, torch]\n    compile: false\n",
     )
     problem = one_problem(text)
     assert where(problem) == at(text, "[triton, torch]", "torch]")
     assert "torch cannot be left out" in problem.message
+
+
+# compile ---------------------------------------------------------------------------
+
+
+def test_compile_is_on_by_default_and_slim_may_turn_it_off() -> None:
+    assert {p.flavour: p.compile for p in parse(BASE).plans} == {
+        "slim": True,
+        "full": True,
+    }
+    text = edit(
+        "    size_budget_bytes: 8000000000\n",
+        "    size_budget_bytes: 8000000000\n    compile: false\n",
+    )
+    assert {p.flavour: p.compile for p in parse(text).plans} == {"slim": False, "full": True}
+
+
+def test_compile_false_under_full_is_located() -> None:
+    text = edit(
+        "    size_budget_bytes: 11000000000\n",
+        "    size_budget_bytes: 11000000000\n    compile: false\n",
+    )
+    problem = one_problem(text)
+    assert where(problem) == at(text, "compile: false", "false")
+    assert "slim flavour only" in problem.message and "flavours.full" in problem.hint
+
+
+def test_a_slim_that_compiles_cannot_leave_triton_out() -> None:
+    text = edit(
+        "    size_budget_bytes: 8000000000\n",
+        "    size_budget_bytes: 8000000000\n    leave_out: [triton]\n",
+    )
+    problem = one_problem(text)
+    assert where(problem) == at(text, "leave_out: [triton]", "[triton]")
+    assert "inductor needs triton" in problem.message and "compile: false" in problem.hint
 
 
 def test_a_default_os_known_to_the_data_but_missing_from_bases_is_one_located_problem() -> None:

@@ -29,7 +29,13 @@ from imagekit.core.context import (
 )
 from imagekit.core.matrix import Matrix, load_matrix
 from imagekit.core.plan import ImagePlan
-from imagekit.core.render import FULL_FILES, PRUNE_SCRIPT, RenderOptions, render_image
+from imagekit.core.render import (
+    FULL_FILES,
+    PRUNE_SCRIPT,
+    SITE_FILES,
+    RenderOptions,
+    render_image,
+)
 from imagekit.errors import InputError
 from imagekit.resources import templates_dir
 
@@ -90,7 +96,7 @@ def template_source(name: str) -> Path:
 
 
 def test_golden_static_manifests_list_the_template_sources_by_sha256() -> None:
-    assert {*FULL_FILES, PRUNE_SCRIPT} == STATIC_FILES
+    assert {*FULL_FILES, PRUNE_SCRIPT, *SITE_FILES} == STATIC_FILES
     manifests = sorted(GOLDEN.glob(f"*/*/{STATIC_MANIFEST}"))
     assert len(manifests) == 2 * len(list(GOLDEN.glob("docker/*/" + PLAN_FILE)))
     for manifest in manifests:
@@ -182,9 +188,16 @@ def test_slim_has_a_builder_stage_and_a_runtime_stage_that_only_copies_the_venv(
 
 def test_slim_requirements_pin_torch_and_nothing_brings_cuda_twice(default_matrix: Matrix) -> None:
     rendered = render_image(plan_named(default_matrix, "2.14.1-cu130-py3.12-slim"))
-    assert set(rendered.files) == {"requirements.txt", "prune_venv.py"}
+    assert set(rendered.files) == {
+        "requirements.txt",
+        "prune_venv.py",
+        "imagekit_site.py",
+        "imagekit-site.pth",
+    }
+    # numpy: without it every `import torch` warns; pip resolves it with torch's own deps.
     assert rendered.files["requirements.txt"] == (
-        "# Rendered by imagekit for slim 2.14.1-cu130-py3.12; do not edit by hand.\ntorch==2.14.1\n"
+        "# Rendered by imagekit for slim 2.14.1-cu130-py3.12; do not edit by hand.\n"
+        "torch==2.14.1\nnumpy\n"
     )
     assert "ubuntu:24.04" in rendered.build_args["BASE_IMAGE"]
 
@@ -221,7 +234,10 @@ def test_images_run_as_a_numeric_non_root_user_in_workspace(
     text = render_image(plan_named(default_matrix, f"2.15.0-cu132-py3.12-{flavour}")).dockerfile
     final = stages(text)[-1]
     users = re.findall(r"(?m)^USER (.+)$", final)
-    assert users[-1] == "1000:100"
+    # full starts as root for its entrypoint only, which hands over to the owner of
+    # /workspace (tests/integration/test_workspace_users.py); the image names its user.
+    assert users[-1] == ("1000:100" if flavour == "slim" else "0:0")
+    assert 'io.imagekit.user="1000:100"' in text
     assert re.search(r"(?m)^WORKDIR /workspace$", final)
     assert "ADD " not in text
     cmd = re.findall(r"(?m)^CMD (.+)$", text)
@@ -472,7 +488,14 @@ def test_probe_files_are_not_part_of_any_build_context(
     plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
     folder = write_context(render_image(plan), tmp_path)
     names = {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
-    assert names == {"Dockerfile", "requirements.txt", "prune_venv.py", "imagekit-plan.json"}
+    assert names == {
+        "Dockerfile",
+        "requirements.txt",
+        "prune_venv.py",
+        "imagekit-plan.json",
+        "imagekit_site.py",
+        "imagekit-site.pth",
+    }
     assert "probes" not in render_image(plan).dockerfile
 
 
@@ -707,10 +730,41 @@ def test_a_flavour_that_asks_for_rdma_carries_the_user_space_rdma_stack_and_says
     text = text.replace("  slim:\n", "  slim:\n    rdma: true\n", 1)
     plans = {p.flavour: p for p in parse_matrix(text, "m.yaml").plans}
     slim, full = (render_image(plans[f], RenderOptions()) for f in ("slim", "full"))
-    assert "apt-get install -y --no-install-recommends ibverbs-providers libibverbs1 rdma-core" in (
-        slim.dockerfile
-    )
+    assert (
+        "apt-get install -y --no-install-recommends g++ python3.11-dev "
+        "ibverbs-providers libibverbs1 rdma-core"
+    ) in slim.dockerfile
     assert "rm -rf /var/lib/apt/lists/*\nCOPY --from=builder" in slim.dockerfile
     assert 'io.imagekit.rdma="yes"' in slim.dockerfile
     assert "libibverbs1" not in full.dockerfile and "io.imagekit.rdma" not in full.dockerfile
     assert lint("slim", slim.dockerfile) == []
+
+
+def test_a_slim_that_compiles_carries_gcc_and_keeps_its_headers_one_that_does_not_says_so() -> None:
+    from imagekit.core.matrix import parse_matrix
+
+    text = (ROOT / "examples" / "cpu.yaml").read_text()
+    compiles = {p.flavour: p for p in parse_matrix(text, "m.yaml").plans}["slim"]
+    text = text.replace("  slim:\n", "  slim:\n    compile: false\n", 1)
+    plans = {p.flavour: p for p in parse_matrix(text, "m.yaml").plans}
+    yes, no = render_image(compiles), render_image(plans["slim"])
+    assert "--no-install-recommends g++ python3.11-dev" in yes.dockerfile
+    assert "--pack-headers" not in yes.dockerfile and "--pack-headers" in no.dockerfile
+    assert "g++" not in no.dockerfile
+    assert yes.labels["io.imagekit.torch-compile"] == "yes"
+    assert no.labels["io.imagekit.torch-compile"] == "no"
+    assert "ENV IMAGEKIT_TORCH_COMPILE=no" in no.dockerfile
+    # full compiles whatever its slim does, and unpacks the headers only where slim packed them.
+    full = render_image(plans["full"])
+    assert full.labels["io.imagekit.torch-compile"] == "yes"
+    assert "if [ -f /opt/venv/imagekit-headers.tar.xz ]" in full.dockerfile
+
+
+def test_a_slim_numpy_pinned_in_packages_is_not_asked_for_twice() -> None:
+    from imagekit.core.matrix import parse_matrix
+
+    text = (ROOT / "examples" / "cpu.yaml").read_text()
+    text = text.replace("  slim:\n", '  slim:\n    packages: ["NumPy==2.4.6"]\n', 1)
+    slim = {p.flavour: p for p in parse_matrix(text, "m.yaml").plans}["slim"]
+    lines = render_image(slim).files["requirements.txt"].splitlines()[1:]
+    assert lines == ["torch==2.13.0", "NumPy==2.4.6"]

@@ -106,6 +106,8 @@ def expectations(labels: ImageLabels, *, container: bool = True) -> dict[str, An
         expected["glibc_floor"] = labels.glibc_floor
     if labels.rdma:
         expected["rdma"] = True
+    if labels.torch_compile is not None:
+        expected["torch_compile"] = labels.torch_compile
     if container:
         expected["require_non_root"] = True
         expected["min_shm_bytes"] = MIN_SHM_BYTES

@@ -29,6 +29,7 @@ from imagekit.core.plan import ImagePlan
 from imagekit.core.render import (
     FULL_FILES,
     PRUNE_SCRIPT,
+    SITE_FILES,
     RenderedImage,
     RenderOptions,
     render_image,
@@ -39,7 +40,7 @@ PLAN_FILE = "imagekit-plan.json"
 CA_FILE = "ca-bundle.crt"
 WHEELHOUSE = "wheelhouse"
 # Context files copied verbatim from templates/: a golden folder lists them by hash.
-STATIC_FILES = frozenset((*FULL_FILES, PRUNE_SCRIPT))
+STATIC_FILES = frozenset((*FULL_FILES, PRUNE_SCRIPT, *SITE_FILES))
 STATIC_MANIFEST = "static.sha256"
 
 

@@ -29,6 +29,9 @@ NCCL = PREFIX + "nccl"
 MIN_DRIVER = PREFIX + "min-driver"
 CUDA_ARCHS = PREFIX + "cuda-archs"
 RDMA = PREFIX + "rdma"  # "yes": the image carries the user-space RDMA stack
+# "yes": torch.compile's default backend (inductor) works in the image; "no": the image carries
+# no C++ compiler for it (slim with `compile: false`), and says so at the first torch.compile.
+TORCH_COMPILE = PREFIX + "torch-compile"
 
 # What imagekit marks its own things with, so that it (and `gc`) can find them again.
 INPUT_HASH = PREFIX + "input-hash"  # the build's inputs: equal hash, up to date
@@ -69,6 +72,8 @@ class ImageLabels:
     archs: tuple[str, ...] = ()
     input_hash: str = ""
     rdma: bool = False
+    # None: an image from before the label (nothing promised either way).
+    torch_compile: bool | None = None
 
     @classmethod
     def parse(cls, labels: Mapping[str, str]) -> ImageLabels:
@@ -88,6 +93,7 @@ class ImageLabels:
             archs=tuple(get(CUDA_ARCHS, "").split()),
             input_hash=get(INPUT_HASH, ""),
             rdma=get(RDMA) == "yes",
+            torch_compile={"yes": True, "no": False}.get(get(TORCH_COMPILE, "")),
         )
 
     @property
@@ -118,6 +124,7 @@ def content_labels(
     min_driver: str | None,
     archs: tuple[str, ...],
     rdma: bool = False,
+    torch_compile: bool = True,
 ) -> dict[str, str]:
     """The labels that describe an image's contents; CUDA labels only on a CUDA image."""
     labels = {
@@ -131,6 +138,7 @@ def content_labels(
         USER: user,
         REPOSITORY: repository,
         GLIBC_FLOOR: glibc_floor,
+        TORCH_COMPILE: "yes" if torch_compile else "no",
     }
     if rdma:
         labels[RDMA] = "yes"
@@ -143,3 +151,15 @@ def content_labels(
             CUDA_ARCHS: " ".join(archs),
         }
     return labels
+
+
+def workload_user(configured: str, labels: Mapping[str, str]) -> str:
+    """The user an image's workload runs as, for containers that bypass its entrypoint.
+
+    Its configured USER, unless that is root and the image names its user in the `user`
+    label: a full image starts as root only so that its entrypoint can become the owner of
+    /workspace, and probes and checks must run as the user its services run as.
+    """
+    if configured.split(":")[0] in ("", "0", "root") and labels.get(USER):
+        return labels[USER]
+    return configured

@@ -379,6 +379,7 @@ def _check_settings(spec: MatrixFile, compat: CompatData, report: _Report) -> No
         report.fail(("defaults", "os"), _unknown_os(spec.defaults.os), _bases_hint(spec))
     _check_packages(spec, report)
     _check_leave_out(spec, report)
+    _check_compile(spec, report)
 
 
 def _check_bases(spec: MatrixFile, compat: CompatData, report: _Report) -> None:
@@ -462,6 +463,26 @@ def _check_leave_out(spec: MatrixFile, report: _Report) -> None:
                 "torch cannot be left out of a PyTorch image",
                 "leave out only what torch can run without (e.g. triton)",
             )
+
+
+def _check_compile(spec: MatrixFile, report: _Report) -> None:
+    """`compile: false` belongs to slim (full carries compilers), and a slim that promises
+    torch.compile keeps triton, which inductor needs on the GPU."""
+    flavours = spec.flavours
+    if not flavours.full.compile:
+        report.fail(
+            ("flavours", "full", "compile"),
+            "compile: false applies to the slim flavour only: full carries the compilers",
+            "remove it from flavours.full",
+        )
+    left_out = {name.lower().replace("_", "-") for name in flavours.slim.leave_out}
+    if flavours.slim.compile and "triton" in left_out:
+        report.fail(
+            ("flavours", "slim", "leave_out"),
+            "slim promises torch.compile (compile defaults to true) but leaves triton out: "
+            "inductor needs triton on the GPU",
+            "keep triton in slim, or set compile: false under flavours.slim",
+        )
 
 
 def _unknown_os(name: str) -> str:
@@ -718,6 +739,7 @@ class _Planner:
             required_probes=tuple(fspec.required_probes),
             nodes=fspec.nodes,
             rdma=fspec.rdma,
+            compile=fspec.compile,
             # full reinstalls what its slim left out, so both carry the list.
             leave_out=tuple(spec.flavours.slim.leave_out),
             user_name=spec.user.name,

@@ -92,6 +92,15 @@ class FlavourSpec(_Strict):
             "many containers of each image of this flavour, and publishing requires it."
         ),
     )
+    compile: StrictBool = Field(
+        default=True,
+        description=(
+            "torch.compile (inductor) works in the image: slim then carries a C++ compiler, "
+            "Python's headers and torch's (about 0.2 GB). false (slim only): it carries none, "
+            "says so in the io.imagekit.torch-compile label, and the first torch.compile names "
+            'the ways out (backend="aot_eager", or the full image).'
+        ),
+    )
     leave_out: list[Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]] = Field(
         default_factory=list,
         description=(

@@ -131,6 +131,7 @@ class ImagePlan:
     leave_out: tuple[str, ...] = ()
     nodes: int = 1  # >1: verify runs the multi-node probe across this many containers
     rdma: bool = False  # carries the user-space RDMA stack (InfiniBand/RoCE for NCCL)
+    compile: bool = True  # torch.compile (inductor) works: a C++ compiler and headers inside
 
     @property
     def name(self) -> str:

@@ -89,6 +89,7 @@ def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
         min_driver=cell.min_driver,
         archs=cell.archs,
         rdma=plan.rdma,
+        torch_compile=plan.compile,
     )
     if plan.source:
         labels[f"{oci}source"] = plan.source
@@ -117,12 +118,25 @@ def requirements(plan: ImagePlan) -> dict[str, str]:
     cell = plan.cell
     if plan.flavour == "slim":
         lines = [f"torch=={cell.torch}", *plan.packages]
+        # Without numpy every `import torch` warns "Failed to initialize NumPy", and
+        # `.numpy()` fails: slim carries it, at the version pip resolves with torch's own
+        # dependencies, unless the matrix pins it in `packages`.
+        if not any(_distribution(line) == "numpy" for line in plan.packages):
+            lines.append("numpy")
         return {"requirements.txt": _requirements_text(lines, f"slim {cell.id}")}
     lines = [*plan.packages, *cell.compiler_packages]
     return {"requirements-full.txt": _requirements_text(lines, f"full {cell.id}")}
 
 
-FULL_FILES = ("entrypoint.sh", "healthcheck.sh", "sshd_config.in")
+def _distribution(requirement: str) -> str:
+    """The normalised distribution name a requirement line names."""
+    name = re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+FULL_FILES = ("entrypoint.sh", "healthcheck.sh", "sshd_config.in", "exec-env.sh")
+# Python's start-up hook in every image (/dev/shm warning, the torch.compile notice).
+SITE_FILES = ("imagekit_site.py", "imagekit-site.pth")
 # Run in slim's builder stage: what a runtime image does not need leaves the virtualenv.
 PRUNE_SCRIPT = "prune_venv.py"
 
@@ -138,6 +152,19 @@ def _requirements_text(lines: list[str], what: str) -> str:
     return head + "".join(f"{line}\n" for line in lines)
 
 
+# The user-space RDMA stack NCCL needs for InfiniBand/RoCE (Debian and Ubuntu names).
+RDMA_PACKAGES = "ibverbs-providers libibverbs1 rdma-core"
+
+
+def runtime_packages(plan: ImagePlan) -> list[str]:
+    """The distribution packages slim's runtime stage installs: a C++ compiler and Python's
+    headers where torch.compile must work, the RDMA stack where the matrix asks for it."""
+    if plan.flavour != "slim":
+        return []
+    packages = ["g++", f"python{plan.cell.python}-dev"] if plan.compile else []
+    return packages + (RDMA_PACKAGES.split() if plan.rdma else [])
+
+
 def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> RenderedImage:
     """Render one plan's Dockerfile and context files."""
     options = options or RenderOptions()
@@ -146,6 +173,8 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
     if plan.flavour == "full":
         files |= full_files()
     files[PRUNE_SCRIPT] = (templates_dir() / PRUNE_SCRIPT).read_text(encoding="utf-8")
+    if plan.flavour == "slim":
+        files |= {n: (templates_dir() / n).read_text(encoding="utf-8") for n in SITE_FILES}
     slim_extra = (PYPI_INDEX_URL,) if plan.packages and plan.flavour == "slim" else ()
     labels = image_labels(plan, options)
     what = f"CUDA {cell.cuda}" if cell.cuda else "CPU"
@@ -158,9 +187,9 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
         "slim_pip_args": _pip_args(cell.index_url, slim_extra, options),
         "full_pip_args": _pip_args(PYPI_INDEX_URL, (), options),
         "labels": labels,
+        "rdma_packages": RDMA_PACKAGES,
+        "runtime_packages": " ".join(runtime_packages(plan)),
         # Builder stages carry these two, so `imagekit gc` can find their dangling layers.
-        # The user-space RDMA stack NCCL needs for InfiniBand/RoCE (Debian and Ubuntu names).
-        "rdma_packages": "ibverbs-providers libibverbs1 rdma-core",
         "stage_label": L.STAGE,
         "cell_label": L.CELL,
         "title": f"PyTorch {cell.torch} {what} Python {cell.python} ({plan.flavour})",
