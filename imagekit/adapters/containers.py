@@ -66,6 +66,14 @@ def probes_archive(folder: Path, nonce: str = "") -> bytes:
     return buffer.getvalue()
 
 
+def image_user(client: docker.DockerClient, image: str) -> str:
+    """The user probe containers of `image` run as (see `labels.workload_user`)."""
+    with engine_errors(f"inspecting {image}"):
+        attrs = client.images.get(image).attrs
+    config = attrs.get("Config") or {}
+    return L.workload_user(config.get("User") or "", config.get("Labels") or {})
+
+
 def hardening(request: ProbeRequest) -> dict[str, Any]:
     """How a probe container is fenced in: no capabilities, no privilege gain, a read-only
     root filesystem with in-memory scratch space, and limits on processes and memory.
@@ -146,6 +154,7 @@ class ContainerProbeRunner:
                     request.image,
                     command,
                     entrypoint=[],  # full images start services by default; probes need none
+                    user=image_user(self.client, request.image),
                     labels=dict(request.labels),
                     shm_size=request.shm_bytes,
                     # An init as PID 1: it reaps the DDP ranks, and a probe process that is
@@ -255,6 +264,7 @@ class NodesInContainers:
                 memory_bytes=request.memory_bytes,
             )
         )
+        user = image_user(self.client, request.image)
         with engine_errors(f"creating node {node} of {request.image}"):
             try:
                 container = self.client.containers.create(
@@ -263,6 +273,7 @@ class NodesInContainers:
                     name=name,
                     hostname=name,  # torchrun keeps the store where the endpoint names itself
                     entrypoint=[],
+                    user=user,
                     labels={**request.labels, L.NODE: str(node)},
                     environment={"IMAGEKIT_PROBE_NONCE": nonce},
                     shm_size=request.shm_bytes,

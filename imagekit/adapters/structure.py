@@ -52,31 +52,65 @@ class DockerInspector:
                 labels=dict(labels_run),
             )
         try:
-            user_host = testinfra.get_host(f"docker://{container.id}")
-            root_host = testinfra.get_host(f"docker://root@{container.id}")
             configured = self.client.images.get(image_id).attrs["Config"].get("User") or "root"
+            workload = L.workload_user(configured, labels)
+            # testinfra names the user before '@'; a uid alone keeps its passwd group.
+            user_host = testinfra.get_host(f"docker://{workload.split(':')[0]}@{container.id}")
+            root_host = testinfra.get_host(f"docker://root@{container.id}")
+            parsed = ImageLabels.parse(labels)
             return [
-                *_user_checks(configured, user_host),
+                *_user_checks(configured, workload, user_host),
                 *_cleanliness_checks(root_host),
                 *_label_checks(labels),
-                *_flavour_checks(ImageLabels.parse(labels), root_host),
+                *_flavour_checks(parsed, root_host),
+                *_python_checks(parsed, user_host),
+                *self._entrypoint_checks(image_id, parsed, workload, labels_run),
             ]
         finally:
             # On failure `imagekit gc` collects it by its labels.
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True, v=True)
 
+    def _entrypoint_checks(
+        self,
+        image_id: str,
+        labels: ImageLabels,
+        workload: str,
+        labels_run: Mapping[str, str],
+    ) -> list[Check]:
+        """A full image starts as root only to hand over: its entrypoint runs a command as
+        the owner of the image's own /workspace, the image's user."""
+        if labels.flavour != "full":
+            return []
+        with engine_errors(f"starting an entrypoint-check container of {image_id[:19]}"):
+            out = self.client.containers.run(
+                image_id,
+                ["id", "-u"],
+                network_mode="none",
+                labels=dict(labels_run),
+                remove=True,
+                stderr=False,
+            )
+        seen = out.decode("utf-8", "replace").strip()
+        return [
+            Check(
+                name="full's entrypoint runs commands as the image's user, not root",
+                ok=seen == workload.split(":")[0],
+                detail=f"id -u under the entrypoint: {seen or 'nothing'}",
+            )
+        ]
 
-def _user_checks(configured: str, user: Any) -> list[Check]:
+
+def _user_checks(configured: str, workload: str, user: Any) -> list[Check]:
     uid = user.run("id -u").stdout.strip()
     probe = "/workspace/.imagekit-write-test"
     wrote = user.run(f"touch {probe} && rm {probe}")
     home = user.run('test -w "$HOME" && echo "$HOME"')
     return [
         Check(
-            name="default user is numeric and non-root",
-            ok=configured.split(":")[0].isdigit() and uid not in ("", "0"),
-            detail=f"USER {configured}, id -u {uid}",
+            name="the image's user is numeric and non-root",
+            ok=workload.split(":")[0].isdigit() and uid not in ("", "0"),
+            detail=f"USER {configured}, runs as {workload}, id -u {uid}",
         ),
         Check(
             name="/workspace is writable by the default user",
@@ -129,11 +163,7 @@ def _flavour_checks(labels: ImageLabels, root: Any) -> list[Check]:
                 ok=not any(present.values()),
                 detail=f"found {found}",
             ),
-            Check(
-                name="slim carries no compilers",
-                ok=not any(compilers.values()),
-                detail=f"found {[n for n, p in compilers.items() if p] or 'none'}",
-            ),
+            _slim_compiler_check(labels, root),
         ]
     if labels.flavour != "full":
         return []
@@ -152,4 +182,47 @@ def _flavour_checks(labels: ImageLabels, root: Any) -> list[Check]:
         Check(
             name="full image holds no SSH host key", ok=not keys, detail=", ".join(keys) or "none"
         ),
+    ]
+
+
+def _slim_compiler_check(labels: ImageLabels, root: Any) -> Check:
+    """A slim that promises torch.compile carries exactly what inductor builds with (g++,
+    Python.h, torch's own headers); one that does not carries no compiler at all."""
+    found = [c for c in (*COMPILERS, "nvcc") if root.run(f"command -v {c}").rc == 0]
+    if labels.torch_compile is not True:
+        return Check(
+            name="slim carries no compilers (io.imagekit.torch-compile is not yes)",
+            ok=not found,
+            detail=f"found {found or 'none'}",
+        )
+    headers = root.run(
+        "python3 -c 'import sysconfig, pathlib, importlib.util as u; "
+        'p = pathlib.Path(sysconfig.get_paths()["include"], "Python.h"); '
+        'i = pathlib.Path(u.find_spec("torch").origin).parent / "include" / "ATen" / "ATen.h"; '
+        "print(p.is_file(), i.is_file())'"
+    ).stdout.split()
+    flags = headers if len(headers) == 2 else ["False", "False"]
+    missing = [
+        n for n, ok in zip(("Python.h", "torch's ATen.h"), flags, strict=True) if ok != "True"
+    ]
+    missing += [] if "g++" in found else ["g++"]
+    return Check(
+        name="slim carries g++ and the headers torch.compile builds with",
+        ok=not missing,
+        detail=f"missing {missing}" if missing else "g++, Python.h, torch headers",
+    )
+
+
+def _python_checks(labels: ImageLabels, user: Any) -> list[Check]:
+    """`import torch` is silent: no NumPy warning or anything else on stderr."""
+    if not labels.torch:
+        return []
+    run = user.run("python3 -c 'import torch'")
+    said = run.stderr.strip()
+    return [
+        Check(
+            name="import torch prints nothing on stderr",
+            ok=run.rc == 0 and not said,
+            detail=said.splitlines()[0][:200] if said else f"exit {run.rc}, silent",
+        )
     ]

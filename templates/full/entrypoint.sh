@@ -12,16 +12,69 @@
 #   shell | bash               an interactive shell
 #   anything else              run as a command
 #
-# It runs under tini (PID 1), never as root by default, and works for any `--user UID:GID`:
-# a user unknown to /etc/passwd (or whose home there is not its own) gets an entry through
-# nss_wrapper with a private home, so no "I have no name!", and sshd accepts that home.
+# It runs under tini (PID 1). The image starts it as root for one decision only, which user
+# runs everything (see become_workspace_user); it never runs a service as root unless
+# IMAGEKIT_ALLOW_ROOT=1 asks for it. It works for any `--user UID:GID` too: a user unknown to
+# /etc/passwd (or whose home there is not its own) gets an entry through nss_wrapper with a
+# private home, so no "I have no name!", and sshd accepts that home.
 set -euo pipefail
 
 STATE_DIR=/tmp/imagekit
+
+log() { echo "imagekit: $*" >&2; }
+
+# --- started as root: whose container is it? -----------------------------------------------
+# `docker run -v $(pwd):/workspace IMAGE` must save files that belong to the host user who
+# owns that folder, without --user: so the container takes the folder's owner's uid and gid
+# (the image's user is renumbered to them, so its name, home and `docker exec -u NAME` agree).
+# A folder that belongs to root (a root host user, or nothing mounted over a root-owned one)
+# keeps the image's user and says in one line that it cannot write there and what to do.
+adopt_ids() {
+    local name=$1 uid=$2 gid=$3 holder
+    holder=$(getent passwd "$uid" | cut -d: -f1 || true)
+    # A uid that already has a name (a system user) is used as it is, under that name.
+    [ -z "$holder" ] || [ "$holder" = "$name" ] || return 0
+    getent group "$gid" >/dev/null || groupadd --gid "$gid" "host$gid"
+    usermod --uid "$uid" --gid "$gid" "$name" >/dev/null
+    chown -R "$uid:$gid" /run/imagekit/ssh
+}
+
+become_workspace_user() {
+    local name=${IMAGEKIT_USER:-ml} uid gid owner group
+    uid=$(id -u "$name") gid=$(id -g "$name")
+    read -r owner group < <(stat -c '%u %g' /workspace)
+    if [ "$owner" != 0 ]; then
+        uid=$owner
+        [ "$group" = 0 ] || gid=$group
+        [ "$uid:$gid" = "$(id -u "$name"):$(id -g "$name")" ] || adopt_ids "$name" "$uid" "$gid"
+    elif ! setpriv --reuid "$uid" --regid "$gid" --init-groups test -w /workspace 2>/dev/null; then
+        log "WARNING: /workspace belongs to root and $name ($uid:$gid) cannot write to it, so nothing saved there will keep. A root host user starts the image with -e IMAGEKIT_ALLOW_ROOT=1 (runs as root; files stay root's) or mounts a folder a non-root user owns (chown $uid:$gid DIR)."
+    fi
+    if ! setpriv --reuid "$uid" --regid "$gid" --init-groups true 2>/dev/null; then
+        log "cannot become $uid:$gid (the container lacks CAP_SETUID/CAP_SETGID): start it with --user $uid:$gid"
+        exit 1
+    fi
+    exec setpriv --reuid "$uid" --regid "$gid" --init-groups --inh-caps=-all -- "$0" "$@"
+}
+
+if [ "$(id -u)" = 0 ]; then
+    if [ "${IMAGEKIT_ALLOW_ROOT:-0}" = 1 ]; then
+        log "running as root because IMAGEKIT_ALLOW_ROOT=1: files written to /workspace belong to root"
+    else
+        become_workspace_user "$@"
+    fi
+fi
+
 mkdir -p "$STATE_DIR"
 : >"$STATE_DIR/services"
 
-log() { echo "imagekit: $*" >&2; }
+# Docker gives a container 64 MB of /dev/shm unless told otherwise; DataLoader workers and NCCL
+# die on that with bus errors. Said once, here; Python's own start-up check stands down.
+shm_kib=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $2}' || true)
+if [ -n "$shm_kib" ] && [ "$shm_kib" -lt 1048576 ] && [ "${IMAGEKIT_SHM_CHECK:-1}" != 0 ]; then
+    log "WARNING: /dev/shm is $((shm_kib / 1024)) MiB (under 1 GiB): DataLoader workers and NCCL fail on it. Start the container with --shm-size 2g (or --ipc=host)."
+fi
+export IMAGEKIT_SHM_CHECK=0
 
 # --- user mapping ------------------------------------------------------------------------
 uid=$(id -u)
@@ -70,7 +123,13 @@ else
         export LD_PRELOAD="$wrapper${LD_PRELOAD:+:$LD_PRELOAD}" USER="${pw_name:-user}"
     fi
     export HOME="$home"
+    # `docker exec` starts beside this script, not under it: its shells read this file
+    # (/etc/imagekit/exec-env.sh, through BASH_ENV and bash.bashrc) to get the same name and
+    # home. Only a process of this uid reads it (the file is its own).
+    declare -p HOME USER LD_PRELOAD NSS_WRAPPER_PASSWD NSS_WRAPPER_GROUP 2>/dev/null \
+        | sed 's/^declare -[a-z-]* /export /' >"$STATE_DIR/exec-env" || true
 fi
+case ":$PATH:" in *":$HOME/.local/bin:"*) ;; *) export PATH="$HOME/.local/bin:$PATH" ;; esac
 export XDG_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}" JUPYTER_RUNTIME_DIR="$STATE_DIR/jupyter"
 mkdir -p "$XDG_CACHE_HOME"
 
@@ -87,7 +146,7 @@ start_jupyter() {
     JUPYTER_TOKEN="$token" exec jupyter lab \
         --ip=0.0.0.0 --port="${JUPYTER_PORT:-8888}" --no-browser \
         --ServerApp.root_dir=/workspace --ServerApp.disable_check_xsrf=False \
-        --ServerApp.allow_root=False "$@"
+        --ServerApp.allow_root="$([ "$uid" = 0 ] && echo True || echo False)" "$@"
 }
 
 # sshd runs with StrictModes: the keys' folder and every folder above it, up to the home
