@@ -133,9 +133,15 @@ def _cleanliness_checks(root: Any) -> list[Check]:
         "find /var/lib/apt/lists -mindepth 1 -maxdepth 1 ! -name partial ! -name lock "
         "2>/dev/null | head -5"
     ).stdout.split()
+    # Downloaded .deb files and apt's package caches: a base without Docker's docker-clean
+    # apt setting keeps them after every install unless the RUN cleans up.
+    debs = root.run(
+        "find /var/cache/apt -type f \\( -name '*.deb' -o -name '*.bin' \\) 2>/dev/null | head -5"
+    ).stdout.split()
     return [
         Check(name="no pip cache", ok=not caches, detail=", ".join(caches) or "none found"),
         Check(name="no apt lists", ok=not lists, detail=", ".join(lists) or "empty"),
+        Check(name="no apt package cache", ok=not debs, detail=", ".join(debs) or "empty"),
     ]
 
 
