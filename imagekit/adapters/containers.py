@@ -86,7 +86,10 @@ def hardening(request: ProbeRequest) -> dict[str, Any]:
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
         "read_only": True,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={TMP_BYTES}"},
+        # exec: Docker mounts a tmpfs noexec by default, and what torch.compile, Triton and
+        # cpp_extension build in /tmp is a shared object they then load ("failed to map
+        # segment from shared object"). nosuid and nodev stay.
+        "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={TMP_BYTES}"},
         "pids_limit": PIDS_LIMIT,
         "mem_limit": request.memory_bytes + request.shm_bytes + TMP_BYTES,
         "mounts": [docker.types.Mount(target=VOLUME, source=None, type="volume")],
