@@ -33,8 +33,15 @@ COMPILE_NOTICE = (
 )
 
 
+_started: list[bool] = []
+
+
 def start() -> None:
-    """Run both checks; called once per interpreter by the .pth file."""
+    """Run both checks, once per interpreter: site.py may read the .pth twice (a venv's
+    lib64 -> lib link names the same site-packages folder twice)."""
+    if _started:
+        return
+    _started.append(True)
     try:
         _check_shm()
         if os.environ.get(COMPILE_SWITCH) == "no":

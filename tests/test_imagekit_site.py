@@ -20,6 +20,7 @@ import imagekit_site  # noqa: E402 - the templates folder is not a package
 COMPILE_TWICE = """
 import imagekit_site
 imagekit_site.start()
+imagekit_site.start()  # site.py may read the .pth twice: it still says so once
 import torch
 f = torch.compile(lambda x: x + 1)
 g = torch.compile(lambda x: x * 2)
