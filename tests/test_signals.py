@@ -91,3 +91,21 @@ def test_after_the_first_signal_the_others_are_ignored_until_cleanup_ends() -> N
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
+
+
+def test_a_closed_terminal_does_not_change_the_exit_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # After SIGHUP from a closed terminal, writing the "interrupted" line fails with EIO.
+    import typer
+
+    from imagekit.cli import common
+    from imagekit.cli.signals import Stopped
+
+    def gone(message: str) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(common, "say", gone)
+    with pytest.raises(typer.Exit) as caught, common.guard():
+        raise Stopped(signal.SIGHUP)
+    assert caught.value.exit_code == 129

@@ -2,19 +2,24 @@
 
 Mounts the workspace, maps the ports, passes GPUs when the engine has them,
 maps the host user, sets a shared-memory size NCCL accepts, waits until the
-service answers, prints how to reach it, and removes the container on Ctrl-C.
+service answers, prints how to reach it, and removes the container however the run ends:
+Ctrl-C, SIGTERM, a closed terminal (SIGHUP), or a start the engine refuses (a port taken,
+no GPU runtime, an entrypoint that cannot run). A refused start is one line with a hint.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
+import signal
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,13 +31,23 @@ from docker.models.containers import Container
 from imagekit.adapters.engine import engine_errors
 from imagekit.core import labels as L
 from imagekit.core.runtime import DEFAULT_SHM_BYTES
-from imagekit.errors import ExitCode, GpuUnavailableError, ImagekitError, InputError
+from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError, InputError
 
 NO_GPU_HINT = (
-    "this engine cannot hand GPUs to containers (no NVIDIA Container Toolkit): "
-    "run with --gpus none, or install the toolkit"
+    "install the NVIDIA Container Toolkit on the host and restart the engine, "
+    "or run without --gpus (or with --gpus none)"
 )
 SERVICE_PORTS = {"jupyter": 8888, "tensorboard": 6006, "ssh": 2222}
+# The signals that stop a run (imagekit.cli.signals raises each as a KeyboardInterrupt).
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+# What the engine says when `--gpus` asks for a device driver it does not have.
+NO_GPU_DRIVER = "could not select device driver"
+# What it says when the port to publish is taken: by a process (docker-proxy cannot listen)
+# or by another container (the engine's own port allocator).
+PORT_TAKEN = ("address already in use", "port is already allocated")
+# runc could not exec the entrypoint or the service: `exec: "jupyter": executable file not
+# found in $PATH`, `exec: "/x": stat /x: no such file or directory`, `permission denied`.
+EXEC_FAILED = re.compile(r'exec: (".*?": .*?)(?:: unknown)?$')
 
 
 class ServiceFailedError(ImagekitError):
@@ -53,6 +68,19 @@ class RunRequest:
     user: str | None = None
     authorized_keys: Path | None = None
     token: str = field(default_factory=lambda: secrets.token_hex(24))
+    # Labels the container (io.imagekit.run-id) and names it: `imagekit-<run id>`.
+    run_id: str = field(default_factory=lambda: f"run-{secrets.token_hex(4)}")
+
+    @property
+    def container_name(self) -> str:
+        """The container's name, known before the engine is asked to create it."""
+        return f"imagekit-{self.run_id}"
+
+    @property
+    def ports(self) -> tuple[int, int]:
+        """(the service's port in the container, the host port it is published on)."""
+        port = SERVICE_PORTS[self.service]
+        return port, self.host_ports.get(port, port)
 
 
 def host_user() -> str | None:
@@ -78,25 +106,108 @@ def port_free(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
-def start(client: docker.DockerClient, request: RunRequest) -> Container:
-    """Start the container of `request` (detached); the caller removes it."""
-    port = SERVICE_PORTS[request.service]
-    host_port = request.host_ports.get(port, port)
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold the stop signals while the engine creates or removes the container.
+
+    A signal that cut the create request short would leave a container in `Created` whose id
+    no one has; one that cut the removal short would leave it running. A signal that arrives
+    meanwhile is raised again when the block ends, for the handler it was meant for, once the
+    container is known (and removed by whoever holds it) or gone. Engine calls have the
+    client's time limit, so the wait ends. Python runs handlers in the main thread only, so
+    they are swapped there (masking the signals would not hold those another thread takes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # no handler interrupts this thread
+        return
+    held: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: held.append(signum))
+        for sig in STOP_SIGNALS
+        if signal.getsignal(sig) not in (signal.SIG_IGN, None)  # ignored ones stay ignored
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            signal.raise_signal(held[0])
+
+
+def start_refused(request: RunRequest, reason: str) -> ImagekitError | None:
+    """What it means that the engine would not create or start `request`'s container, in one
+    line with a hint; None for a refusal not known here (`engine_errors` reports those)."""
+    said = _first_line(reason)
+    port, host_port = request.ports
+    if request.gpus and NO_GPU_DRIVER in said:
+        return GpuUnavailableError(
+            f"this Docker engine has no GPU runtime, so it cannot give {request.image} GPUs "
+            f"({said})",
+            NO_GPU_HINT,
+        )
+    if request.gpus and "nvidia" in said.lower():
+        return GpuUnavailableError(
+            f"the engine's NVIDIA runtime could not give {request.image} GPUs: {said}",
+            "check the host's driver (`nvidia-smi`), or run without --gpus",
+        )
+    if any(text in said for text in PORT_TAKEN):
+        return EngineError(
+            f"port {host_port} is already in use on this host: the engine cannot publish it",
+            f"pick another one: --port OTHER:{port}",
+        )
+    if exec_failed := EXEC_FAILED.search(said):
+        return ServiceFailedError(
+            f"{request.image} cannot start {request.service}: {exec_failed.group(1)}",
+            "services run in a full image; `imagekit run IMAGE --shell` opens a shell in any",
+        )
+    return None
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else ""
+
+
+@contextlib.contextmanager
+def started(client: docker.DockerClient, request: RunRequest) -> Iterator[Container]:
+    """The started container of `request` (detached), removed when the block ends, however it
+    ends: a start the engine refuses, an error, a stop signal at any point after the create.
+    One owner from create to removal leaves no moment in which a signal could orphan it."""
+    _check(request)
+    container = None
+    try:
+        with signals_held():
+            container = _create(client, request)
+        _start(container, request)
+        yield container
+    finally:
+        if container is not None:
+            remove(container)
+
+
+def _check(request: RunRequest) -> None:
+    """What can be found wrong before the engine is asked: a port taken, no key for sshd."""
+    port, host_port = request.ports
     if not port_free(host_port):
         raise InputError(
             f"port {host_port} is already in use on this host",
             f"pick another one: --port OTHER:{port}",
         )
+    if request.service == "ssh" and request.authorized_keys is None:
+        raise InputError(
+            "--ssh needs a public key to let in",
+            "pass --authorized-keys FILE (default: ~/.ssh/id_ed25519.pub if it exists)",
+        )
+
+
+def _create(client: docker.DockerClient, request: RunRequest) -> Container:
+    """Create (not start) the container, labelled and named after the run."""
+    port, host_port = request.ports
     environment = {}
     volumes = {str(request.workspace.resolve()): {"bind": "/workspace", "mode": "rw"}}
     if request.service == "jupyter":
         environment["JUPYTER_TOKEN"] = request.token
-    if request.service == "ssh":
-        if request.authorized_keys is None:
-            raise InputError(
-                "--ssh needs a public key to let in",
-                "pass --authorized-keys FILE (default: ~/.ssh/id_ed25519.pub if it exists)",
-            )
+    if request.service == "ssh" and request.authorized_keys is not None:
         volumes[str(request.authorized_keys.resolve())] = {
             "bind": "/etc/imagekit/authorized_keys",
             "mode": "ro",
@@ -106,9 +217,10 @@ def start(client: docker.DockerClient, request: RunRequest) -> Container:
     )
     with engine_errors(f"creating a container of {request.image}"):
         try:
-            container = client.containers.create(
+            return client.containers.create(
                 request.image,
                 [request.service],
+                name=request.container_name,
                 detach=True,
                 user=request.user or "",
                 environment=environment,
@@ -116,28 +228,21 @@ def start(client: docker.DockerClient, request: RunRequest) -> Container:
                 ports={f"{port}/tcp": ("127.0.0.1", host_port)},
                 shm_size=DEFAULT_SHM_BYTES,
                 device_requests=device_requests,
-                labels={
-                    L.RUN_ID: f"run-{secrets.token_hex(4)}",
-                    L.SERVICE: request.service,
-                },
+                labels={L.RUN_ID: request.run_id, L.SERVICE: request.service},
             )
         except docker.errors.ImageNotFound:
             raise InputError(f"image {request.image} is not in the engine") from None
-    try:
-        with engine_errors(f"starting {request.image}"):
-            try:
-                container.start()
-            except docker.errors.APIError as exc:
-                text = str(exc.explanation or exc)
-                if request.gpus and ("device driver" in text or "nvidia" in text.lower()):
-                    raise GpuUnavailableError(
-                        f"no GPUs for {request.image}: {text}", NO_GPU_HINT
-                    ) from None
-                raise
-    except BaseException:
-        remove(container)  # a container that never started is no one's to clean up later
-        raise
-    return container
+        except docker.errors.APIError as exc:
+            raise start_refused(request, str(exc.explanation or exc)) or exc from None
+
+
+def _start(container: Container, request: RunRequest) -> None:
+    """Start the created container; a refusal the engine explains is one line with a hint."""
+    with engine_errors(f"starting {request.image}"):
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            raise start_refused(request, str(exc.explanation or exc)) or exc from None
 
 
 def _answers(service: str, port: int) -> bool:
@@ -155,17 +260,24 @@ def _answers(service: str, port: int) -> bool:
         return False
 
 
-def wait_ready(container: Container, request: RunRequest, timeout_s: float = 120) -> None:
-    """Wait until the service answers on its host port; fail if the container exits."""
-    port = SERVICE_PORTS[request.service]
-    host_port = request.host_ports.get(port, port)
+def wait_ready(
+    container: Container,
+    request: RunRequest,
+    on_log: Callable[[str], None],
+    timeout_s: float = 120,
+) -> None:
+    """Wait until the service answers on its host port. A container that exits first hands
+    its last log lines to `on_log` and fails in one line (the log says why)."""
+    _, host_port = request.ports
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         container.reload()
         if container.status in ("exited", "dead"):
-            tail = container.logs(tail=20).decode("utf-8", "replace")
+            on_log(container.logs(tail=20).decode("utf-8", "replace"))
             raise ServiceFailedError(
-                f"the container exited before {request.service} answered:\n{tail}"
+                f"the {request.service} container of {request.image} exited "
+                f"(exit {container.attrs['State']['ExitCode']}) before {request.service} answered",
+                "its last lines are above; `imagekit run IMAGE --shell` looks inside the image",
             )
         if _answers(request.service, host_port):
             return
@@ -177,8 +289,7 @@ def wait_ready(container: Container, request: RunRequest, timeout_s: float = 120
 
 def how_to_reach(request: RunRequest, user_name: str) -> str:
     """The URL (with its token) or the ssh command for the started service."""
-    port = SERVICE_PORTS[request.service]
-    host_port = request.host_ports.get(port, port)
+    _, host_port = request.ports
     if request.service == "jupyter":
         return f"http://127.0.0.1:{host_port}/lab?token={request.token}"
     if request.service == "tensorboard":
@@ -187,11 +298,13 @@ def how_to_reach(request: RunRequest, user_name: str) -> str:
 
 
 def remove(container: Container) -> None:
-    """Stop and remove a container, whatever state it is in."""
-    with contextlib.suppress(docker.errors.APIError):
-        container.stop(timeout=5)
-    with contextlib.suppress(docker.errors.NotFound):
-        container.remove(force=True, v=True)
+    """Stop and remove a container, whatever state it is in; a stop signal waits until it is
+    gone."""
+    with signals_held():
+        with contextlib.suppress(docker.errors.APIError):
+            container.stop(timeout=5)
+        with contextlib.suppress(docker.errors.NotFound):
+            container.remove(force=True, v=True)
 
 
 def serve(
@@ -203,9 +316,8 @@ def serve(
     """Start the service, wait until it answers, hand `on_ready` how to reach it, then stream
     its log to `on_log` until it stops. The container is removed however this ends (Ctrl-C
     included); a service that stops by itself is a ServiceFailedError."""
-    container = start(client, request)
-    try:
-        wait_ready(container, request)
+    with started(client, request) as container:
+        wait_ready(container, request, on_log)
         output = container.exec_run(["id", "-un"]).output
         name = output.decode().strip() if isinstance(output, bytes) else ""
         on_ready(how_to_reach(request, name or "user"))
@@ -217,8 +329,6 @@ def serve(
             f"(exit {container.attrs['State']['ExitCode']})",
             "its log is above; `docker logs` is gone with the container",
         )
-    finally:
-        remove(container)
 
 
 def docker_run_argv(

@@ -8,6 +8,7 @@ none imports docker or jinja2 at start-up (`imagekit probe` runs without them).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from importlib import import_module
 
@@ -28,5 +29,6 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt as exc:
-        say("interrupted")
+        with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) cannot be told
+            say("interrupted")
         sys.exit(interrupted_code(exc))

@@ -3,6 +3,7 @@ the render inputs of render/build/bake, and the progress views."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -91,7 +92,10 @@ def guard() -> Iterator[None]:
         say(f"error: {exc.format()}")
         raise typer.Exit(int(exc.exit_code)) from None
     except KeyboardInterrupt as exc:
-        say(f"interrupted ({exc}); cleaned up" if str(exc) else "interrupted")
+        # After SIGHUP the terminal is gone and writing to it fails: the exit status still says
+        # what ended the command.
+        with contextlib.suppress(OSError):
+            say(f"interrupted ({exc}); cleaned up" if str(exc) else "interrupted")
         raise typer.Exit(interrupted_code(exc)) from None
     except OSError as exc:
         # A results folder that is a file, read-only or full, and the like: the file and the

@@ -53,7 +53,8 @@ def run_command(
 
 @handles(RunCommand)
 def run(request: RunCommand) -> None:
-    """Serve until Ctrl-C; a shell or a command replaces this process with `docker run`."""
+    """Serve until Ctrl-C, SIGTERM or SIGHUP (the container goes with it); a shell or a command
+    replaces this process with `docker run`."""
     from imagekit.adapters import workstation
     from imagekit.adapters.engine import connect, engine_info
     from imagekit.core.runtime import use_gpus
@@ -74,7 +75,10 @@ def run(request: RunCommand) -> None:
         user=workstation.host_user(),
         authorized_keys=keys,
     )
-    say(f"starting {request.image} ({request.service}); waiting for it to answer ...")
+    say(
+        f"starting {request.image} ({request.service}) in container {service.container_name}; "
+        "waiting for it to answer ..."
+    )
 
     def ready(how: str) -> None:
         typer.echo(how)

@@ -1,0 +1,263 @@
+"""`imagekit run`'s container, started and removed without an engine: whatever ends a run (a
+stop signal, a start the engine refuses, a service that exits at once), nothing is left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+import pytest
+
+from imagekit.adapters import workstation
+from imagekit.adapters.workstation import RunRequest, ServiceFailedError
+from imagekit.cli.signals import Stopped
+from imagekit.core import labels as L
+from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError
+
+# What Docker 20.10 answers when a start is refused, as the engine words it.
+NO_GPU = 'could not select device driver "" with capabilities: [[gpu]]'
+PORT_BOUND = (
+    "driver failed programming external connectivity on endpoint imagekit-run-1 (63c6): "
+    "Error starting userland proxy: listen tcp4 127.0.0.1:18890: bind: address already in use"
+)
+PORT_ALLOCATED = (
+    "driver failed programming external connectivity on endpoint imagekit-run-1 (63c6): "
+    "Bind for 127.0.0.1:18890 failed: port is already allocated"
+)
+NO_JUPYTER = (
+    "failed to create shim task: OCI runtime create failed: runc create failed: unable to start "
+    'container process: exec: "jupyter": executable file not found in $PATH: unknown'
+)
+NVIDIA_HOOK = (
+    "failed to create shim task: OCI runtime create failed: runc create failed: unable to start "
+    "container process: error during container init: error running hook #0: "
+    "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown"
+)
+
+
+def refused(explanation: str) -> docker.errors.APIError:
+    return docker.errors.APIError("500 Server Error", explanation=explanation)
+
+
+@dataclass
+class FakeContainer:
+    """A container of FakeClient; `on_start` / `on_stop` stand in for what the engine does."""
+
+    client: FakeClient
+    labels: dict[str, str]
+    on_start: Callable[[], None] = lambda: None
+    on_stop: Callable[[], None] = lambda: None
+    status: str = "created"
+    exit_code: int = 0
+    log: bytes = b""
+    calls: list[str] = field(default_factory=list)
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return {"State": {"ExitCode": self.exit_code}}
+
+    def start(self) -> None:
+        self.calls.append("start")
+        self.on_start()
+        self.status = "running"
+
+    def stop(self, timeout: int) -> None:
+        self.calls.append("stop")
+        self.on_stop()
+
+    def remove(self, force: bool, v: bool) -> None:
+        self.calls.append("remove")
+        self.client.made.remove(self)
+
+    def reload(self) -> None:
+        pass
+
+    def logs(self, tail: int) -> bytes:
+        return self.log
+
+
+@dataclass
+class FakeClient:
+    """`client.containers.create` of the Docker SDK, keeping what it made until removed."""
+
+    on_create: Callable[[], None] = lambda: None
+    made: list[FakeContainer] = field(default_factory=list)
+    last: FakeContainer | None = None
+
+    @property
+    def containers(self) -> FakeClient:
+        return self
+
+    def create(self, image: str, command: list[str], **kwargs: Any) -> FakeContainer:
+        self.last = FakeContainer(self, kwargs["labels"])
+        self.made.append(self.last)  # the engine has made it, whether or not we hear back
+        self.on_create()
+        return self.last
+
+
+@pytest.fixture
+def request_(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunRequest:
+    monkeypatch.setattr(workstation, "port_free", lambda port: True)
+    return RunRequest(image="local/full:1", service="jupyter", workspace=tmp_path, gpus=False)
+
+
+@pytest.fixture
+def stop_handler() -> Iterator[None]:
+    """SIGTERM handled as `imagekit.cli.signals` does: raised as Stopped in the main thread.
+    Another thread runs meanwhile, as in a process with threads: the kernel may hand it the
+    signal, and holding must not depend on which thread takes it."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    done = threading.Event()
+    other = threading.Thread(target=done.wait)
+    other.start()
+    yield
+    done.set()
+    other.join()
+    signal.signal(signal.SIGTERM, previous)
+
+
+def sigterm_now() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def start(client: FakeClient, request: RunRequest) -> None:
+    """Start the container of `request` through `started`, whose block ends at once."""
+    with workstation.started(client, request):  # type: ignore[arg-type]
+        pass
+
+
+def test_the_container_is_named_labelled_and_removed_when_the_block_ends(
+    request_: RunRequest,
+) -> None:
+    client = FakeClient()
+    with workstation.started(client, request_) as container:  # type: ignore[arg-type]
+        assert container.labels == {L.RUN_ID: request_.run_id, L.SERVICE: "jupyter"}
+        assert container.status == "running"
+    assert request_.container_name == f"imagekit-{request_.run_id}"
+    assert client.last is not None and client.last.calls == ["start", "stop", "remove"]
+    assert client.made == []
+
+
+@pytest.mark.usefixtures("stop_handler")
+def test_a_stop_signal_while_the_engine_creates_the_container_waits_to_remove_it(
+    request_: RunRequest,
+) -> None:
+    # Unheld, the signal would end create() before it returned the container: left in Created.
+    client = FakeClient(on_create=sigterm_now)
+    with pytest.raises(Stopped) as caught:
+        start(client, request_)
+    assert caught.value.exit_code == 143
+    assert client.made == []
+    assert client.last is not None and "start" not in client.last.calls
+
+
+@pytest.mark.usefixtures("stop_handler")
+def test_a_stop_signal_while_the_container_starts_removes_it(request_: RunRequest) -> None:
+    client = FakeClient()
+    client.on_create = lambda: setattr(client.last, "on_start", sigterm_now)
+    with pytest.raises(Stopped):
+        start(client, request_)
+    assert client.made == []
+
+
+@pytest.mark.usefixtures("stop_handler")
+def test_a_stop_signal_while_it_serves_removes_it(request_: RunRequest) -> None:
+    client = FakeClient()
+    with pytest.raises(Stopped), workstation.started(client, request_):  # type: ignore[arg-type]
+        sigterm_now()
+    assert client.made == []
+
+
+@pytest.mark.usefixtures("stop_handler")
+def test_a_stop_signal_while_the_container_is_stopped_still_lets_it_be_removed() -> None:
+    client = FakeClient()
+    container = FakeContainer(client, {}, on_stop=sigterm_now)
+    client.made.append(container)
+    with pytest.raises(Stopped):
+        workstation.remove(container)  # type: ignore[arg-type]
+    assert container.calls == ["stop", "remove"] and client.made == []
+
+
+@pytest.mark.parametrize(
+    "gpus,said,kind,code,message,hint",
+    [
+        (True, NO_GPU, GpuUnavailableError, 3, "has no GPU runtime", "NVIDIA Container Toolkit"),
+        (True, NVIDIA_HOOK, GpuUnavailableError, 3, "driver not loaded", "nvidia-smi"),
+        (False, PORT_BOUND, EngineError, 3, "port 18888 is already in use", "--port OTHER:8888"),
+        (False, PORT_ALLOCATED, EngineError, 3, "port 18888 is already in use", "OTHER:8888"),
+        (False, NO_JUPYTER, ServiceFailedError, 5, 'start jupyter: "jupyter": exec', "full image"),
+        (False, "no space left on device", EngineError, 3, "no space left", "engine's log"),
+    ],
+    ids=["no GPU runtime", "GPU driver", "port bound", "port allocated", "no service", "other"],
+)
+def test_a_start_the_engine_refuses_is_one_line_with_a_hint_and_leaves_no_container(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gpus: bool,
+    said: str,
+    kind: type[ImagekitError],
+    code: int,
+    message: str,
+    hint: str,
+) -> None:
+    monkeypatch.setattr(workstation, "port_free", lambda port: True)
+    request = RunRequest(
+        image="local/full:1",
+        service="jupyter",
+        workspace=tmp_path,
+        gpus=gpus,
+        host_ports={8888: 18888},
+    )
+
+    def refuse() -> None:
+        raise refused(said)
+
+    client = FakeClient()
+    client.on_create = lambda: setattr(client.last, "on_start", refuse)
+    with pytest.raises(kind) as caught:
+        start(client, request)
+    error = caught.value
+    assert error.exit_code == code
+    assert message in error.message and "\n" not in error.message
+    assert hint in error.hint
+    assert client.made == []
+
+
+def test_a_gpu_refusal_at_create_is_the_same_line(request_: RunRequest) -> None:
+    # Engines that check device requests when the container is created, not started.
+    def refuse() -> None:
+        raise refused(NO_GPU)
+
+    with pytest.raises(GpuUnavailableError) as caught:
+        start(FakeClient(on_create=refuse), replace(request_, gpus=True))
+    assert caught.value.exit_code is ExitCode.ENGINE_UNAVAILABLE
+
+
+def test_a_gpu_refusal_without_gpus_asked_for_is_not_blamed_on_gpus(
+    request_: RunRequest,
+) -> None:
+    assert workstation.start_refused(request_, NVIDIA_HOOK) is None
+
+
+def test_a_service_that_exits_at_once_hands_over_its_log_and_fails_in_one_line(
+    request_: RunRequest,
+) -> None:
+    container = FakeContainer(FakeClient(), {}, status="exited", exit_code=3, log=b"no jupyter\n")
+    logged: list[str] = []
+    with pytest.raises(ServiceFailedError) as caught:
+        workstation.wait_ready(container, request_, logged.append)  # type: ignore[arg-type]
+    assert logged == ["no jupyter\n"]
+    assert caught.value.message == (
+        "the jupyter container of local/full:1 exited (exit 3) before jupyter answered"
+    )
+    assert "above" in caught.value.hint
