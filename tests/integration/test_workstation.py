@@ -8,10 +8,8 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tarfile
 import time
 import urllib.error
@@ -24,7 +22,7 @@ import docker
 import pytest
 from docker.models.containers import Container
 
-from tests.integration.conftest import ROOT, DemoBuild, default_sigint, imagekit
+from tests.integration.conftest import ROOT, DemoBuild, imagekit
 
 FULL = "2.13.0-cpu-py3.11-full"
 SLIM = "2.13.0-cpu-py3.11-slim"
@@ -682,52 +680,6 @@ def test_the_readme_examples_publish_ports_on_loopback_only() -> None:
     for span, ports in zip(runs, published, strict=True):
         assert all(port.startswith("127.0.0.1:") for port in ports), span
     assert "-p 0.0.0.0:8888:8888" in section  # how to expose on purpose
-
-
-@pytest.mark.parametrize(
-    "sig,code",
-    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
-    ids=["ctrl-c", "sigterm", "terminal closed"],
-)
-def test_imagekit_run_prints_a_working_url_and_removes_its_container_when_stopped(
-    demo_build: DemoBuild, engine: docker.DockerClient, workspace: Path, sig: int, code: int
-) -> None:
-    port = free_port()
-    reference = demo_build.records[FULL]["build"]["reference"]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "imagekit",
-            "run",
-            reference,
-            "--jupyter",
-            "--port",
-            f"{port}:8888",
-            "--workspace",
-            str(workspace),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip()
-        assert url.startswith(f"http://127.0.0.1:{port}/lab?token=")
-        token = url.split("token=")[1]
-        status, _, _ = http(f"http://127.0.0.1:{port}/api/contents", token)
-        assert status == 200
-        assert len(engine.containers.list(filters={"label": "io.imagekit.service=jupyter"})) == 1
-        process.send_signal(sig)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == code
-    assert engine.containers.list(all=True, filters={"label": "io.imagekit.service=jupyter"}) == []
 
 
 def test_imagekit_run_ssh_without_a_key_says_what_to_pass(
