@@ -158,6 +158,11 @@ def classify(deps: dict[Path, list[str]], present: set[str], site: Path) -> Reso
 def check_cuda(rec: Recorder, torch: Any, want: Callable[[str], Any]) -> bool:
     """torch is built for the CUDA of the label; False when it is built for no CUDA at all."""
     rec.facts["cuda"] = torch.version.cuda
+    if want("torch") is None:
+        # Host mode: no image, so no label to compare with; what torch is built for is a fact.
+        return rec.check(
+            "torch is built for a CUDA", torch.version.cuda is not None, f"{torch.version.cuda}"
+        )
     rec.equal("torch is built for the CUDA of the label", torch.version.cuda, want("cuda"))
     return torch.version.cuda is not None
 
@@ -208,7 +213,7 @@ def check_dependencies(rec: Recorder, site: Path) -> None:
     )
 
 
-def check_one_copy(rec: Recorder, site: Path) -> None:
+def check_one_copy(rec: Recorder, site: Path, *, image: bool = True) -> None:
     """One cuDNN, one NCCL: the wheels'. Loaded from there, and no other copy on the system."""
     own = (site / "nvidia").resolve()
     loaded = loaded_libraries(r"^lib(cudnn|nccl)")
@@ -221,6 +226,10 @@ def check_one_copy(rec: Recorder, site: Path) -> None:
     )
     strays = stray_copies(own)
     rec.facts["stray_cudnn_nccl"] = strays
+    if not image:
+        # Host mode: a host's own cuDNN (a CUDA install, say) is the host's business; the
+        # wheels' copy was loaded (above), and the fact says what else is there.
+        return
     rec.check(
         "no second cuDNN or NCCL can shadow the wheels'",
         not strays,
@@ -263,7 +272,7 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
         check_versions(rec, torch, want)
         check_archs(rec, torch, want)
         check_dependencies(rec, site)
-        check_one_copy(rec, site)
+        check_one_copy(rec, site, image=want("torch") is not None)
         check_fabric(rec, site, want)
         rec.facts["python"] = sys.executable
     return rec.report()

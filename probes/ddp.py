@@ -200,6 +200,14 @@ def _expected_grads(torch: Any, world: int) -> list[list[float]]:
     return [(g / world).flatten().tolist() for g in total]
 
 
+def can_fork(torch: Any, backend: str) -> bool:
+    """Whether the ranks may be forked from this process: gloo only, and only while CUDA is
+    not initialised here. Once a probe before this one ran autograd on a GPU, autograd's
+    device threads exist and a forked rank's backward() refuses to run ("Unable to handle
+    autograd's threading in combination with fork-based multiprocessing", seen on an H200)."""
+    return backend == "gloo" and not torch.cuda.is_initialized()
+
+
 def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     import torch
 
@@ -215,7 +223,7 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     # never joins ends in `timeout` instead of a hang.
     started_ranks = world - int(os.environ.get("IMAGEKIT_DDP_DROP_RANKS", "0"))
     port = _free_port()
-    launch = _fork_ranks if backend == "gloo" else _spawn_ranks
+    launch = _fork_ranks if can_fork(torch, backend) else _spawn_ranks
     reports = launch(started_ranks, world, port, backend, init_timeout_s)
     if isinstance(reports, str):
         status = "timeout" if reports.startswith("timeout") else "error"

@@ -162,3 +162,41 @@ def test_cuda_stack_records_what_nccl_could_use_between_nodes_without_a_nic(
     assert checks == []  # without a promise of RDMA it is a fact, not a check
     assert [c["name"] for c in promised] == ["NCCL can load libibverbs (InfiniBand/RoCE)"]
     assert promised[0]["ok"] == (facts["libibverbs"] == "loads")
+
+
+def _run_in_probes(code: str) -> object:
+    """Run `code` with the probes folder on sys.path (no torch needed); it prints JSON."""
+    prelude = "import sys, json, types; sys.path.insert(0, sys.argv[1]); "
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + code, str(PROBES)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def test_ddp_forks_gloo_ranks_only_while_cuda_is_not_initialised() -> None:
+    # A GPU probe's autograd before ddp leaves device threads a forked rank cannot use.
+    code = (
+        "import ddp; cuda = lambda on: types.SimpleNamespace(cuda=types.SimpleNamespace("
+        "is_initialized=lambda: on)); "
+        "print(json.dumps([ddp.can_fork(cuda(False), 'gloo'), ddp.can_fork(cuda(True), 'gloo'), "
+        "ddp.can_fork(cuda(False), 'nccl')]))"
+    )
+    assert _run_in_probes(code) == [True, False, False]
+
+
+def test_cuda_stack_in_host_mode_compares_no_label_and_leaves_the_hosts_own_cudnn_alone() -> None:
+    code = (
+        "import cuda_stack; from _probekit import Recorder; "
+        "torch = types.SimpleNamespace(version=types.SimpleNamespace(cuda='13.0')); "
+        "host, image = Recorder('cuda_stack', 'cuda'), Recorder('cuda_stack', 'cuda'); "
+        "ok_host = cuda_stack.check_cuda(host, torch, {}.get); "
+        "ok_image = cuda_stack.check_cuda(image, torch, {'torch': '2.14.1', 'cuda': '12.8'}.get); "
+        "print(json.dumps([ok_host, host.checks, ok_image, image.checks]))"
+    )
+    ok_host, host, ok_image, image = _run_in_probes(code)  # type: ignore[misc]
+    assert ok_host is True and [c["name"] for c in host] == ["torch is built for a CUDA"]
+    assert ok_image is True and image[0]["ok"] is False  # a mismatch fails; the checks go on
+    assert image[0]["detail"] == "expected '12.8', saw '13.0'"
