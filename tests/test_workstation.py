@@ -95,6 +95,7 @@ class FakeClient:
         return self
 
     def create(self, image: str, command: list[str], **kwargs: Any) -> FakeContainer:
+        self.kwargs = kwargs
         self.last = FakeContainer(self, kwargs["labels"])
         self.made.append(self.last)  # the engine has made it, whether or not we hear back
         self.on_create()
@@ -261,3 +262,59 @@ def test_a_service_that_exits_at_once_hands_over_its_log_and_fails_in_one_line(
         "the jupyter container of local/full:1 exited (exit 3) before jupyter answered"
     )
     assert "above" in caught.value.hint
+
+
+# Whose files: the entrypoint maps the workspace owner; root serves only root's folder -------
+
+
+def test_services_start_without_user_so_the_entrypoint_becomes_the_workspace_owner(
+    request_: RunRequest,
+) -> None:
+    client = FakeClient()
+    with workstation.started(client, request_):  # type: ignore[arg-type]
+        pass
+    assert client.kwargs["user"] == ""
+    assert "IMAGEKIT_ALLOW_ROOT" not in client.kwargs["environment"]
+
+
+def test_allow_root_reaches_the_entrypoint_and_names_root_as_the_user(
+    request_: RunRequest,
+) -> None:
+    client = FakeClient()
+    allowed = replace(request_, allow_root=True)
+    with workstation.started(client, allowed) as container:  # type: ignore[arg-type]
+        assert workstation.service_user(container, allowed) == "root"  # type: ignore[arg-type]
+    assert client.kwargs["environment"]["IMAGEKIT_ALLOW_ROOT"] == "1"
+
+
+@pytest.mark.parametrize(
+    "host_uid,folder_uid,service,root",
+    [
+        (0, 0, "jupyter", True),  # a root host user's own folder: only root can save there
+        (0, 0, "tensorboard", True),
+        (0, 0, "ssh", False),  # sshd never runs as root
+        (0, 4321, "jupyter", False),  # another user's folder: the entrypoint becomes them
+        (4321, 4321, "jupyter", False),  # a non-root host user
+    ],
+)
+def test_root_serves_only_a_root_host_users_root_folder(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    host_uid: int,
+    folder_uid: int,
+    service: str,
+    root: bool,
+) -> None:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    real_stat, resolved = Path.stat, folder.resolve()
+
+    def stat(path: Path, **kwargs: Any) -> Any:
+        seen = real_stat(path, **kwargs)
+        if str(path) == str(resolved):
+            return os.stat_result((seen.st_mode, 0, 0, 0, folder_uid, 0, 0, 0, 0, 0))
+        return seen
+
+    monkeypatch.setattr(os, "getuid", lambda: host_uid)
+    monkeypatch.setattr(Path, "stat", stat)
+    assert workstation.root_must_serve(service, folder) is root

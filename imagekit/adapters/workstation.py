@@ -65,7 +65,10 @@ class RunRequest:
     workspace: Path
     gpus: bool
     host_ports: dict[int, int] = field(default_factory=dict)  # container port -> host port
-    user: str | None = None
+    user: str | None = None  # docker's --user; None: the image's entrypoint chooses
+    # Root host user, root's workspace: Jupyter or TensorBoard run as root (IMAGEKIT_ALLOW_ROOT)
+    # so that what they save belongs to that user; the CLI says so.
+    allow_root: bool = False
     authorized_keys: Path | None = None
     token: str = field(default_factory=lambda: secrets.token_hex(24))
     # Labels the container (io.imagekit.run-id) and names it: `imagekit-<run id>`.
@@ -88,6 +91,15 @@ def host_user() -> str | None:
     for root (the image's own non-root user is used then)."""
     uid, gid = os.getuid(), os.getgid()
     return None if uid == 0 else f"{uid}:{gid}"
+
+
+def root_must_serve(service: str, workspace: Path) -> bool:
+    """Whether a service can save into `workspace` only as root: imagekit runs as root and
+    the folder is root's. A full image's entrypoint otherwise becomes the folder's owner by
+    itself; sshd never runs as root (it refuses root logins anyway)."""
+    if service not in ("jupyter", "tensorboard") or os.getuid() != 0:
+        return False
+    return workspace.resolve().stat().st_uid == 0
 
 
 def default_public_key() -> Path | None:
@@ -207,6 +219,8 @@ def _create(client: docker.DockerClient, request: RunRequest) -> Container:
     volumes = {str(request.workspace.resolve()): {"bind": "/workspace", "mode": "rw"}}
     if request.service == "jupyter":
         environment["JUPYTER_TOKEN"] = request.token
+    if request.allow_root:
+        environment["IMAGEKIT_ALLOW_ROOT"] = "1"
     if request.service == "ssh" and request.authorized_keys is not None:
         volumes[str(request.authorized_keys.resolve())] = {
             "bind": "/etc/imagekit/authorized_keys",
@@ -318,9 +332,7 @@ def serve(
     included); a service that stops by itself is a ServiceFailedError."""
     with started(client, request) as container:
         wait_ready(container, request, on_log)
-        output = container.exec_run(["id", "-un"]).output
-        name = output.decode().strip() if isinstance(output, bytes) else ""
-        on_ready(how_to_reach(request, name or "user"))
+        on_ready(how_to_reach(request, service_user(container, request)))
         for chunk in container.logs(stream=True, follow=True, since=int(time.time())):
             on_log(chunk.decode("utf-8", "replace"))
         container.reload()
@@ -329,6 +341,18 @@ def serve(
             f"(exit {container.attrs['State']['ExitCode']})",
             "its log is above; `docker logs` is gone with the container",
         )
+
+
+def service_user(container: Container, request: RunRequest) -> str:
+    """The name the service runs as: root where allowed, the --user's name, else the image's
+    user, whom the entrypoint renumbered to the owner of /workspace."""
+    if request.allow_root:
+        return "root"
+    if request.user:
+        output = container.exec_run(["id", "-un"], user=request.user).output
+        return output.decode().strip() if isinstance(output, bytes) and output else "user"
+    env = dict(e.split("=", 1) for e in container.attrs["Config"].get("Env") or [] if "=" in e)
+    return str(env.get("IMAGEKIT_USER", "user"))
 
 
 def docker_run_argv(

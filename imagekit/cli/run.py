@@ -72,9 +72,17 @@ def run(request: RunCommand) -> None:
         workspace=request.workspace,
         gpus=gpus,
         host_ports=dict(request.ports),
-        user=workstation.host_user(),
+        # No --user: the full image's entrypoint becomes the owner of the workspace, so what
+        # the service saves belongs to whoever owns that folder.
+        allow_root=workstation.root_must_serve(request.service, request.workspace),
         authorized_keys=keys,
     )
+    if service.allow_root:
+        say(
+            f"you are root and {request.workspace} is root's: {request.service} runs as root "
+            "in the container (IMAGEKIT_ALLOW_ROOT=1), so what it saves is yours; "
+            "use --workspace with a folder of a non-root user to run as that user"
+        )
     say(
         f"starting {request.image} ({request.service}) in container {service.container_name}; "
         "waiting for it to answer ..."

@@ -19,6 +19,9 @@ import io
 import json
 import os
 import secrets
+import signal
+import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +30,14 @@ import docker
 import pytest
 from docker.models.containers import Container
 
-from tests.integration.conftest import DemoBuild, Session, imagekit, matrix_text
+from tests.integration.conftest import (
+    ROOT,
+    DemoBuild,
+    Session,
+    default_sigint,
+    imagekit,
+    matrix_text,
+)
 from tests.integration.test_workstation import free_port, http, wait_http
 
 pytestmark = pytest.mark.integration
@@ -167,6 +177,37 @@ def test_user_uid_gid_saves_and_docker_exec_has_a_name_and_a_home(
     assert done.exit_code == 0, done.output
     name, home = done.output.decode().split()
     assert name == "user" and home.startswith(f"/tmp/home-{HOST_UID}")
+
+
+@pytest.mark.parametrize("owner", [0, HOST_UID], ids=["root-host-user", "non-root-folder"])
+def test_imagekit_run_saves_a_notebook_that_belongs_to_the_workspaces_owner(
+    demo_build: DemoBuild, tmp_path: Path, owner: int
+) -> None:
+    # These tests run as root: a root-owned folder is a root host user's own; a folder of
+    # uid 4321 is what a non-root host user's folder looks like to the engine.
+    folder = folder_of(tmp_path, owner, owner)
+    port = free_port()
+    reference = str(demo_build.records[FULL]["build"]["reference"])
+    argv = [sys.executable, "-m", "imagekit", "run", reference, "--workspace", str(folder)]
+    process = subprocess.Popen(
+        [*argv, "--jupyter", "--port", f"{port}:8888"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert "/lab?token=" in url, url
+        base, token = url.split("/lab?token=")
+        assert save_notebook(base, token, "run.ipynb") == 201
+        assert (folder / "run.ipynb").stat().st_uid == owner
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert ("runs as root in the container" in stderr) == (owner == 0), stderr
 
 
 # Packages in full ---------------------------------------------------------------------------
