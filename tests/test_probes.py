@@ -50,6 +50,7 @@ def test_probe_metadata_is_read_without_importing_torch() -> None:
         "autograd",
         "matmul",
         "higher_order",
+        "compile",
         "ddp",
         "cudnn",
         "cuda_extension",
@@ -64,6 +65,7 @@ def test_probe_metadata_is_read_without_importing_torch() -> None:
         "autograd",
         "matmul",
         "higher_order",
+        "compile",
         "ddp",
         "cudnn",
         "cuda_extension",
@@ -71,7 +73,7 @@ def test_probe_metadata_is_read_without_importing_torch() -> None:
     # The rungs: inspection without a workload, CPU workloads, GPU workloads.
     levels = {name: spec.level for name, spec in specs.items()}
     assert levels["env"] == levels["cuda_stack"] == levels["cuda_extension"] == Level.STATIC
-    assert levels["autograd"] == levels["ddp"] == Level.CPU
+    assert levels["autograd"] == levels["ddp"] == levels["compile"] == Level.CPU
     assert levels["cudnn"] == Level.GPU
     assert specs["cuda_extension"].flavours == ("full",)
 

@@ -28,6 +28,7 @@ DEFAULT_PROBES = (
     "autograd",
     "matmul",
     "higher_order",
+    "compile",
     "ddp",
     "cudnn",
     "cuda_extension",
