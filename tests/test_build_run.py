@@ -516,7 +516,14 @@ def test_built_image_record_has_its_measurements_and_log(
     plan_record = done.record(CPU_SLIM).plan
     assert plan_record is not None
     assert plan_record.aliases == ("2.13-cpu-slim", "latest-slim")
-    assert plan_record.required_probes == ("env", "autograd", "matmul", "higher_order", "ddp")
+    assert plan_record.required_probes == (
+        "env",
+        "autograd",
+        "matmul",
+        "higher_order",
+        "compile",
+        "ddp",
+    )
 
 
 def test_events_of_a_build_are_started_each_step_then_finished(

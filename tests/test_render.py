@@ -731,7 +731,7 @@ def test_a_flavour_that_asks_for_rdma_carries_the_user_space_rdma_stack_and_says
     plans = {p.flavour: p for p in parse_matrix(text, "m.yaml").plans}
     slim, full = (render_image(plans[f], RenderOptions()) for f in ("slim", "full"))
     assert (
-        "apt-get install -y --no-install-recommends g++ python3.11-dev "
+        "apt-get install -y --no-install-recommends g++ openssl python3.11-dev "
         "ibverbs-providers libibverbs1 rdma-core"
     ) in slim.dockerfile
     assert "rm -rf /var/lib/apt/lists/*\nCOPY --from=builder" in slim.dockerfile
@@ -748,7 +748,7 @@ def test_a_slim_that_compiles_carries_gcc_and_keeps_its_headers_one_that_does_no
     text = text.replace("  slim:\n", "  slim:\n    compile: false\n", 1)
     plans = {p.flavour: p for p in parse_matrix(text, "m.yaml").plans}
     yes, no = render_image(compiles), render_image(plans["slim"])
-    assert "--no-install-recommends g++ python3.11-dev" in yes.dockerfile
+    assert "--no-install-recommends g++ openssl python3.11-dev" in yes.dockerfile
     assert "--pack-headers" not in yes.dockerfile and "--pack-headers" in no.dockerfile
     assert "g++" not in no.dockerfile
     assert yes.labels["io.imagekit.torch-compile"] == "yes"

@@ -161,7 +161,8 @@ def runtime_packages(plan: ImagePlan) -> list[str]:
     headers where torch.compile must work, the RDMA stack where the matrix asks for it."""
     if plan.flavour != "slim":
         return []
-    packages = ["g++", f"python{plan.cell.python}-dev"] if plan.compile else []
+    # openssl: inductor hashes its precompiled header with `openssl sha512`.
+    packages = ["g++", "openssl", f"python{plan.cell.python}-dev"] if plan.compile else []
     return packages + (RDMA_PACKAGES.split() if plan.rdma else [])
 
 

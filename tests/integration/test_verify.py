@@ -80,6 +80,7 @@ def test_every_cpu_probe_passes_with_the_textbook_values(demo_verify: dict) -> N
             "autograd": "pass",
             "matmul": "pass",
             "higher_order": "pass",
+            "compile": "pass",  # the demo's slim promises torch.compile too (compile: true)
             "ddp": "pass",
             "cudnn": "skip",
         }
