@@ -20,8 +20,6 @@ import json
 import os
 import secrets
 import signal
-import subprocess
-import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,13 +29,12 @@ import pytest
 from docker.models.containers import Container
 
 from tests.integration.conftest import (
-    ROOT,
     DemoBuild,
     Session,
-    default_sigint,
     imagekit,
     matrix_text,
 )
+from tests.integration.test_run_ends import start_jupyter_run, wait_for_url
 from tests.integration.test_workstation import free_port, http, wait_http
 
 pytestmark = pytest.mark.integration
@@ -187,21 +184,9 @@ def test_imagekit_run_saves_a_notebook_that_belongs_to_the_workspaces_owner(
     # uid 4321 is what a non-root host user's folder looks like to the engine.
     folder = folder_of(tmp_path, owner, owner)
     port = free_port()
-    reference = str(demo_build.records[FULL]["build"]["reference"])
-    argv = [sys.executable, "-m", "imagekit", "run", reference, "--workspace", str(folder)]
-    process = subprocess.Popen(
-        [*argv, "--jupyter", "--port", f"{port}:8888"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
+    process = start_jupyter_run(str(demo_build.records[FULL]["build"]["reference"]), folder, port)
     try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip()
-        assert "/lab?token=" in url, url
-        base, token = url.split("/lab?token=")
+        base, token = wait_for_url(process, port).split("/lab?token=")
         assert save_notebook(base, token, "run.ipynb") == 201
         assert (folder / "run.ipynb").stat().st_uid == owner
     finally:

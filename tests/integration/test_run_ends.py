@@ -63,6 +63,18 @@ def run_argv(image: str, workspace: Path, *options: str) -> list[str]:
     return [sys.executable, "-m", "imagekit", "run", image, "--workspace", str(workspace), *options]
 
 
+def start_jupyter_run(image: str, workspace: Path, port: int) -> subprocess.Popen[str]:
+    """`imagekit run IMAGE --jupyter` as a person starts it from a terminal."""
+    return subprocess.Popen(
+        run_argv(image, workspace, "--jupyter", "--port", f"{port}:8888"),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+
+
 def run_id_in(stderr: str) -> str:
     found = CONTAINER_LINE.search(stderr)
     assert found, f"no container named in: {stderr}"
@@ -101,14 +113,7 @@ def test_a_stop_signal_while_jupyter_serves_removes_the_container_and_exits_128_
     full: str, engine: docker.DockerClient, workspace: Path, sig: signal.Signals, code: int
 ) -> None:
     port = free_port()
-    process = subprocess.Popen(
-        run_argv(full, workspace, "--jupyter", "--port", f"{port}:8888"),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
+    process = start_jupyter_run(full, workspace, port)
     try:
         assert process.stderr is not None
         run_id = run_id_in(process.stderr.readline())
