@@ -39,7 +39,7 @@ def record(
     image_id: str = IMAGE, statuses: dict[str, str] | None = None, **facts: object
 ) -> Evidence:
     statuses = statuses or dict.fromkeys(
-        ("env", "autograd", "matmul", "higher_order", "ddp"), "pass"
+        ("env", "autograd", "matmul", "higher_order", "compile", "ddp"), "pass"
     )
     seen = {"torch": "2.14.1+cu130", "cuda": "13.0", "cudnn": "9.24.0", "python": "3.12.3"} | facts
     probes = [
@@ -74,7 +74,13 @@ def test_no_results_for_this_image_id_closes_the_gate(plan: ImagePlan) -> None:
 
 def test_a_failed_required_probe_closes_the_gate_with_its_name(plan: ImagePlan) -> None:
     failing = record(
-        statuses={"env": "pass", "autograd": "fail", "matmul": "pass", "higher_order": "timeout"}
+        statuses={
+            "env": "pass",
+            "autograd": "fail",
+            "matmul": "pass",
+            "higher_order": "timeout",
+            "compile": "pass",
+        }
     )
     decision = decide(plan, IMAGE, [failing])
     assert not decision.allowed
