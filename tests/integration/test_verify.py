@@ -117,9 +117,9 @@ def test_results_files_are_written_and_valid(demo_verify: dict, demo_build: Demo
     run_json = json.loads((run / "run.json").read_text())
     assert run_json["engine"]["server_version"]
     junit = (run / "junit.xml").read_text()
-    # slim: 7 probes, full: 8, each image + structure + labels_agree; skipped: cudnn and
-    # cuda_stack twice, cuda_extension once.
-    assert 'tests="19"' in junit and 'failures="0"' in junit and 'skipped="5"' in junit
+    # slim: 8 probes, full: 9 (compile included), each image + structure + labels_agree;
+    # skipped: cudnn and cuda_stack twice, cuda_extension once.
+    assert 'tests="21"' in junit and 'failures="0"' in junit and 'skipped="5"' in junit
     summary = (run / "summary.md").read_text()
     assert f"| {SLIM} | cpu (static ok, cpu ok, gpu n/a) | pass |" in summary
 
