@@ -106,13 +106,10 @@ def save_notebook(base: str, token: str, name: str) -> int:
 
 
 def jupyter_uid(container: Container) -> str:
-    """The uid the Jupyter server process runs as."""
-    out = container.exec_run(["bash", "-c", "ps -o uid= -C jupyter-lab || pgrep -a jupyter"])
-    for line in out.output.decode().split():
-        if line.strip().isdigit():
-            return line.strip()
-    top = container.top(ps_args="-o uid,args")
-    return next(p[0] for p in top["Processes"] if "jupyter" in p[1])
+    """The uid the Jupyter server process runs as (the engine's view of the container)."""
+    top = container.top(ps_args="-o pid,uid,args")  # the engine needs the PID column
+    server = ("jupyter lab", "jupyter-lab")  # not tini's `imagekit-entrypoint jupyter`
+    return str(next(p[1] for p in top["Processes"] if any(s in p[2] for s in server))).strip()
 
 
 # The seed's command -------------------------------------------------------------------------

@@ -31,17 +31,12 @@ from docker.models.containers import Container
 
 from imagekit.core import labels as L
 from tests.integration.conftest import ROOT, DemoBuild, default_sigint
+from tests.integration.test_workstation import free_port
 
 FULL = "2.13.0-cpu-py3.11-full"
 SLIM = "2.13.0-cpu-py3.11-slim"
 # The CLI names the run's container in its first line: "... in container imagekit-run-<hex>".
 CONTAINER_LINE = re.compile(r"in container imagekit-(run-[0-9a-f]+)")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
