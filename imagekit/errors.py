@@ -126,6 +126,14 @@ class GpuUnavailableError(EngineUnavailableError):
     """GPUs were asked for, but the engine cannot hand them to containers."""
 
 
+class NotVerifiedError(ImagekitError):
+    """Some images could not be verified at all; exits as the first of their errors did."""
+
+    def __init__(self, message: str, hint: str, exit_code: ExitCode) -> None:
+        super().__init__(message, hint)
+        self.exit_code = exit_code
+
+
 class RegistryError(ImagekitError):
     """The registry could not be asked (unreachable, or an answer that is no answer).
 

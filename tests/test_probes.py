@@ -313,6 +313,17 @@ def test_junit_has_a_testcase_per_image_and_probe() -> None:
     assert '<testcase classname="a" name="matmul"' in text
 
 
+def test_junit_of_a_run_that_verified_nothing_is_never_green() -> None:
+    # A CI that reads junit.xml must not count an engine that refused everything as a pass.
+    empty = junit({}, "run1")
+    assert 'tests="1" failures="0" errors="1"' in empty
+    assert "nothing was verified" in empty
+    refused = junit({}, "run1", {"slim": "the Docker engine refused while creating: x"})
+    assert 'tests="1" failures="0" errors="1"' in refused
+    assert '<testcase classname="slim" name="verify"' in refused
+    assert "nothing was verified" in markdown({}, "run1")
+
+
 def test_markdown_summary_lists_what_did_not_pass_with_its_reason() -> None:
     text = markdown({"a": _record({"env": "pass", "matmul": "fail"})}, "run1")
     assert "| a | cpu | fail | pass | FAIL | ok | 10.0 |" in text

@@ -14,7 +14,7 @@ from imagekit.core.ports import ProbeRequest, ProbeRun
 from imagekit.core.records import Check, Level, LevelState, ProbeResult, Status
 from imagekit.core.render import RenderOptions, image_labels
 from imagekit.core.runtime import START_MARGIN_S, GpuChoice
-from imagekit.errors import GpuUnavailableError, InputError
+from imagekit.errors import EngineError, EngineUnavailableError, GpuUnavailableError, InputError
 from imagekit.orchestration.verify import Target, VerifyRun, VerifySettings
 from imagekit.resources import probes_dir
 from tests.fakes import (
@@ -204,9 +204,68 @@ def test_gpus_all_on_an_engine_that_refuses_them_is_an_engine_error(
     built(engine, slim)
     runner = FakeProbeRunner(gpus_refused=True)
     verify, _ = make_run(tmp_path, engine, runner, gpus=GpuChoice.ALL)
-    with pytest.raises(GpuUnavailableError):
-        verify.execute([target(slim)])
-    assert (verify.store.root / "junit.xml").is_file()  # the reports cover what finished
+    assert verify.execute([target(slim)]) == {}
+    assert [type(e) for e in verify.failures] == [GpuUnavailableError]
+    junit = (verify.store.root / "junit.xml").read_text()  # the reports cover what happened
+    assert 'errors="1"' in junit and "could not select device driver" in junit
+
+
+@pytest.fixture
+def full() -> ImagePlan:
+    return next(p for p in load_matrix(ROOT / "examples" / "cpu.yaml").plans if p.flavour == "full")
+
+
+def test_an_engine_refusal_for_one_image_is_recorded_and_the_next_image_is_verified(
+    tmp_path: Path, slim: ImagePlan, full: ImagePlan
+) -> None:
+    engine = FakeEngine()
+    refused = built(engine, slim)
+    built(engine, full)
+
+    def script(request: ProbeRequest) -> ProbeRun:
+        if request.image == refused:
+            raise EngineError("the Docker engine refused while creating a probe container: x")
+        return run_of(tuple(passing(p, CPU_FACTS if p == "env" else None) for p in request.probes))
+
+    verify, events = make_run(tmp_path, engine, FakeProbeRunner(script=script))
+    records = verify.execute([target(slim), target(full)])
+    assert list(records) == [full.name] and records[full.name].status == "pass"
+    assert list(verify.errors) == [slim.name] and "refused" in verify.errors[slim.name]
+    junit = (verify.store.root / "junit.xml").read_text()
+    assert 'errors="1"' in junit and f'classname="{slim.name}" name="verify"' in junit
+    summary = (verify.store.root / "summary.md").read_text()
+    assert f"**{slim.name}** not verified" in summary
+    assert any("not verified" in e.message for e in events.seen)
+
+
+def test_an_engine_that_stops_answering_ends_the_run_and_names_the_images_not_reached(
+    tmp_path: Path, slim: ImagePlan, full: ImagePlan
+) -> None:
+    engine = FakeEngine()
+    built(engine, slim)
+    built(engine, full)
+
+    def script(request: ProbeRequest) -> ProbeRun:
+        raise EngineUnavailableError("no Docker engine answers at unix:///x while creating")
+
+    runner = FakeProbeRunner(script=script)
+    verify, _ = make_run(tmp_path, engine, runner)
+    assert verify.execute([target(slim), target(full)]) == {}
+    assert len(runner.requests) == 1  # the second image is not tried against a dead engine
+    assert verify.errors[full.name] == "not reached: the engine stopped answering"
+    assert 'tests="2" failures="0" errors="2"' in (verify.store.root / "junit.xml").read_text()
+
+
+def test_a_missing_image_is_recorded_and_the_others_go_on(
+    tmp_path: Path, slim: ImagePlan, full: ImagePlan
+) -> None:
+    engine = FakeEngine()
+    built(engine, full)
+    verify, _ = make_run(tmp_path, engine, FakeProbeRunner(env_facts=CPU_FACTS))
+    records = verify.execute([target(slim), target(full)])
+    assert list(records) == [full.name]
+    assert "is not in the engine" in verify.errors[slim.name]
+    assert isinstance(verify.failures[0], InputError)
 
 
 def test_an_image_the_engine_lacks_is_bad_input(tmp_path: Path, slim: ImagePlan) -> None:
@@ -288,8 +347,10 @@ def test_an_engine_that_dies_mid_run_keeps_every_finished_record(
         return run_of(results)
 
     verify, _ = make_run(tmp_path, engine, FakeProbeRunner(script=dies_second))
-    with pytest.raises(EngineUnavailableError):
-        verify.execute([target(slim), Target("other", other.tags[0])])
+    records = verify.execute([target(slim), Target("other", other.tags[0])])
+    assert list(records) == [slim.name] and [type(e) for e in verify.failures] == [
+        EngineUnavailableError
+    ]
     assert set(verify.store.images()) == {slim.name}
     assert 'tests="' in (verify.store.root / "junit.xml").read_text()
 

@@ -34,7 +34,7 @@ from imagekit.cli.requests import (
     record_name,
 )
 from imagekit.core.runtime import DEFAULT_SHM_BYTES, GpuChoice
-from imagekit.errors import InputError, ProbeFailedError
+from imagekit.errors import InputError, NotVerifiedError, ProbeFailedError
 
 if TYPE_CHECKING:
     from imagekit.orchestration.verify import Target
@@ -157,6 +157,15 @@ def verify(request: VerifyCommand) -> None:
     else:
         typer.echo(table(*summary_rows(run.images())))
     say(f"results: {run.root}")
+    if verifier.failures:
+        first = verifier.failures[0]
+        names = ", ".join(verifier.errors)
+        raise NotVerifiedError(
+            f"{len(verifier.errors)} of {len(targets)} images could not be verified ({names}): "
+            f"{first.message}",
+            first.hint,
+            first.exit_code,
+        )
     failed = [n for n, r in records.items() if r.status != "pass"]
     if failed:
         raise ProbeFailedError(

@@ -86,14 +86,18 @@ def _problem_lines(name: str, verify: VerifyRecord) -> list[str]:
     return lines
 
 
-def markdown(records: Records, run_id: str) -> str:
-    """summary.md: a table people read, then the reasons of everything that did not pass."""
+def markdown(records: Records, run_id: str, errors: Mapping[str, str] | None = None) -> str:
+    """summary.md: a table people read, then the reasons of everything that did not pass.
+    `errors`: images that could not be verified (the engine refused, the image is missing)."""
     header, rows = summary_rows(records)
     lines = [f"## imagekit verify, run {run_id}", ""]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     problems = [line for n, v in _verified(records).items() for line in _problem_lines(n, v)]
+    problems += [f"- **{n}** not verified: {why}" for n, why in sorted((errors or {}).items())]
+    if not _verified(records):
+        problems.append("- nothing was verified")
     if problems:
         lines += ["", "### Problems", "", *problems]
     return "\n".join(lines) + "\n"
@@ -116,12 +120,23 @@ def _probe_case(suite: ET.Element, name: str, result: ProbeResult, counts: dict[
         ET.SubElement(case, "skipped", message=result.reason)
 
 
-def junit(records: Records, run_id: str) -> str:
+def junit(records: Records, run_id: str, errors: Mapping[str, str] | None = None) -> str:
     """junit.xml: one testcase per image x probe, plus one per image for the structure checks
-    and one for the label checks."""
+    and one for the label checks. An image that could not be verified (`errors`) is a testcase
+    in error, and a run that verified nothing is never an empty, green suite."""
     suite = ET.Element("testsuite", name=f"imagekit verify {run_id}")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_s = 0.0
+    for name, why in sorted((errors or {}).items()):
+        case = ET.SubElement(suite, "testcase", classname=name, name="verify")
+        counts["tests"] += 1
+        counts["errors"] += 1
+        ET.SubElement(case, "error", message=f"not verified: {why}")
+    if not _verified(records) and not errors:
+        case = ET.SubElement(suite, "testcase", classname="imagekit", name="verify")
+        counts["tests"] += 1
+        counts["errors"] += 1
+        ET.SubElement(case, "error", message="nothing was verified in this run")
     for name, verify in _verified(records).items():
         for result in verify.probes:
             _probe_case(suite, name, result, counts)

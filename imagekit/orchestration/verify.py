@@ -42,7 +42,7 @@ from imagekit.core.runtime import (
     use_gpus,
 )
 from imagekit.core.summary import junit, markdown
-from imagekit.errors import GpuUnavailableError, InputError
+from imagekit.errors import EngineUnavailableError, GpuUnavailableError, ImagekitError, InputError
 from imagekit.events import Event, EventSink
 from imagekit.orchestration.nodes import run_across
 
@@ -70,6 +70,12 @@ class VerifySettings:
     nodes: int = 1  # >1: every image also runs the multi-node probe across this many nodes
 
 
+def engine_gone(exc: ImagekitError) -> bool:
+    """Whether `exc` means the engine stopped answering, so no later image can be verified
+    either (no GPUs for one image is not that)."""
+    return isinstance(exc, EngineUnavailableError) and not isinstance(exc, GpuUnavailableError)
+
+
 class VerifyRun:
     """One `imagekit verify` over a list of images."""
 
@@ -93,6 +99,8 @@ class VerifyRun:
         self.specs = discover(settings.probes_dir)
         self.use_gpus = use_gpus(settings.gpus, engine.info().gpu_runtime)
         self.records: dict[str, VerifyRecord] = {}
+        self.errors: dict[str, str] = {}  # image -> why it could not be verified
+        self.failures: list[ImagekitError] = []
 
     def notes(self) -> list[str]:
         """What a person should know about how this run will go."""
@@ -261,14 +269,29 @@ class VerifyRun:
     def write_reports(self) -> None:
         """summary.md and junit.xml for every image of this run so far."""
         records = self.store.images()
-        self.store.write_report("summary.md", markdown(records, self.store.run_id))
-        self.store.write_report("junit.xml", junit(records, self.store.run_id))
+        run_id = self.store.run_id
+        self.store.write_report("summary.md", markdown(records, run_id, self.errors))
+        self.store.write_report("junit.xml", junit(records, run_id, self.errors))
 
     def execute(self, targets: Sequence[Target]) -> dict[str, VerifyRecord]:
-        """Verify every target; on any exit, the reports cover what finished."""
+        """Verify every target; on any exit, the reports cover what finished.
+
+        An image that cannot be verified (not in the engine, the engine refused something)
+        is recorded in `errors` and the others go on; when the engine stops answering, the
+        images not reached are recorded as such and the run ends.
+        """
         try:
-            for target in targets:
-                self.verify_one(target)
+            for index, target in enumerate(targets):
+                try:
+                    self.verify_one(target)
+                except ImagekitError as exc:
+                    self.errors[target.name] = exc.message
+                    self.failures.append(exc)
+                    self.events(Event("finished", target.name, f"not verified: {exc.message}"))
+                    if engine_gone(exc):
+                        for rest in targets[index + 1 :]:
+                            self.errors[rest.name] = "not reached: the engine stopped answering"
+                        break
         finally:
             self.write_reports()
             step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
