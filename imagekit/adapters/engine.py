@@ -7,20 +7,29 @@ what to do, never a traceback.
 from __future__ import annotations
 
 import os
+import resource
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 import docker
+import docker.context
 import docker.errors
+import docker.types
 import requests.exceptions
+import yaml
 
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo, Layer, LocalImage
 from imagekit.errors import EngineError, EngineUnavailableError
 
 PING_TIMEOUT_S = 15
+DEFAULT_SOCKET = "unix:///var/run/docker.sock"
+# Where CDI specs live when the engine does not say (Podman's and the CDI spec's defaults).
+CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 START_HINT = (
     "start one: `make engine` (root on Debian/Ubuntu), `sudo systemctl start docker`, "
     "or point DOCKER_HOST at a running engine"
@@ -31,7 +40,7 @@ START_HINT = (
 def engine_errors(action: str) -> Iterator[None]:
     """Translate engine trouble while doing `action` into one line with a hint (exit 3):
     no engine, an engine that does not answer in time, or an engine that refuses."""
-    where = os.environ.get("DOCKER_HOST", "the default socket")
+    where = endpoint()
     try:
         yield
     except requests.exceptions.Timeout as exc:
@@ -68,20 +77,48 @@ def _first_line(what: object) -> str:
     return lines[0][:200] if lines else ""
 
 
+def endpoint() -> str:
+    """Where the engine is: DOCKER_HOST, else the current Docker context's host (as the
+    docker CLI and buildx use it), else the default socket."""
+    host = os.environ.get("DOCKER_HOST")
+    if host:
+        return host
+    try:
+        context = docker.context.ContextAPI.get_current_context()
+    except Exception:  # a broken CLI config is the CLI's business, not ours
+        context = None
+    if context is not None and context.name != "default" and context.Host:
+        return str(context.Host)
+    return DEFAULT_SOCKET
+
+
 def connect(timeout_s: int = 600, ping_timeout_s: int | None = None) -> docker.DockerClient:
-    """A client for the engine of DOCKER_HOST (or the default socket) that answers a ping.
+    """A client for the engine `endpoint()` names, that answers a ping.
 
     The ping has a short limit of its own: an engine that accepts a connection and never
     answers is reported within seconds, not after the long limit builds need.
     """
     with engine_errors("connecting"):
-        probe = docker.from_env(version="auto", timeout=ping_timeout_s or PING_TIMEOUT_S)
+        probe = _client(ping_timeout_s or PING_TIMEOUT_S)
         try:
             probe.ping()
         finally:
             probe.close()
-        client = docker.from_env(version="auto", timeout=timeout_s)
+        client = _client(timeout_s)
     return client
+
+
+def _client(timeout_s: int) -> docker.DockerClient:
+    where = endpoint()
+    # ssh://: the system's ssh client, with the user's keys and config (no paramiko).
+    ssh = where.startswith("ssh://")
+    if os.environ.get("DOCKER_HOST"):
+        return docker.from_env(version="auto", timeout=timeout_s, use_ssh_client=ssh)
+    context = docker.context.ContextAPI.get_current_context() if where != DEFAULT_SOCKET else None
+    tls = context.TLSConfig if context is not None else None
+    return docker.DockerClient(
+        base_url=where, version="auto", timeout=timeout_s, tls=tls or False, use_ssh_client=ssh
+    )
 
 
 def inspect_image(client: docker.DockerClient, reference: str) -> LocalImage | None:
@@ -174,10 +211,15 @@ def age_s(item: Leftover, now_s: float | None = None) -> float:
 
 
 def engine_info(client: docker.DockerClient) -> EngineInfo:
-    """Engine facts for run.json: versions, storage driver, cgroup, GPU runtimes."""
+    """Engine facts for run.json and doctor: which engine, its image store, its GPU mechanism
+    (an NVIDIA runtime or CDI devices), versions, storage driver, cgroup."""
     with engine_errors("reading engine facts"):
         version = client.version()
         info = client.info()
+    where = endpoint()
+    podman = any(
+        "podman" in str(c.get("Name", "")).lower() for c in version.get("Components") or []
+    )
     return EngineInfo(
         server_version=version.get("Version"),
         api_version=version.get("ApiVersion"),
@@ -187,22 +229,117 @@ def engine_info(client: docker.DockerClient) -> EngineInfo:
         runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())),
         cpus=info.get("NCPU"),
         memory_bytes=info.get("MemTotal"),
+        name="podman" if podman else "docker",
+        image_store="podman" if podman else image_store(info),
+        cdi_devices=cdi_devices(info, podman=podman, local=where.startswith("unix://")),
+        endpoint=where,
+        architecture=info.get("Architecture"),
     )
 
 
+def image_store(info: Mapping[str, Any]) -> str:
+    """`containerd` when Docker keeps images in containerd (`driver-type
+    io.containerd.snapshotter.v1`, Docker 29's default), else `classic`."""
+    for pair in info.get("DriverStatus") or []:
+        if len(pair) == 2 and pair[0] == "driver-type" and "snapshotter" in str(pair[1]):
+            return "containerd"
+    return "classic"
+
+
+def cdi_devices(info: Mapping[str, Any], *, podman: bool, local: bool) -> tuple[str, ...]:
+    """The CDI devices the engine can inject: what Docker 28.2+ reports (`DiscoveredDevices`),
+    else, for an engine on this machine with CDI on (Docker's `CDISpecDirs`; Podman always),
+    the devices of the specs in its spec folders. A remote engine's folders are not ours to
+    read: there only what it reports counts."""
+    found = {
+        str(d.get("ID"))
+        for d in info.get("DiscoveredDevices") or []
+        if d.get("Source") == "cdi" and d.get("ID")
+    }
+    if found or not local:
+        return tuple(sorted(found))
+    folders = info.get("CDISpecDirs") or (CDI_SPEC_DIRS if podman else ())
+    for folder in folders:
+        found |= spec_devices(Path(folder))
+    return tuple(sorted(found))
+
+
+def spec_devices(folder: Path) -> set[str]:
+    """`kind=name` of each device in the CDI spec files (YAML or JSON) of `folder`."""
+    found: set[str] = set()
+    try:
+        files = sorted(folder.iterdir())
+    except OSError:
+        return found
+    for file in files:
+        if file.suffix not in (".yaml", ".yml", ".json"):
+            continue
+        try:
+            spec = yaml.safe_load(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # the engine ignores a spec it cannot read, and so do we
+        if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
+            continue
+        for device in spec.get("devices") or []:
+            if isinstance(device, dict) and device.get("name"):
+                found.add(f"{spec['kind']}={device['name']}")
+    return found
+
+
+def gpu_device_requests(info: EngineInfo, device: str = "all") -> list[docker.types.DeviceRequest]:
+    """What asks this engine for GPU `device` (`all` or an index): the NVIDIA runtime's
+    `--gpus` request, or the CDI device `nvidia.com/gpu=<device>` (`--device` on the CLI)."""
+    if info.gpu_mechanism == "cdi":
+        return [docker.types.DeviceRequest(driver="cdi", device_ids=[f"nvidia.com/gpu={device}"])]
+    if device == "all":
+        return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    return [docker.types.DeviceRequest(device_ids=[device], capabilities=[["gpu"]])]
+
+
+def container_limits(info: EngineInfo) -> dict[str, Any]:
+    """Explicit open-file and process limits for Podman, whose defaults (nofile 1048576) fail
+    every start on a host where the service may not raise its own limits ("error setting
+    rlimit type 7"); this process's own limits are ones the host grants. Docker keeps its
+    defaults."""
+    if info.name != "podman":
+        return {}
+    limits = []
+    for name, which in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):
+        _, hard = resource.getrlimit(which)
+        if hard == resource.RLIM_INFINITY:
+            continue
+        limits.append(docker.types.Ulimit(name=name, soft=hard, hard=hard))
+    return {"ulimits": limits} if limits else {}
+
+
+def uncompressed_size(client: docker.DockerClient, reference: str) -> int:
+    """The image's size unpacked, the sum of its layers: what the classic store reports as
+    `Size`. The containerd store reports the compressed content instead, a different measure
+    that budgets and benchmarks must not mix with this one."""
+    with engine_errors(f"reading the layers of {reference}"):
+        return sum(int(i.get("Size") or 0) for i in client.api.history(reference))
+
+
 class DockerEngine:
-    """The `Engine` port over the Docker SDK."""
+    """The `Engine` port over the Docker SDK (Docker, either image store, or Podman)."""
 
     def __init__(self, client: docker.DockerClient) -> None:
         self.client = client
+        self._info: EngineInfo | None = None
 
     def info(self) -> EngineInfo:
-        """Versions, storage, runtimes."""
-        return engine_info(self.client)
+        """Which engine, its store, versions, runtimes (read once)."""
+        if self._info is None:
+            self._info = engine_info(self.client)
+        return self._info
 
     def inspect_image(self, reference: str) -> LocalImage | None:
-        """The image `reference` names; None when there is none."""
-        return inspect_image(self.client, reference)
+        """The image `reference` names; None when there is none. Its size is the unpacked
+        size on every store."""
+        image = inspect_image(self.client, reference)
+        if image is not None and self.info().image_store == "containerd":
+            image = replace(image, size_bytes=uncompressed_size(self.client, image.id))
+        return image
 
     def history(self, image_id: str) -> list[Layer]:
         """The image's layers, newest first."""

@@ -75,21 +75,79 @@ class EngineInfo:
     runtimes: tuple[str, ...] = ()
     cpus: int | None = None
     memory_bytes: int | None = None
+    # docker | podman: Podman serves the Docker API, with differences imagekit works around.
+    name: str = "docker"
+    # classic (graph driver: image id = config digest) | containerd (the containerd image
+    # store: image id = manifest or index digest) | podman (containers/storage: config digest).
+    image_store: str = "classic"
+    # CDI device names the engine can inject (nvidia.com/gpu=all, ...); () when none are known.
+    cdi_devices: tuple[str, ...] = ()
+    # Where the engine is: unix:///var/run/docker.sock, tcp://host:2375, ssh://user@host.
+    endpoint: str = ""
+    architecture: str | None = None  # the engine host's: x86_64, aarch64
+
+    @property
+    def gpu_mechanism(self) -> str:
+        """How a container gets the GPUs: `nvidia-runtime` (the NVIDIA container toolkit's
+        runtime, `--gpus all`), `cdi` (CDI devices `nvidia.com/gpu=all`, as Podman and newer
+        Docker use them) or `none`."""
+        if any("nvidia" in r for r in self.runtimes):
+            return "nvidia-runtime"
+        if any(d.startswith("nvidia.com/gpu=") for d in self.cdi_devices):
+            return "cdi"
+        return "none"
 
     @property
     def gpu_runtime(self) -> bool:
-        """Whether the engine lists an NVIDIA runtime (the container toolkit)."""
-        return any("nvidia" in r for r in self.runtimes)
+        """Whether containers of this engine can be given the GPUs, by either mechanism."""
+        return self.gpu_mechanism != "none"
+
+    @property
+    def image_id_kind(self) -> str:
+        """What this engine's image ids are digests of: `config` or `manifest` (a manifest
+        or an index; the containerd store names an image by what a push uploads)."""
+        return "manifest" if self.image_store == "containerd" else "config"
+
+    @property
+    def remote(self) -> bool:
+        """Whether the engine is reached over the network (its files are not ours)."""
+        return self.endpoint.startswith(("tcp://", "ssh://", "http://", "https://"))
+
+    @property
+    def has_buildkit(self) -> bool:
+        """Whether `docker buildx` can build on this engine (Podman's API has no BuildKit)."""
+        return self.name == "docker"
+
+    def describe(self) -> str:
+        """One line: `Docker 26.1.5 at unix://..., containerd image store, GPUs: none`."""
+        store = {
+            "containerd": "containerd image store",
+            "classic": f"classic image store ({self.storage_driver or '?'})",
+            "podman": f"containers/storage ({self.storage_driver or '?'})",
+        }.get(self.image_store, self.image_store)
+        engine = "Podman" if self.name == "podman" else "Docker"
+        gpus = self.gpu_mechanism
+        if gpus == "cdi":
+            gpus = "CDI " + ", ".join(d for d in self.cdi_devices if d.startswith("nvidia.com/"))
+        where = f" at {self.endpoint}" if self.endpoint else ""
+        return f"{engine} {self.server_version or '?'}{where}, {store}, GPUs: {gpus}"
 
     def to_json(self) -> dict[str, Any]:
         """As run.json records it."""
         return {
+            "name": self.name,
             "server_version": self.server_version,
             "api_version": self.api_version,
+            "endpoint": self.endpoint,
             "os": self.os,
+            "architecture": self.architecture,
+            "image_store": self.image_store,
+            "image_id_kind": self.image_id_kind,
             "storage_driver": self.storage_driver,
             "cgroup_version": self.cgroup_version,
             "runtimes": list(self.runtimes),
+            "cdi_devices": list(self.cdi_devices),
+            "gpu_mechanism": self.gpu_mechanism,
             "cpus": self.cpus,
             "memory_bytes": self.memory_bytes,
         }
@@ -283,10 +341,18 @@ class Inspector(Protocol):
 
 @dataclass(frozen=True)
 class RemoteManifest:
-    """What a registry holds under a tag: the manifest digest and the config digest."""
+    """What a registry holds under a tag: the manifest (or index) digest and the config
+    digest ("" for an index)."""
 
     digest: str
     config: str
+
+    def holds(self, image_id: str) -> bool:
+        """Whether this is the local image `image_id`, compared like with like: an engine
+        whose ids are config digests (the classic store, Podman) matches the config; one whose
+        ids are manifest or index digests (the containerd store, which pushes its manifest
+        unchanged) matches the tag's digest. Each is a hash of the image's whole content."""
+        return bool(image_id) and image_id in (self.digest, self.config)
 
 
 @dataclass(frozen=True)

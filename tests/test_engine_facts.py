@@ -1,0 +1,134 @@
+"""What imagekit reads off an engine: which engine, its image store, its GPU mechanism, and how
+"this exact image" is compared with a registry on each store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import resource
+from pathlib import Path
+
+import pytest
+
+from imagekit.adapters.engine import (
+    cdi_devices,
+    container_limits,
+    endpoint,
+    gpu_device_requests,
+    image_store,
+    spec_devices,
+)
+from imagekit.core.ports import EngineInfo, RemoteManifest
+
+CONFIG = "sha256:" + "c" * 64
+MANIFEST = "sha256:" + "m" * 64
+INDEX = "sha256:" + "i" * 64
+
+NVIDIA_SPEC = """\
+cdiVersion: 0.5.0
+kind: nvidia.com/gpu
+devices:
+  - name: "0"
+    containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}
+  - name: all
+    containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}
+containerEdits: {}
+"""
+
+
+def test_the_containerd_store_is_told_by_its_snapshotter_driver_type() -> None:
+    containerd = {
+        "Driver": "overlayfs",
+        "DriverStatus": [["driver-type", "io.containerd.snapshotter.v1"]],
+    }
+    classic = {"Driver": "overlay2", "DriverStatus": [["Backing Filesystem", "extfs"]]}
+    assert image_store(containerd) == "containerd"
+    assert image_store(classic) == "classic"
+    assert image_store({}) == "classic"
+
+
+def test_image_ids_are_manifest_digests_only_on_the_containerd_store() -> None:
+    assert EngineInfo(image_store="containerd").image_id_kind == "manifest"
+    assert EngineInfo(image_store="classic").image_id_kind == "config"
+    assert EngineInfo(name="podman", image_store="podman").image_id_kind == "config"
+
+
+def test_a_registry_image_is_compared_like_with_like() -> None:
+    # The classic store (and Podman) name an image by its config; the containerd store by the
+    # manifest or index it pushes unchanged. Either digest is a hash of the whole content.
+    single = RemoteManifest(MANIFEST, CONFIG)
+    assert single.holds(CONFIG) and single.holds(MANIFEST)
+    index = RemoteManifest(INDEX, "")
+    assert index.holds(INDEX) and not index.holds(CONFIG) and not index.holds("")
+    assert not single.holds("sha256:" + "0" * 64)
+
+
+def test_cdi_devices_come_from_what_the_engine_reports_first() -> None:
+    info = {"DiscoveredDevices": [{"Source": "cdi", "ID": "nvidia.com/gpu=all"}]}
+    assert cdi_devices(info, podman=False, local=False) == ("nvidia.com/gpu=all",)
+
+
+def test_cdi_specs_are_read_from_a_local_engines_folders(tmp_path: Path) -> None:
+    (tmp_path / "nvidia.yaml").write_text(NVIDIA_SPEC)
+    (tmp_path / "broken.yaml").write_text("kind: [unclosed")
+    (tmp_path / "notes.txt").write_text("kind: nope")
+    assert spec_devices(tmp_path) == {"nvidia.com/gpu=0", "nvidia.com/gpu=all"}
+    docker = {"CDISpecDirs": [str(tmp_path)]}
+    assert cdi_devices(docker, podman=False, local=True) == (
+        "nvidia.com/gpu=0",
+        "nvidia.com/gpu=all",
+    )
+    # Docker without CDI switched on lists no folders; a remote engine's folders are not ours.
+    assert cdi_devices({}, podman=False, local=True) == ()
+    assert cdi_devices(docker, podman=False, local=False) == ()
+    assert spec_devices(tmp_path / "missing") == set()
+
+
+def test_the_gpu_request_follows_the_engines_mechanism() -> None:
+    runtime = EngineInfo(runtimes=("nvidia", "runc"))
+    (request,) = gpu_device_requests(runtime)
+    assert request["Count"] == -1 and request["Capabilities"] == [["gpu"]]
+    (one,) = gpu_device_requests(runtime, "1")
+    assert one["DeviceIDs"] == ["1"]
+    cdi = EngineInfo(cdi_devices=("nvidia.com/gpu=all",))
+    assert cdi.gpu_mechanism == "cdi"
+    (request,) = gpu_device_requests(cdi)
+    assert request["Driver"] == "cdi" and request["DeviceIDs"] == ["nvidia.com/gpu=all"]
+    assert gpu_device_requests(cdi, "1")[0]["DeviceIDs"] == ["nvidia.com/gpu=1"]
+
+
+def test_podman_gets_explicit_limits_that_this_host_grants_and_docker_keeps_its_own() -> None:
+    assert container_limits(EngineInfo()) == {}
+    limits = container_limits(EngineInfo(name="podman", image_store="podman"))
+    by_name = {u["Name"]: (u["Soft"], u["Hard"]) for u in limits["ulimits"]}
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    assert by_name["nofile"] == (hard, hard)
+
+
+def test_the_endpoint_is_docker_host_else_the_current_context(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:2399")
+    assert endpoint() == "tcp://127.0.0.1:2399"
+    assert EngineInfo(endpoint=endpoint()).remote
+    monkeypatch.delenv("DOCKER_HOST")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))  # no context chosen: the default socket
+    assert endpoint() == "unix:///var/run/docker.sock"
+    assert not EngineInfo(endpoint=endpoint()).remote
+
+
+def test_a_docker_context_chosen_with_docker_context_use_is_the_engine(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # What `docker context create build-box --docker host=tcp://...` and `docker context use`
+    # write: buildx and the docker CLI follow it, so the SDK must too.
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({"currentContext": "build-box"}))
+    meta = tmp_path / "contexts" / "meta" / hashlib.sha256(b"build-box").hexdigest()
+    meta.mkdir(parents=True)
+    endpoints = {"docker": {"Host": "tcp://10.0.0.7:2375", "SkipTLSVerify": False}}
+    (meta / "meta.json").write_text(
+        json.dumps({"Name": "build-box", "Metadata": {}, "Endpoints": endpoints})
+    )
+    assert endpoint() == "tcp://10.0.0.7:2375"
