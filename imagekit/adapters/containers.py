@@ -24,9 +24,14 @@ import docker.types
 import requests.exceptions
 from docker.models.containers import Container
 
-from imagekit.adapters.engine import engine_errors
+from imagekit.adapters.engine import (
+    container_limits,
+    engine_errors,
+    engine_info,
+    gpu_device_requests,
+)
 from imagekit.core import labels as L
-from imagekit.core.ports import NodesRequest, NodesRun, ProbeRequest, ProbeRun
+from imagekit.core.ports import EngineInfo, NodesRequest, NodesRun, ProbeRequest, ProbeRun
 from imagekit.core.probes import RDZV_PORT, NodeOutput, nodes_command, runner_command
 from imagekit.errors import GpuUnavailableError
 
@@ -101,10 +106,18 @@ class ContainerProbeRunner:
 
     def __init__(self, client: docker.DockerClient) -> None:
         self.client = client
+        self._info: EngineInfo | None = None
+
+    @property
+    def info(self) -> EngineInfo:
+        """The engine's facts: how it hands over GPUs, which limits it needs (read once)."""
+        if self._info is None:
+            self._info = engine_info(self.client)
+        return self._info
 
     def run_nodes(self, request: NodesRequest) -> NodesRun:
         """A multi-node probe, one container per node (`NodesInContainers`)."""
-        return NodesInContainers(self.client).run(request)
+        return NodesInContainers(self.client, self.info).run(request)
 
     def run(self, request: ProbeRequest) -> ProbeRun:
         """Run the request's probes in one container of its image."""
@@ -117,9 +130,7 @@ class ContainerProbeRunner:
             request.device,
             NONCE_FILE,
         )
-        gpus = (
-            [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if request.gpus else []
-        )
+        gpus = gpu_device_requests(self.info) if request.gpus else []
         started = time.monotonic()
         container = None
         try:
@@ -167,6 +178,7 @@ class ContainerProbeRunner:
                     device_requests=gpus,
                     detach=True,
                     **hardening(request),
+                    **container_limits(self.info),
                 )
             except docker.errors.APIError as exc:
                 raise _no_gpus(request.image, exc) from None
@@ -200,8 +212,9 @@ class NodesInContainers:
     """A multi-node run as containers of one image: one per node, on a network of their own
     (internal: no way out), each running torchrun; the first node keeps the rendezvous."""
 
-    def __init__(self, client: docker.DockerClient) -> None:
+    def __init__(self, client: docker.DockerClient, info: EngineInfo) -> None:
         self.client = client
+        self.info = info
 
     def run(self, request: NodesRequest) -> NodesRun:
         """Start every node, wait for all within the time limit, collect their output; the
@@ -249,11 +262,7 @@ class NodesInContainers:
             init_timeout_s=request.init_timeout_s,
         )
         # On one machine each node gets a GPU of its own: NCCL refuses one GPU in two ranks.
-        gpus = (
-            [docker.types.DeviceRequest(device_ids=[str(node)], capabilities=[["gpu"]])]
-            if request.gpus
-            else []
-        )
+        gpus = gpu_device_requests(self.info, str(node)) if request.gpus else []
         fence = hardening(
             ProbeRequest(
                 image=request.image,
@@ -285,6 +294,7 @@ class NodesInContainers:
                     device_requests=gpus,
                     detach=True,
                     **fence,
+                    **container_limits(self.info),
                 )
             except docker.errors.APIError as exc:
                 raise _no_gpus(request.image, exc) from None

@@ -28,8 +28,9 @@ import docker.errors
 import docker.types
 from docker.models.containers import Container
 
-from imagekit.adapters.engine import engine_errors
+from imagekit.adapters.engine import container_limits, engine_errors, gpu_device_requests
 from imagekit.core import labels as L
+from imagekit.core.ports import EngineInfo
 from imagekit.core.runtime import DEFAULT_SHM_BYTES
 from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError, InputError
 
@@ -73,6 +74,8 @@ class RunRequest:
     token: str = field(default_factory=lambda: secrets.token_hex(24))
     # Labels the container (io.imagekit.run-id) and names it: `imagekit-<run id>`.
     run_id: str = field(default_factory=lambda: f"run-{secrets.token_hex(4)}")
+    # The engine: how it hands over GPUs, which limits its containers need.
+    engine: EngineInfo = field(default_factory=EngineInfo)
 
     @property
     def container_name(self) -> str:
@@ -226,9 +229,7 @@ def _create(client: docker.DockerClient, request: RunRequest) -> Container:
             "bind": "/etc/imagekit/authorized_keys",
             "mode": "ro",
         }
-    device_requests = (
-        [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if request.gpus else []
-    )
+    device_requests = gpu_device_requests(request.engine) if request.gpus else []
     with engine_errors(f"creating a container of {request.image}"):
         try:
             return client.containers.create(
@@ -243,6 +244,7 @@ def _create(client: docker.DockerClient, request: RunRequest) -> Container:
                 shm_size=DEFAULT_SHM_BYTES,
                 device_requests=device_requests,
                 labels={L.RUN_ID: request.run_id, L.SERVICE: request.service},
+                **container_limits(request.engine),
             )
         except docker.errors.ImageNotFound:
             raise InputError(f"image {request.image} is not in the engine") from None
@@ -356,7 +358,13 @@ def service_user(container: Container, request: RunRequest) -> str:
 
 
 def docker_run_argv(
-    docker_cli: str, image: str, args: list[str], workspace: Path, gpus: bool, tty: bool
+    docker_cli: str,
+    image: str,
+    args: list[str],
+    workspace: Path,
+    gpus: bool,
+    tty: bool,
+    gpu_mechanism: str = "nvidia-runtime",
 ) -> list[str]:
     """The `docker run` command line of an interactive shell or command in `image`."""
     argv = [
@@ -376,5 +384,5 @@ def docker_run_argv(
     if (user := host_user()) is not None:
         argv += ["--user", user]
     if gpus:
-        argv += ["--gpus", "all"]
+        argv += ["--device", "nvidia.com/gpu=all"] if gpu_mechanism == "cdi" else ["--gpus", "all"]
     return [*argv, image, *args]

@@ -60,9 +60,17 @@ def run(request: RunCommand) -> None:
     from imagekit.core.runtime import use_gpus
 
     client = connect()
-    gpus = use_gpus(request.gpus, engine_info(client).gpu_runtime)
+    info = engine_info(client)
+    if info.remote:
+        raise InputError(
+            f"imagekit run mounts {request.workspace} of this machine, and the engine at "
+            f"{info.endpoint} is another machine",
+            "run imagekit on the engine's machine (or use `docker run` there with its own "
+            "folder); build, verify and publish work against a remote engine",
+        )
+    gpus = use_gpus(request.gpus, info.gpu_runtime)
     if request.service in ("shell", "command"):
-        _exec_docker_run(request, gpus)
+        _exec_docker_run(request, gpus, info.gpu_mechanism)
     keys = request.authorized_keys
     if keys is None and request.service == "ssh":
         keys = workstation.default_public_key()
@@ -76,6 +84,7 @@ def run(request: RunCommand) -> None:
         # the service saves belongs to whoever owns that folder.
         allow_root=workstation.root_must_serve(request.service, request.workspace),
         authorized_keys=keys,
+        engine=info,
     )
     if service.allow_root:
         say(
@@ -98,7 +107,7 @@ def run(request: RunCommand) -> None:
     workstation.serve(client, service, ready, log)
 
 
-def _exec_docker_run(request: RunCommand, gpus: bool) -> None:
+def _exec_docker_run(request: RunCommand, gpus: bool, gpu_mechanism: str) -> None:
     """Interactive runs belong to the docker CLI, which owns the terminal; replace this process."""
     import shutil
 
@@ -109,6 +118,6 @@ def _exec_docker_run(request: RunCommand, gpus: bool) -> None:
         raise InputError("--shell and -- CMD need the docker CLI on PATH")
     args = ["shell"] if request.service == "shell" else list(request.command)
     argv = docker_run_argv(
-        docker_cli, request.image, args, request.workspace, gpus, sys.stdin.isatty()
+        docker_cli, request.image, args, request.workspace, gpus, sys.stdin.isatty(), gpu_mechanism
     )
     os.execvp(docker_cli, argv)
