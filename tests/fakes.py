@@ -265,6 +265,9 @@ class FakeRegistry:
     pushed: list[str] = field(default_factory=list)
     documents: dict[str, ManifestDocument] = field(default_factory=dict)
     put_tags: list[str] = field(default_factory=list)
+    # The engine keeps images in containerd: its image ids are the manifest digests a push
+    # uploads unchanged, and the config digest is another hash.
+    containerd_store: bool = False
 
     def manifest(self, reference: str) -> RemoteManifest | None:
         if self.unreachable:
@@ -276,7 +279,10 @@ class FakeRegistry:
             return self.failures.pop(0)
         local = self.engine.inspect_image(reference)
         assert local is not None, f"pushing {reference}, which the engine does not have"
-        self.tags[reference] = RemoteManifest(image_id(f"manifest {local.id}"), local.id)
+        if self.containerd_store:
+            self.tags[reference] = RemoteManifest(local.id, image_id(f"config {local.id}"))
+        else:
+            self.tags[reference] = RemoteManifest(image_id(f"manifest {local.id}"), local.id)
         self.pushed.append(reference)
         return PushOutcome(True, 1)
 

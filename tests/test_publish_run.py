@@ -251,6 +251,49 @@ def test_promotion_is_refused_when_the_record_of_the_candidate_failed(
     assert record.status is PublishStatus.REFUSED and world.registry.put_tags == []
 
 
+def test_on_the_containerd_store_the_pushed_manifest_is_the_image_and_tags_stay_immutable(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    # There the image id is the manifest digest, and the registry's config digest is another
+    # hash: comparing it with the id read every push as "the registry does not show the
+    # pushed image" and every later publish as "already exists with other content".
+    world = World(tmp_path, slim)
+    world.registry.containerd_store = True
+    record = world.publish([verified(world.image, slim)])
+    assert record.status is PublishStatus.PUBLISHED, record.reasons
+    assert record.tags[0].digest == world.image
+    again = world.publish([verified(world.image, slim)])
+    assert again.tags[0].status is PublishStatus.UNCHANGED and not again.reasons
+    rebuilt = world.engine.add(slim.reference, image_id("slim, rebuilt")).id
+    refused = world.publish([verified(rebuilt, slim)])
+    assert refused.status is PublishStatus.REFUSED
+    assert "already exists with other content" in refused.reasons[-1]
+
+
+def test_promotion_gates_an_index_pushed_from_the_containerd_store_by_its_own_digest(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    # The verify record names the image by the index digest the engine gave it (buildx on
+    # the containerd store makes an index with an attestation manifest).
+    world = World(tmp_path, slim)
+    amd = _candidate(world, "amd")
+    children = [{"digest": amd.digest, "platform": {"os": "linux", "architecture": "amd64"}}]
+    body = json.dumps({"mediaType": OCI_INDEX, "manifests": children}).encode()
+    index = ManifestDocument(
+        OCI_INDEX,
+        body,
+        "sha256:" + sha256(body).hexdigest(),
+        children=((amd.digest, "linux/amd64"),),
+    )
+    world.registry.documents[f"{slim.repository}@{amd.digest}"] = amd
+    world.registry.documents[f"{slim.repository}:{candidate_tag(slim.tag, '9')}"] = index
+    other = world.publish([verified(image_id("another index"), slim)], from_candidate="9")
+    assert other.status is PublishStatus.REFUSED
+    assert other.reasons[0].startswith("linux/amd64: no verify results")
+    record = world.publish([verified(index.digest, slim)], from_candidate="9")
+    assert record.status is PublishStatus.PUBLISHED, record.reasons
+
+
 def test_promotion_of_an_index_gates_every_platform(tmp_path: Path, slim: ImagePlan) -> None:
     world = World(tmp_path, slim)
     amd = _candidate(world, "amd")

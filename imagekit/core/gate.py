@@ -74,13 +74,17 @@ def decide(
     records: Sequence[Evidence],
     *,
     force: bool = False,
+    also_named: Sequence[str] = (),
 ) -> GateDecision:
     """May `image_id` be published as `plan`? `records` are verify records of any images,
-    newest first."""
+    newest first. `also_named`: other digests of the same image (a registry's manifest and
+    index digests beside its config digest), for records made on an engine that names images
+    by those (the containerd store)."""
     for tag in (plan.tag, *plan.aliases):
         if (problem := tag_problem(tag)) is not None:
             return GateDecision(False, (problem,))  # never overridable: the push would fail
-    mine = [r for r in records if r.record.image_id == image_id]
+    names = {image_id, *also_named} - {""}
+    mine = [r for r in records if r.record.image_id in names]
     others = len(records) - len(mine)
     reasons: list[str] = []
     evidence: dict[str, Any] = {"image_id": image_id, "forced": force}

@@ -17,6 +17,7 @@ promotion has no engine to look inside the image, and the candidate's SBOM alrea
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from imagekit.core.gate import decide
 from imagekit.core.plan import ImagePlan
@@ -34,6 +35,15 @@ def candidate_tag(tag: str, candidate: str) -> str:
 def said(exc: RegistryError) -> str:
     """What the registry's failure means, with what to do about it, on one line."""
     return f"{exc.message}; {exc.hint}" if exc.hint else exc.message
+
+
+@dataclass(frozen=True)
+class ImageNames:
+    """One image of a candidate, by each digest an engine may know it by."""
+
+    platform: str  # "" for a single manifest
+    config: str
+    digests: tuple[str, ...]  # its manifest digest, and the index's where there is one
 
 
 class Promotion:
@@ -76,32 +86,35 @@ class Promotion:
         attested = sign_and_attest(self.signer, repository, document.digest, self.passing, None)
         return with_attestation(done, attested)
 
-    def _images(self, repository: str, document: ManifestDocument) -> list[tuple[str, str]]:
-        """(platform, image id) of each image the candidate holds."""
+    def _images(self, repository: str, document: ManifestDocument) -> list[ImageNames]:
+        """Each image the candidate holds: its platform, config digest (the id a classic store
+        or Podman gives it) and the manifest and index digests (the containerd store's id)."""
         if not document.is_index:
-            return [("", document.config)]
+            return [ImageNames("", document.config, (document.digest,))]
         found = []
         for digest, platform in document.images():
             child = self.registry.document(f"{repository}@{digest}")
             if child is None:
                 raise RegistryError(f"the index names {digest} ({platform}), which is absent")
-            found.append((platform, child.config))
+            found.append(ImageNames(platform, child.config, (child.digest, document.digest)))
         return found
 
-    def _gate(self, plan: ImagePlan, images: list[tuple[str, str]]) -> PublishRecord:
+    def _gate(self, plan: ImagePlan, images: list[ImageNames]) -> PublishRecord:
         reasons: list[str] = []
         allowed = True
         self.passing = []
-        for platform, image_id in images:
-            decision = decide(plan, image_id, self.evidence, force=self.force)
+        for image in images:
+            decision = decide(
+                plan, image.config, self.evidence, force=self.force, also_named=image.digests
+            )
             if decision.passing is not None:
                 self.passing.append(decision.passing)
             allowed = allowed and decision.allowed
-            reasons += [f"{platform}: {r}" if platform else r for r in decision.reasons]
+            reasons += [f"{image.platform}: {r}" if image.platform else r for r in decision.reasons]
         return PublishRecord(
             name=plan.name,
             status=PublishStatus.PUBLISHED if allowed else PublishStatus.REFUSED,
-            image_id=images[0][1] if len(images) == 1 else None,
+            image_id=images[0].config if len(images) == 1 else None,
             reasons=tuple(reasons),
             forced=bool(reasons) and allowed,
         )

@@ -140,11 +140,11 @@ class PublishRun:
                 update=dict(status=PublishStatus.FAILED, reasons=(*record.reasons, said(exc)))
             )
         tags: list[TagRecord] = []
-        if remote is not None and remote.config != image_id:
+        if remote is not None and not remote.holds(image_id):
+            held = f", image {remote.config}" if remote.config else ""
             why = (
-                f"{first} already exists with other content (registry digest {remote.digest}, "
-                f"image {remote.config}; this image is {image_id}); versioned tags are never "
-                "overwritten"
+                f"{first} already exists with other content (registry digest {remote.digest}"
+                f"{held}; this image is {image_id}); versioned tags are never overwritten"
             )
             return record.model_copy(update=dict(reasons=(*record.reasons, why)))
         if remote is not None:
@@ -217,7 +217,7 @@ class PublishRun:
             return entry.model_copy(
                 update=dict(error=f"pushed, but the digest could not be read back: {said(exc)}")
             )
-        if after is None or after.config != image_id:
+        if after is None or not after.holds(image_id):
             return entry.model_copy(
                 update=dict(error="the registry does not show the pushed image")
             )
