@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,16 @@ from typer.testing import CliRunner
 from imagekit.adapters.hostgpu import parse_query, proc_driver_version, read_host
 from imagekit.cli import app
 from imagekit.core.compat import load_compat
-from imagekit.core.doctor import Gpu, HostGpus, arch_runs, assess, newest_cuda_for
+from imagekit.core.doctor import (
+    Finding,
+    Gpu,
+    HostGpus,
+    arch_runs,
+    assess,
+    engine_findings,
+    newest_cuda_for,
+)
+from imagekit.core.ports import EngineInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_LOCAL = ROOT / "examples" / "cuda-local.yaml"
@@ -115,6 +125,12 @@ def test_read_host_reports_why_there_is_no_gpu(fake_smi) -> None:
     assert any("exited 9" in p and "couldn't communicate" in p for p in found.problems)
 
 
+@pytest.fixture(autouse=True)
+def no_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """These tests are about the host and the images: no engine answers (a missing socket)."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+
+
 def test_doctor_checks_a_matrix_before_anything_is_built(fake_smi) -> None:
     smi = fake_smi("0, NVIDIA H200, 580.82.07, 9.0")
     result = runner.invoke(
@@ -145,3 +161,60 @@ def test_doctor_without_a_gpu_says_so_and_a_cpu_matrix_passes(tmp_path: Path) ->
 def test_doctor_only_needs_a_matrix() -> None:
     result = runner.invoke(app, ["doctor", "--only", "x"])
     assert result.exit_code == 2 and "add --matrix FILE" in result.stderr
+
+
+DOCKER_26 = EngineInfo(
+    server_version="26.1.5", image_store="containerd", endpoint="unix:///var/run/docker.sock"
+)
+HOST = HostGpus("580.82.07", (H200,), "nvidia-smi")
+
+
+def test_engine_findings_name_the_engine_its_store_and_how_ids_compare() -> None:
+    found = engine_findings(DOCKER_26, HostGpus(None))
+    assert found[0] == Finding(
+        "ok",
+        "engine: Docker 26.1.5 at unix:///var/run/docker.sock, containerd image store, GPUs: none",
+    )
+    assert "image ids on this engine are manifest digests" in found[1].text
+    classic = EngineInfo(server_version="20.10.24", storage_driver="overlay2")
+    assert "classic image store (overlay2)" in engine_findings(classic, HostGpus(None))[0].text
+    assert "are config digests" in engine_findings(classic, HostGpus(None))[1].text
+
+
+def test_a_host_with_a_driver_and_an_engine_without_a_gpu_mechanism_fails() -> None:
+    found = engine_findings(DOCKER_26, HOST)
+    assert found[-1].level == "fail" and "nvidia-ctk cdi generate" in found[-1].text
+    cdi = replace(DOCKER_26, cdi_devices=("nvidia.com/gpu=0", "nvidia.com/gpu=all"))
+    assert cdi.gpu_mechanism == "cdi" and cdi.gpu_runtime
+    assert all(f.level == "ok" for f in engine_findings(cdi, HOST))
+    assert "GPUs: CDI nvidia.com/gpu=0, nvidia.com/gpu=all" in engine_findings(cdi, HOST)[0].text
+    runtime = replace(DOCKER_26, runtimes=("nvidia", "runc"))
+    assert runtime.gpu_mechanism == "nvidia-runtime"
+    assert all(f.level == "ok" for f in engine_findings(runtime, HOST))
+
+
+def test_a_remote_engine_warns_that_the_gpu_facts_are_this_machines() -> None:
+    remote = replace(DOCKER_26, endpoint="tcp://gpu-node:2375")
+    found = engine_findings(remote, HOST)
+    assert remote.remote and found[-1].level == "warn" and "not the engine's" in found[-1].text
+    assert engine_findings(None, HOST, "no Docker engine answers")[0].level == "warn"
+
+
+def test_doctor_exits_7_when_the_engine_cannot_hand_over_the_hosts_gpus(
+    fake_smi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import imagekit.cli.doctor as doctor_cli
+
+    smi = fake_smi("0, NVIDIA H200, 580.82.07, 9.0")
+    monkeypatch.setattr(doctor_cli, "_engine", lambda: (DOCKER_26, ""))
+    result = runner.invoke(app, ["doctor", "--matrix", str(CUDA_LOCAL), "--nvidia-smi", str(smi)])
+    assert result.exit_code == 7, result.output
+    assert "neither the NVIDIA runtime nor CDI devices" in result.stdout
+    # A CPU matrix does not need the GPUs, so the engine's lack of them is no failure.
+    result = runner.invoke(app, ["doctor", "--matrix", str(CPU), "--nvidia-smi", str(smi)])
+    assert result.exit_code == 0, result.output
+    with_cdi = replace(DOCKER_26, cdi_devices=("nvidia.com/gpu=all",))
+    monkeypatch.setattr(doctor_cli, "_engine", lambda: (with_cdi, ""))
+    result = runner.invoke(app, ["doctor", "--matrix", str(CUDA_LOCAL), "--nvidia-smi", str(smi)])
+    assert result.exit_code == 0, result.output
+    assert "GPUs: CDI nvidia.com/gpu=all" in result.stdout

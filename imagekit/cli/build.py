@@ -121,15 +121,31 @@ def build(request: BuildCommand) -> None:
     from imagekit.orchestration.build import BuildRun, BuildSettings
 
     plans = request.selection.plans()
-    use_buildx = request.builder == "buildx" or (request.builder == "auto" and buildx_available())
-    options, inputs = request.inputs.resolve(buildkit=use_buildx)
+    # Bad inputs are reported before the engine is asked anything (checked again below if the
+    # engine rules BuildKit out).
+    guess = request.builder == "buildx" or (request.builder == "auto" and buildx_available())
+    options, inputs = request.inputs.resolve(buildkit=guess)
     RunFolder.check_writable(request.results)
     engine = DockerEngine(connect())
+    facts = engine.info()
+    if request.builder == "buildx":
+        if not facts.has_buildkit:
+            raise EngineUnavailableError(
+                f"{facts.describe()}: its Docker API has no BuildKit, so buildx cannot use it",
+                "use --builder sdk (or auto, which picks it on this engine)",
+            )
+        if not buildx_available():
+            raise EngineUnavailableError(
+                "the docker buildx plugin is not installed", "use --builder sdk, or `make engine`"
+            )
+    # auto: BuildKit where the engine has it and the plugin is there; the SDK builder otherwise
+    # (Podman: buildx would try to pull a BuildKit image and fail).
+    use_buildx = request.builder == "buildx" or (
+        request.builder == "auto" and facts.has_buildkit and buildx_available()
+    )
+    if use_buildx != guess:
+        options, inputs = request.inputs.resolve(buildkit=use_buildx)
     note_leftovers(engine.client)
-    if request.builder == "buildx" and not buildx_available():
-        raise EngineUnavailableError(
-            "the docker buildx plugin is not installed", "use --builder sdk, or `make engine`"
-        )
     run = RunFolder.create(request.results)
     run.write_run("build", engine.info(), {"matrix": str(request.selection.matrix)})
     settings = BuildSettings(

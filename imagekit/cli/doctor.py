@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +19,8 @@ from imagekit.cli.common import (
     say,
 )
 from imagekit.cli.requests import DoctorRequest, Selection
+from imagekit.core.labels import ImageLabels
+from imagekit.core.ports import EngineInfo
 from imagekit.errors import GpuMismatchError
 
 MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
@@ -73,7 +76,7 @@ def doctor(request: DoctorRequest) -> None:
     from imagekit.adapters.hostgpu import read_host
     from imagekit.adapters.imagelabels import labels_of
     from imagekit.core.compat import load_compat
-    from imagekit.core.doctor import assess, doctor_document, host_findings
+    from imagekit.core.doctor import assess, doctor_document, engine_findings, host_findings
     from imagekit.core.render import RenderOptions, image_labels
 
     targets = []
@@ -82,6 +85,7 @@ def doctor(request: DoctorRequest) -> None:
         targets += [(p.reference, image_labels(p, RenderOptions())) for p in selection.plans()]
     targets += [(reference, labels_of(reference)) for reference in request.images]
     host = read_host(str(request.nvidia_smi) if request.nvidia_smi else None)
+    engine, why_none = _engine()
     assessments = [assess(name, labels, host, load_compat()) for name, labels in targets]
     attested: dict[str, dict[str, Any]] = {}
     if request.key:
@@ -91,14 +95,18 @@ def doctor(request: DoctorRequest) -> None:
         check_key("--key", request.key)
         attested = {ref: attested_level(ref, request.key) for ref in request.images}
     if request.json:
-        document = doctor_document(host, assessments)
+        document = doctor_document(host, assessments, engine)
         for entry in document["images"]:
             if entry["image"] in attested:
                 entry["attested"] = attested[entry["image"]]
         print_json(document)
     else:
         typer.echo("host:")
+        typer.echo(f"  {MARKS['ok']} architecture: {platform.machine()}")
         typer.echo("\n".join(f"  {MARKS[f.level]} {f.text}" for f in host_findings(host)))
+        typer.echo("engine:")
+        about = engine_findings(engine, host, why_none)
+        typer.echo("\n".join(f"  {MARKS[f.level]} {f.text}" for f in about))
         for a in assessments:
             found = attested.get(a.image)
             level = f"; attested level: {found['level'] or 'none'}" if found else ""
@@ -108,6 +116,10 @@ def doctor(request: DoctorRequest) -> None:
                 mark = MARKS["ok"] if found["level"] else MARKS["warn"]
                 typer.echo(f"  {mark} attestation: {found['why']}")
     refused = [a.image for a in assessments if not a.runs]
+    if engine is not None and not engine.remote and host.driver and not engine.gpu_runtime:
+        # The driver is there, but containers of this engine get no GPU.
+        cuda = {name for name, labels in targets if ImageLabels.parse(labels).cuda}
+        refused += [a.image for a in assessments if a.runs and a.image in cuda]
     if refused:
         raise GpuMismatchError(
             f"{len(refused)} of {len(assessments)} images cannot use this host's GPUs: "
@@ -116,3 +128,14 @@ def doctor(request: DoctorRequest) -> None:
         )
     if not targets:
         say("give --image IMAGE or --matrix FILE to check images against this host")
+
+
+def _engine() -> tuple[EngineInfo | None, str]:
+    """The engine's facts, or None and why: doctor also runs on GPU nodes with no engine."""
+    from imagekit.adapters.engine import connect, engine_info
+    from imagekit.errors import ImagekitError
+
+    try:
+        return engine_info(connect()), ""
+    except ImagekitError as exc:
+        return None, exc.message

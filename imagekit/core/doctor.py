@@ -13,6 +13,7 @@ from typing import Any
 from imagekit.core import labels as L
 from imagekit.core.compat import CompatData, version_key
 from imagekit.core.labels import ImageLabels
+from imagekit.core.ports import EngineInfo
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -105,6 +106,41 @@ def host_findings(host: HostGpus) -> list[Finding]:
     return found
 
 
+def engine_findings(engine: EngineInfo | None, host: HostGpus, why_none: str = "") -> list[Finding]:
+    """What the engine is and whether it can hand this host's GPUs to containers: through the
+    NVIDIA runtime (`--gpus all`) or CDI devices (`nvidia.com/gpu=all`). `engine` None: none
+    answered (`why_none`)."""
+    if engine is None:
+        return [Finding(WARN, f"no container engine answers: {why_none or 'not asked'}")]
+    found = [Finding(OK, f"engine: {engine.describe()}")]
+    found.append(
+        Finding(
+            OK,
+            f"image ids on this engine are {engine.image_id_kind} digests; publish compares "
+            f"them with the registry's {engine.image_id_kind} digest",
+        )
+    )
+    if engine.remote:
+        found.append(
+            Finding(
+                WARN,
+                f"the engine is at {engine.endpoint}: the driver and GPUs above are this "
+                "machine's, not the engine's; run doctor on the engine's machine for its GPUs",
+            )
+        )
+    elif host.driver and engine.gpu_mechanism == "none":
+        found.append(
+            Finding(
+                FAIL,
+                "this host has an NVIDIA driver, but the engine has neither the NVIDIA runtime "
+                "nor CDI devices nvidia.com/gpu: containers get no GPU. Install the NVIDIA "
+                "Container Toolkit, then `nvidia-ctk runtime configure` (Docker) or "
+                "`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` (Podman, Docker 25+)",
+            )
+        )
+    return found
+
+
 def assess(image: str, labels: dict[str, str], host: HostGpus, data: CompatData) -> Assessment:
     """Whether the image whose labels are `labels` can use this host's GPUs, and why."""
     parsed = ImageLabels.parse(labels)
@@ -188,9 +224,12 @@ def assess(image: str, labels: dict[str, str], host: HostGpus, data: CompatData)
     return Assessment(image, verdict, tuple(findings))
 
 
-def doctor_document(host: HostGpus, assessments: list[Assessment]) -> dict[str, Any]:
-    """`imagekit doctor --json`: the host and the verdict on each image."""
+def doctor_document(
+    host: HostGpus, assessments: list[Assessment], engine: EngineInfo | None = None
+) -> dict[str, Any]:
+    """`imagekit doctor --json`: the host, the engine and the verdict on each image."""
     return {
+        "engine": engine.to_json() if engine is not None else None,
         "host": {
             "driver": host.driver,
             "source": host.source,
