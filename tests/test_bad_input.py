@@ -234,3 +234,10 @@ def test_a_wheelhouse_with_a_wheel_beside_make_s_stamp_renders(
         out / "2.13.0-cpu-py3.11-slim" / "wheelhouse" / "torch-2.13.0-cp311-none-any.whl"
     ).is_file()
     assert not (out / "2.13.0-cpu-py3.11-slim" / "wheelhouse" / ".complete").exists()
+
+
+def test_run_user_that_is_not_user_group_is_one_line_before_any_engine_call() -> None:
+    result = runner.invoke(app, ["run", "img:1", "--user", "4321:43:21"])
+    assert result.exit_code == 2
+    assert "--user '4321:43:21' is not USER[:GROUP]" in result.stderr
+    assert "Traceback" not in result.output

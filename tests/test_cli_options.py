@@ -521,8 +521,10 @@ def case_run_ssh(f: Files) -> Line:
 
 def case_run_jupyter(f: Files) -> Line:
     return Line(
-        ["run", "local/full:1", "--jupyter", "--port", "18888:8888"],
-        RunCommand(image="local/full:1", service="jupyter", ports=((8888, 18888),)),
+        ["run", "local/full:1", "--jupyter", "--port", "18888:8888", "--user", "4321:4321"],
+        RunCommand(
+            image="local/full:1", service="jupyter", ports=((8888, 18888),), user="4321:4321"
+        ),
     )
 
 

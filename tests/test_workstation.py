@@ -318,3 +318,41 @@ def test_root_serves_only_a_root_host_users_root_folder(
     monkeypatch.setattr(os, "getuid", lambda: host_uid)
     monkeypatch.setattr(Path, "stat", stat)
     assert workstation.root_must_serve(service, folder) is root
+
+
+def test_an_interactive_run_asks_for_the_gpus_the_way_the_engine_hands_them_over(
+    tmp_path: Path,
+) -> None:
+    argv = workstation.docker_run_argv("docker", "img:1", ["shell"], tmp_path, True, False)
+    assert argv[argv.index("--gpus") + 1] == "all"
+    cdi = workstation.docker_run_argv(
+        "docker", "img:1", ["shell"], tmp_path, True, False, gpu_mechanism="cdi"
+    )
+    assert "--gpus" not in cdi and cdi[cdi.index("--device") + 1] == "nvidia.com/gpu=all"
+
+
+def test_run_user_is_passed_as_given_instead_of_the_host_user(tmp_path: Path) -> None:
+    argv = workstation.docker_run_argv(
+        "docker", "img:1", ["shell"], tmp_path, False, False, user="4321:4321"
+    )
+    assert argv[argv.index("--user") + 1] == "4321:4321"
+
+
+def test_the_podman_engine_gives_service_containers_explicit_limits(tmp_path: Path) -> None:
+    from imagekit.core.ports import EngineInfo
+
+    made: dict[str, Any] = {}
+
+    class Containers:
+        def create(self, image: str, command: list[str], **kwargs: Any) -> object:
+            made.update(kwargs)
+            return object()
+
+    client = type("Client", (), {"containers": Containers()})()
+    podman = EngineInfo(name="podman", image_store="podman")
+    request = RunRequest("img:1", "jupyter", tmp_path, False, {8888: 18888}, engine=podman)
+    workstation._create(client, request)  # type: ignore[arg-type]
+    assert {u["Name"] for u in made["ulimits"]} >= {"nofile"}
+    made.clear()
+    workstation._create(client, replace(request, engine=EngineInfo()))  # type: ignore[arg-type]
+    assert "ulimits" not in made

@@ -365,6 +365,7 @@ def docker_run_argv(
     gpus: bool,
     tty: bool,
     gpu_mechanism: str = "nvidia-runtime",
+    user: str | None = None,
 ) -> list[str]:
     """The `docker run` command line of an interactive shell or command in `image`."""
     argv = [
@@ -381,8 +382,8 @@ def docker_run_argv(
     ]
     if tty:
         argv.append("-t")
-    if (user := host_user()) is not None:
-        argv += ["--user", user]
+    if (chosen := user or host_user()) is not None:
+        argv += ["--user", chosen]
     if gpus:
         argv += ["--device", "nvidia.com/gpu=all"] if gpu_mechanism == "cdi" else ["--gpus", "all"]
     return [*argv, image, *args]

@@ -384,6 +384,18 @@ class RunCommand:
     workspace: Path = Path(".")
     gpus: GpuChoice = GpuChoice.AUTO
     ports: tuple[tuple[int, int], ...] = ()  # (container port, host port)
+    user: str | None = None  # docker's --user: the service runs as exactly this user
+
+    @staticmethod
+    def parse_user(value: str | None) -> str | None:
+        """`--user` as docker takes it: NAME or UID, with an optional :GROUP or :GID."""
+        if value is None:
+            return None
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?", value):
+            raise InputError(
+                f"--user {value!r} is not USER[:GROUP]", "e.g. --user 1000:1000 or --user ml"
+            )
+        return value
 
     @staticmethod
     def pick_service(flags: Mapping[str, bool], command: tuple[str, ...]) -> str:

@@ -35,6 +35,12 @@ def run_command(
     port: Annotated[
         list[str] | None, typer.Option(help="HOST:CONTAINER port mapping (repeatable).")
     ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            help="Run as USER[:GROUP] (docker's --user). Default: the owner of the workspace."
+        ),
+    ] = None,
 ) -> None:
     """Start JupyterLab, sshd or TensorBoard in an image (or a shell / a command)."""
     flags = {"jupyter": jupyter, "ssh": ssh, "tensorboard": tensorboard, "shell": shell}
@@ -47,6 +53,7 @@ def run_command(
             workspace=workspace,
             gpus=gpus,
             ports=RunCommand.parse_ports(tuple(port or ())),
+            user=RunCommand.parse_user(user),
         )
     )
 
@@ -80,9 +87,11 @@ def run(request: RunCommand) -> None:
         workspace=request.workspace,
         gpus=gpus,
         host_ports=dict(request.ports),
-        # No --user: the full image's entrypoint becomes the owner of the workspace, so what
-        # the service saves belongs to whoever owns that folder.
-        allow_root=workstation.root_must_serve(request.service, request.workspace),
+        # Without --user the full image's entrypoint becomes the owner of the workspace, so
+        # what the service saves belongs to whoever owns that folder.
+        user=request.user,
+        allow_root=request.user is None
+        and workstation.root_must_serve(request.service, request.workspace),
         authorized_keys=keys,
         engine=info,
     )
@@ -118,6 +127,13 @@ def _exec_docker_run(request: RunCommand, gpus: bool, gpu_mechanism: str) -> Non
         raise InputError("--shell and -- CMD need the docker CLI on PATH")
     args = ["shell"] if request.service == "shell" else list(request.command)
     argv = docker_run_argv(
-        docker_cli, request.image, args, request.workspace, gpus, sys.stdin.isatty(), gpu_mechanism
+        docker_cli,
+        request.image,
+        args,
+        request.workspace,
+        gpus,
+        sys.stdin.isatty(),
+        gpu_mechanism,
+        request.user,
     )
     os.execvp(docker_cli, argv)
