@@ -127,3 +127,37 @@ def test_an_engine_that_accepts_and_never_answers_is_a_timeout_with_a_message(
     assert time.monotonic() - started < 30
     assert caught.value.exit_code == ExitCode.ENGINE_UNAVAILABLE
     assert "did not answer in time" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("said", "hint"),
+    [
+        (
+            "container-init binary not found on the host: stat /usr/libexec/podman/catatonit",
+            "catatonit",
+        ),
+        ("error setting rlimit type 7: operation not permitted", "default_ulimits"),
+        ('Get "https://127.0.0.1:5000/v2/": server gave HTTP response to HTTPS client', "insecure"),
+        ("some refusal nobody has seen", "see the engine's log"),
+    ],
+)
+def test_an_api_error_is_one_line_with_exit_3_and_a_hint_for_what_engines_lack(
+    said: str, hint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import docker.errors
+    import requests
+
+    from imagekit.adapters.engine import engine_errors
+    from imagekit.errors import EngineError
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/podman/podman.sock")
+    response = requests.Response()
+    response.status_code = 500
+    with pytest.raises(EngineError) as caught, engine_errors("creating a probe container"):
+        raise docker.errors.APIError("500 Server Error", response, explanation=said + "\nmore")
+    error = caught.value
+    assert error.exit_code is ExitCode.ENGINE_UNAVAILABLE and "\n" not in error.message
+    assert error.message.startswith(
+        "the engine at unix:///run/podman/podman.sock refused while creating a probe container"
+    )
+    assert hint in error.hint

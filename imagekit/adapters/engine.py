@@ -53,9 +53,9 @@ def engine_errors(action: str) -> Iterator[None]:
             f"no Docker engine answers at {where} while {action}: {_short(exc)}", START_HINT
         ) from None
     except docker.errors.APIError as exc:
+        said = _first_line(exc.explanation or exc)
         raise EngineError(
-            f"the Docker engine refused while {action}: {_first_line(exc.explanation or exc)}",
-            "see the engine's log; a full disk or an engine restart are the usual causes",
+            f"the engine at {where} refused while {action}: {said}", refusal_hint(said)
         ) from None
     except docker.errors.DockerException as exc:
         if "timed out" in str(exc):  # the SDK wraps a read timeout while asking the version
@@ -66,6 +66,37 @@ def engine_errors(action: str) -> Iterator[None]:
         raise EngineUnavailableError(
             f"no Docker engine answers at {where} while {action}: {_short(exc)}", START_HINT
         ) from None
+
+
+# What engines say when they lack something a user can add, and what to add.
+KNOWN_REFUSALS = (
+    (
+        "init binary not found",
+        "install Podman's init, catatonit (Debian/Ubuntu: apt-get install catatonit)",
+    ),
+    (
+        "error setting rlimit",
+        "the engine may not raise its containers' limits here: set default_ulimits "
+        '(e.g. ["nofile=20000:20000"]) in containers.conf',
+    ),
+    (
+        "server gave HTTP response to HTTPS client",
+        "the registry speaks plain HTTP: Podman needs it marked `insecure = true` in "
+        "registries.conf (Docker allows loopback registries by default)",
+    ),
+    (
+        "no space left on device",
+        "free space on the engine's disk (`docker system df`, `imagekit gc`)",
+    ),
+)
+
+
+def refusal_hint(said: str) -> str:
+    """What to do about an engine's refusal: specific where the message is known."""
+    for needle, hint in KNOWN_REFUSALS:
+        if needle in said:
+            return hint
+    return "see the engine's log; a full disk or an engine restart are the usual causes"
 
 
 def _short(exc: BaseException) -> str:
