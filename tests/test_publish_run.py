@@ -351,3 +351,30 @@ def test_promotion_without_a_candidate_says_to_push_one_first(
     record = world.publish([verified(world.image, slim)], from_candidate="404")
     assert record.status is PublishStatus.FAILED
     assert "push it with --candidate first" in record.reasons[0]
+
+
+def test_an_engine_refusal_fails_that_image_and_the_next_image_is_still_published(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    from imagekit.errors import EngineError
+
+    world = World(tmp_path, slim)
+    refusing = world.engine.tag
+
+    def tag(image: str, repository: str, name: str) -> None:
+        raise EngineError("the engine at unix:///x refused while tagging: no space left")
+
+    world.engine.tag = tag  # type: ignore[method-assign]
+    run = PublishRun(
+        world.engine, world.registry, FakeSbom(), world.store,
+        [verified(world.image, slim)], PublishSettings(), world.events,
+    )  # fmt: skip
+    failed = run.publish_one(slim)
+    assert failed.status is PublishStatus.FAILED and "no space left" in failed.reasons[0]
+    assert [e.message for e in run.engine_errors] == [
+        "the engine at unix:///x refused while tagging: no space left"
+    ]
+    world.engine.tag = refusing  # type: ignore[method-assign]
+    assert run.publish_one(slim).status is PublishStatus.PUBLISHED
+    written = json.loads((world.store.root / "publish.json").read_text())
+    assert [r["status"] for r in written] == ["failed", "published"]

@@ -22,7 +22,7 @@ from imagekit.cli.common import (
     say,
 )
 from imagekit.cli.requests import PublishCommand, Selection
-from imagekit.errors import PublishError
+from imagekit.errors import EngineError, PublishError
 
 
 @app.command(
@@ -162,6 +162,13 @@ def publish(request: PublishCommand) -> None:
         typer.echo(table(["IMAGE", "STATUS", "TAGS", "REASONS"], rows))
     say(f"results: {run.root / 'publish.json'}")
     bad = [r for r in done if not r.status.ok]
+    if publisher.engine_errors:
+        first = publisher.engine_errors[0]
+        raise EngineError(
+            f"{len(bad)} of {len(done)} images not published; the engine refused "
+            f"{len(publisher.engine_errors)}: {first.message}",
+            first.hint,
+        )
     if bad:
         refused = any(r.status is PublishStatus.REFUSED for r in bad)
         raise PublishError(

@@ -23,7 +23,7 @@ from imagekit.core.gate import decide
 from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import ManifestDocument, Registry, Signer
 from imagekit.core.records import Evidence, PublishRecord, PublishStatus, TagRecord
-from imagekit.errors import RegistryError
+from imagekit.errors import ImagekitError, RegistryError
 from imagekit.orchestration.attest import sign_and_attest, with_attestation
 
 
@@ -32,8 +32,8 @@ def candidate_tag(tag: str, candidate: str) -> str:
     return f"{tag}-candidate-{candidate}"
 
 
-def said(exc: RegistryError) -> str:
-    """What the registry's failure means, with what to do about it, on one line."""
+def said(exc: ImagekitError) -> str:
+    """What the registry's (or the engine's) failure means, with what to do, on one line."""
     return f"{exc.message}; {exc.hint}" if exc.hint else exc.message
 
 

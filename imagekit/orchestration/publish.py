@@ -22,7 +22,7 @@ from imagekit.core.inventory import DPKG_FORMAT, cuda_stack, inventory
 from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import Engine, Registry, RemoteManifest, RunStore, SbomMaker, Signer
 from imagekit.core.records import Evidence, PublishRecord, PublishStatus, TagRecord
-from imagekit.errors import RegistryError
+from imagekit.errors import EngineError, RegistryError
 from imagekit.events import Event, EventSink
 from imagekit.orchestration.attest import sign_and_attest, with_attestation
 from imagekit.orchestration.promote import Promotion, candidate_tag, said
@@ -75,6 +75,7 @@ class PublishRun:
         self.events = events
         self.signer = signer  # None: publish unsigned, as before
         self.done: list[PublishRecord] = []
+        self.engine_errors: list[EngineError] = []  # refusals that failed an image
 
     def _engine(self) -> Engine:
         """The engine local images are pushed from (a promotion needs none)."""
@@ -83,8 +84,15 @@ class PublishRun:
         return self.engine
 
     def publish_one(self, plan: ImagePlan) -> PublishRecord:
-        """Gate, check and push one image; its record is written when this returns."""
-        record = self._publish_one(plan)
+        """Gate, check and push one image; its record is written when this returns. An
+        engine that refuses something fails this image (with its reason) and not the run."""
+        try:
+            record = self._publish_one(plan)
+        except EngineError as exc:
+            self.engine_errors.append(exc)
+            record = PublishRecord(
+                name=plan.name, status=PublishStatus.FAILED, reasons=(said(exc),)
+            )
         self.done.append(record)
         self.store.write_publish(self.done)
         message = record.status + (": " + "; ".join(record.reasons) if record.reasons else "")
