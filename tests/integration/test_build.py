@@ -98,21 +98,27 @@ def _layer_texts(engine: docker.DockerClient, image_id: str) -> list[tuple[str, 
 
 
 def _members(outer: tarfile.TarFile) -> list[tuple[str, bytes]]:
+    """The files of `docker save`: a layer (`layer.tar` on the classic store, a compressed
+    OCI blob on the containerd store) is opened and its files listed; the rest as they are."""
     found = []
     for member in outer.getmembers():
-        if not member.name.endswith(".tar") and "/layer" not in member.name:
-            data = outer.extractfile(member)
-            if data is not None:
-                found.append((member.name, data.read()))
+        data = outer.extractfile(member)
+        if data is None:
             continue
-        layer = outer.extractfile(member)
-        if layer is None:
-            continue
-        with tarfile.open(fileobj=io.BytesIO(layer.read())) as inner:
-            for item in inner.getmembers():
-                if item.isfile():
-                    content = inner.extractfile(item)
-                    found.append((f"{member.name}:{item.name}", content.read() if content else b""))
+        raw = data.read()
+        maybe_layer = member.name.endswith(".tar") or "/layer" in member.name
+        if maybe_layer or member.name.startswith("blobs/"):
+            try:
+                with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as inner:
+                    for item in inner.getmembers():
+                        if item.isfile():
+                            content = inner.extractfile(item)
+                            name = f"{member.name}:{item.name}"
+                            found.append((name, content.read() if content else b""))
+                continue
+            except tarfile.ReadError:
+                pass  # an OCI blob that is a config or a manifest
+        found.append((member.name, raw))
     return found
 
 
