@@ -65,6 +65,7 @@ class FakeEngine:
     tagged: list[tuple[str, str]] = field(default_factory=list)
     pulls: list[str] = field(default_factory=list)  # every reference asked for, in order
     lock: threading.Lock = field(default_factory=threading.Lock)
+    facts: EngineInfo | None = None  # what info() says; default: a Docker with `runtimes`
 
     def add(
         self,
@@ -89,7 +90,7 @@ class FakeEngine:
         return local
 
     def info(self) -> EngineInfo:
-        return EngineInfo(server_version="fake", runtimes=self.runtimes)
+        return self.facts or EngineInfo(server_version="fake", runtimes=self.runtimes)
 
     def inspect_image(self, reference: str) -> LocalImage | None:
         with self.lock:

@@ -132,3 +132,13 @@ def test_a_docker_context_chosen_with_docker_context_use_is_the_engine(
         json.dumps({"Name": "build-box", "Metadata": {}, "Endpoints": endpoints})
     )
     assert endpoint() == "tcp://10.0.0.7:2375"
+
+
+def test_podman_before_5_4_hands_over_no_gpu_even_with_cdi_devices_on_its_host() -> None:
+    # Its Docker API drops device requests without a word (containers/podman#25171).
+    old = EngineInfo(name="podman", server_version="4.3.1", cdi_devices=("nvidia.com/gpu=all",))
+    assert old.gpu_mechanism == "none" and not old.gpu_runtime
+    assert "drops device requests" in old.gpu_note and "drops device requests" in old.describe()
+    new = EngineInfo(name="podman", server_version="5.4.0", cdi_devices=("nvidia.com/gpu=all",))
+    assert new.gpu_mechanism == "cdi" and new.gpu_note == ""
+    assert EngineInfo(name="podman", server_version="4.3.1").gpu_note == ""

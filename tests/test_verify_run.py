@@ -419,3 +419,22 @@ def test_a_container_that_ends_just_as_it_runs_over_is_a_timeout_not_an_engine_e
             raise docker.errors.APIError("409 Client Error: Container ... is not running")
 
     assert ContainerProbeRunner._wait(EndedAtTheLimit(), 1.0) == (None, True)  # type: ignore[arg-type]
+
+
+def test_gpus_all_on_an_engine_that_would_drop_the_request_is_refused_before_any_probe(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    from imagekit.core.ports import EngineInfo
+
+    podman = EngineInfo(name="podman", server_version="4.3.1", cdi_devices=("nvidia.com/gpu=all",))
+    engine = FakeEngine(facts=podman)
+    built(engine, slim)
+    runner = FakeProbeRunner()
+    with pytest.raises(GpuUnavailableError, match="would start the probes without GPUs"):
+        make_run(tmp_path, engine, runner, gpus=GpuChoice.ALL)
+    verify, _ = make_run(tmp_path, engine, runner, gpus=GpuChoice.AUTO)
+    assert verify.notes() == [
+        "the host has CDI devices, but Podman 4.3.1's Docker API drops device requests "
+        "(Podman 5.4+ passes them): running CPU probes only (GPU probes skip)"
+    ]
+    assert runner.requests == []

@@ -327,20 +327,31 @@ def gpu_device_requests(info: EngineInfo, device: str = "all") -> list[docker.ty
     return [docker.types.DeviceRequest(device_ids=[device], capabilities=[["gpu"]])]
 
 
+# Podman's service lowers its own process limit to this where it may not keep the host's, and
+# a container may not ask for more than the service has; it is ample for probes and services.
+PODMAN_NPROC = 32768
+
+
 def container_limits(info: EngineInfo) -> dict[str, Any]:
     """Explicit open-file and process limits for Podman, whose defaults (nofile 1048576) fail
     every start on a host where the service may not raise its own limits ("error setting
-    rlimit type 7"); this process's own limits are ones the host grants. Docker keeps its
-    defaults."""
+    rlimit type 7"). Open files: this process's hard limit, one the host grants; processes:
+    at most 32768, what the service itself runs with there. Docker keeps its defaults."""
     if info.name != "podman":
         return {}
     limits = []
-    for name, which in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):
+    for name, which, most in (
+        ("nofile", resource.RLIMIT_NOFILE, None),
+        ("nproc", resource.RLIMIT_NPROC, PODMAN_NPROC),
+    ):
         _, hard = resource.getrlimit(which)
         if hard == resource.RLIM_INFINITY:
-            continue
-        limits.append(docker.types.Ulimit(name=name, soft=hard, hard=hard))
-    return {"ulimits": limits} if limits else {}
+            if most is None:
+                continue
+            hard = most
+        value = min(hard, most) if most is not None else hard
+        limits.append(docker.types.Ulimit(name=name, soft=value, hard=value))
+    return {"ulimits": limits}
 
 
 def uncompressed_size(client: docker.DockerClient, reference: str) -> int:

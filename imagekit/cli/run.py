@@ -64,7 +64,8 @@ def run(request: RunCommand) -> None:
     replaces this process with `docker run`."""
     from imagekit.adapters import workstation
     from imagekit.adapters.engine import connect, engine_info
-    from imagekit.core.runtime import use_gpus
+    from imagekit.core.runtime import silent_gpu_drop, use_gpus
+    from imagekit.errors import GpuUnavailableError
 
     client = connect()
     info = engine_info(client)
@@ -74,6 +75,11 @@ def run(request: RunCommand) -> None:
             f"{info.endpoint} is another machine",
             "run imagekit on the engine's machine (or use `docker run` there with its own "
             "folder); build, verify and publish work against a remote engine",
+        )
+    if silent_gpu_drop(request.gpus, info.name, info.gpu_mechanism):
+        raise GpuUnavailableError(
+            f"--gpus all: {info.describe()} would start {request.image} without GPUs",
+            "run with --gpus none here, or use an engine that passes GPUs",
         )
     gpus = use_gpus(request.gpus, info.gpu_runtime)
     if request.service in ("shell", "command"):

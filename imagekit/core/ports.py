@@ -91,11 +91,32 @@ class EngineInfo:
         """How a container gets the GPUs: `nvidia-runtime` (the NVIDIA container toolkit's
         runtime, `--gpus all`), `cdi` (CDI devices `nvidia.com/gpu=all`, as Podman and newer
         Docker use them) or `none`."""
+        if self.name == "podman":
+            # Podman's Docker API drops every device request without a word before 5.4
+            # (containers/podman#25171); from 5.4 it passes CDI requests.
+            return "cdi" if self._cdi and self._podman_passes_cdi else "none"
         if any("nvidia" in r for r in self.runtimes):
             return "nvidia-runtime"
-        if any(d.startswith("nvidia.com/gpu=") for d in self.cdi_devices):
-            return "cdi"
-        return "none"
+        return "cdi" if self._cdi else "none"
+
+    @property
+    def _cdi(self) -> bool:
+        return any(d.startswith("nvidia.com/gpu=") for d in self.cdi_devices)
+
+    @property
+    def _podman_passes_cdi(self) -> bool:
+        parts = [int(p) if p.isdigit() else 0 for p in (self.server_version or "0").split(".")[:2]]
+        return tuple(parts + [0] * (2 - len(parts))) >= (5, 4)
+
+    @property
+    def gpu_note(self) -> str:
+        """Why an engine with GPU devices on its host still hands none over; "" otherwise."""
+        if self.name == "podman" and self._cdi and not self._podman_passes_cdi:
+            return (
+                f"the host has CDI devices, but Podman {self.server_version}'s Docker API drops "
+                "device requests (Podman 5.4+ passes them)"
+            )
+        return ""
 
     @property
     def gpu_runtime(self) -> bool:
@@ -129,6 +150,8 @@ class EngineInfo:
         gpus = self.gpu_mechanism
         if gpus == "cdi":
             gpus = "CDI " + ", ".join(d for d in self.cdi_devices if d.startswith("nvidia.com/"))
+        elif self.gpu_note:
+            gpus = f"none ({self.gpu_note})"
         where = f" at {self.endpoint}" if self.endpoint else ""
         return f"{engine} {self.server_version or '?'}{where}, {store}, GPUs: {gpus}"
 

@@ -35,3 +35,9 @@ def use_gpus(choice: GpuChoice, gpus_available: bool) -> bool:
 def time_limit_s(asked_s: float | None, probe_limits_s: Iterable[float]) -> float:
     """The time limit of one probe run: what was asked, else the probes' limits plus a margin."""
     return asked_s if asked_s is not None else sum(probe_limits_s) + START_MARGIN_S
+
+
+def silent_gpu_drop(choice: GpuChoice, engine_name: str, gpu_mechanism: str) -> bool:
+    """Whether `--gpus all` would be dropped without a word: Podman's Docker API ignores
+    device requests it cannot pass (before 5.4, every one), where Docker refuses them."""
+    return choice is GpuChoice.ALL and engine_name == "podman" and gpu_mechanism == "none"

@@ -38,6 +38,7 @@ from imagekit.core.records import LEVELS, Check, ImageRecord, Timings, VerifyRec
 from imagekit.core.runtime import (
     DEFAULT_SHM_BYTES,
     GpuChoice,
+    silent_gpu_drop,
     time_limit_s,
     use_gpus,
 )
@@ -97,7 +98,15 @@ class VerifyRun:
         self.events = events
         self.compat = compat
         self.specs = discover(settings.probes_dir)
-        self.use_gpus = use_gpus(settings.gpus, engine.info().gpu_runtime)
+        facts = engine.info()
+        if silent_gpu_drop(settings.gpus, facts.name, facts.gpu_mechanism):
+            raise GpuUnavailableError(
+                f"--gpus all: {facts.describe()} would start the probes without GPUs",
+                "use --gpus auto or none here, or an engine that passes GPUs (Docker with the "
+                "NVIDIA runtime or CDI, Podman 5.4+ with CDI)",
+            )
+        self.use_gpus = use_gpus(settings.gpus, facts.gpu_runtime)
+        self.gpu_note = facts.gpu_note
         self.records: dict[str, VerifyRecord] = {}
         self.errors: dict[str, str] = {}  # image -> why it could not be verified
         self.failures: list[ImagekitError] = []
@@ -105,7 +114,8 @@ class VerifyRun:
     def notes(self) -> list[str]:
         """What a person should know about how this run will go."""
         if self.settings.gpus is GpuChoice.AUTO and not self.use_gpus:
-            return ["no NVIDIA runtime on this engine: running CPU probes only (GPU probes skip)"]
+            why = self.gpu_note or "no NVIDIA runtime and no CDI GPU devices on this engine"
+            return [f"{why}: running CPU probes only (GPU probes skip)"]
         return []
 
     # One image ------------------------------------------------------------------
