@@ -142,3 +142,62 @@ def test_podman_before_5_4_hands_over_no_gpu_even_with_cdi_devices_on_its_host()
     new = EngineInfo(name="podman", server_version="5.4.0", cdi_devices=("nvidia.com/gpu=all",))
     assert new.gpu_mechanism == "cdi" and new.gpu_note == ""
     assert EngineInfo(name="podman", server_version="4.3.1").gpu_note == ""
+
+
+class _Container:
+    def __init__(self, refuse: bool) -> None:
+        self.refuse = refuse
+        self.removed = False
+
+    def start(self) -> None:
+        if self.refuse:
+            import docker.errors
+
+            raise docker.errors.APIError("error setting rlimit type 7: operation not permitted")
+
+    def wait(self) -> dict:
+        return {"StatusCode": 0}
+
+    def logs(self, **_: object) -> bytes:
+        return b"1000\n"
+
+    def remove(self, **_: object) -> None:
+        self.removed = True
+
+
+class _Client:
+    def __init__(self, refuse: bool) -> None:
+        self.made: list[tuple[list[str], dict]] = []
+        self.container = _Container(refuse)
+        self.containers = self
+
+    def create(self, image: str, command: list[str], **options: object) -> _Container:
+        self.made.append((command, options))
+        return self.container
+
+
+def test_a_start_the_engine_refuses_leaves_no_created_container_behind() -> None:
+    import docker.errors
+
+    from imagekit.adapters.engine import output_of, started_container
+
+    client = _Client(refuse=True)
+    with pytest.raises(docker.errors.APIError):
+        started_container(client, "img:1", ["sleep", "600"])  # type: ignore[arg-type]
+    assert client.container.removed
+    ok = _Client(refuse=False)
+    assert output_of(ok, "img:1", ["id", "-u"]) == b"1000\n"  # type: ignore[arg-type]
+    assert ok.container.removed
+
+
+def test_a_command_runs_as_it_is_whatever_the_images_entrypoint() -> None:
+    # Podman's Docker API takes an empty entrypoint for "not set" and runs the image's own.
+    from imagekit.adapters.engine import output_of
+
+    client = _Client(refuse=False)
+    output_of(client, "img:1", ["python3", "-c", "1"])  # type: ignore[arg-type]
+    command, options = client.made[0]
+    assert options["entrypoint"] == ["python3"] and command == ["-c", "1"]
+    output_of(client, "img:1", ["id", "-u"], through_entrypoint=True)  # type: ignore[arg-type]
+    command, options = client.made[1]
+    assert "entrypoint" not in options and command == ["id", "-u"]

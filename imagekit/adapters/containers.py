@@ -29,6 +29,7 @@ from imagekit.adapters.engine import (
     engine_errors,
     engine_info,
     gpu_device_requests,
+    without_entrypoint,
 )
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo, NodesRequest, NodesRun, ProbeRequest, ProbeRun
@@ -164,10 +165,12 @@ class ContainerProbeRunner:
     ) -> Container:
         with engine_errors(f"creating a probe container of {request.image}"):
             try:
+                # Full images start services by default; probes need none.
+                entrypoint, argv = without_entrypoint(command)
                 container = self.client.containers.create(
                     request.image,
-                    command,
-                    entrypoint=[],  # full images start services by default; probes need none
+                    argv,
+                    entrypoint=entrypoint,
                     user=image_user(self.client, request.image),
                     labels=dict(request.labels),
                     shm_size=request.shm_bytes,
@@ -279,12 +282,13 @@ class NodesInContainers:
         user = image_user(self.client, request.image)
         with engine_errors(f"creating node {node} of {request.image}"):
             try:
+                entrypoint, argv = without_entrypoint(command)
                 container = self.client.containers.create(
                     request.image,
-                    command,
+                    argv,
+                    entrypoint=entrypoint,
                     name=name,
                     hostname=name,  # torchrun keeps the store where the endpoint names itself
-                    entrypoint=[],
                     user=user,
                     labels={**request.labels, L.NODE: str(node)},
                     environment={"IMAGEKIT_PROBE_NONCE": nonce},

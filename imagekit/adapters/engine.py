@@ -6,6 +6,7 @@ what to do, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import time
@@ -21,6 +22,7 @@ import docker.errors
 import docker.types
 import requests.exceptions
 import yaml
+from docker.models.containers import Container
 
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo, Layer, LocalImage
@@ -327,6 +329,62 @@ def gpu_device_requests(info: EngineInfo, device: str = "all") -> list[docker.ty
     return [docker.types.DeviceRequest(device_ids=[device], capabilities=[["gpu"]])]
 
 
+def started_container(
+    client: docker.DockerClient,
+    image: str,
+    argv: list[str],
+    *,
+    through_entrypoint: bool = False,
+    **options: Any,
+) -> Container:
+    """A started, detached container running `argv`, by itself or (`through_entrypoint`) as
+    the command of the image's entrypoint. A start the engine refuses removes the container
+    it made: `containers.run` would leave it Created."""
+    if through_entrypoint:
+        container = client.containers.create(image, argv, detach=True, **options)
+    else:
+        entrypoint, command = without_entrypoint(argv)
+        container = client.containers.create(
+            image, command, entrypoint=entrypoint, detach=True, **options
+        )
+    try:
+        container.start()
+    except BaseException:
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+            container.remove(force=True, v=True)
+        raise
+    return container
+
+
+def output_of(
+    client: docker.DockerClient,
+    image: str,
+    argv: list[str],
+    *,
+    through_entrypoint: bool = False,
+    **options: Any,
+) -> bytes:
+    """What `argv` prints on stdout in a container of `image` that is gone afterwards, however
+    it ends."""
+    container = started_container(
+        client, image, argv, through_entrypoint=through_entrypoint, **options
+    )
+    try:
+        container.wait()
+        return bytes(container.logs(stdout=True, stderr=False))
+    finally:
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+            container.remove(force=True, v=True)
+
+
+def without_entrypoint(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(entrypoint, command) that run `argv` as it is, whatever the image's ENTRYPOINT: its
+    program as the entrypoint, the rest as the command. An empty entrypoint is not that
+    everywhere: Podman's Docker API takes `[]` for "not set" and runs the image's own (a full
+    image's tini and services)."""
+    return argv[:1], argv[1:]
+
+
 # Podman's service lowers its own process limit to this where it may not keep the host's, and
 # a container may not ask for more than the service has; it is ample for probes and services.
 PODMAN_NPROC = 32768
@@ -399,7 +457,7 @@ class DockerEngine:
     def output_of(self, image_id: str, argv: list[str]) -> str:
         """What `argv` prints in a throw-away container of the image (no network, removed)."""
         with engine_errors(f"running {argv[0]} in {image_id[:19]}"):
-            output = self.client.containers.run(
-                image_id, argv, entrypoint=[], remove=True, network_mode="none"
+            output = output_of(
+                self.client, image_id, argv, network_mode="none", **container_limits(self.info())
             )
-        return output.decode("utf-8", "replace") if isinstance(output, bytes) else str(output)
+        return output.decode("utf-8", "replace")

@@ -16,7 +16,13 @@ from typing import Any
 import docker
 import docker.errors
 
-from imagekit.adapters.engine import engine_errors
+from imagekit.adapters.engine import (
+    container_limits,
+    engine_errors,
+    engine_info,
+    output_of,
+    started_container,
+)
 from imagekit.core import labels as L
 from imagekit.core.labels import ImageLabels
 from imagekit.core.records import Check
@@ -35,6 +41,14 @@ class DockerInspector:
 
     def __init__(self, client: docker.DockerClient) -> None:
         self.client = client
+        self._limits: dict[str, Any] | None = None
+
+    @property
+    def limits(self) -> dict[str, Any]:
+        """The limits this engine's containers need (Podman's; read once)."""
+        if self._limits is None:
+            self._limits = container_limits(engine_info(self.client))
+        return self._limits
 
     def structure(
         self, image_id: str, labels: Mapping[str, str], labels_run: Mapping[str, str]
@@ -43,13 +57,13 @@ class DockerInspector:
         import testinfra  # imported here: only verify needs it
 
         with engine_errors(f"starting a structure-check container of {image_id[:19]}"):
-            container = self.client.containers.run(
+            container = started_container(
+                self.client,
                 image_id,
                 ["sleep", "600"],
-                entrypoint=[],
-                detach=True,
                 network_mode="none",
                 labels=dict(labels_run),
+                **self.limits,
             )
         try:
             configured = self.client.images.get(image_id).attrs["Config"].get("User") or "root"
@@ -83,13 +97,14 @@ class DockerInspector:
         if labels.flavour != "full":
             return []
         with engine_errors(f"starting an entrypoint-check container of {image_id[:19]}"):
-            out = self.client.containers.run(
+            out = output_of(
+                self.client,
                 image_id,
                 ["id", "-u"],
+                through_entrypoint=True,
                 network_mode="none",
                 labels=dict(labels_run),
-                remove=True,
-                stderr=False,
+                **self.limits,
             )
         seen = out.decode("utf-8", "replace").strip()
         return [
