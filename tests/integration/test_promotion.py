@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.adapters.registry import MANIFEST_TYPES
 from tests.integration.conftest import DemoBuild, imagekit
 from tests.integration.test_publish import (  # noqa: F401 - `registry` is a fixture
     ALIAS,
@@ -50,7 +51,7 @@ def publish(
 
 
 def api(url: str, method: str = "GET", body: bytes | None = None, content_type: str = ""):
-    headers = {"Accept": "application/vnd.docker.distribution.manifest.v2+json, " + OCI_INDEX}
+    headers = {"Accept": MANIFEST_TYPES}
     if content_type:
         headers["Content-Type"] = content_type
     request = urllib.request.Request(url, data=body, method=method, headers=headers)

@@ -17,6 +17,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from imagekit.adapters.registry import MANIFEST_TYPES
 from tests.integration.conftest import DemoBuild, Session, imagekit
 
 SLIM = "2.13.0-cpu-py3.11-slim"
@@ -75,6 +76,16 @@ class FaultyProxy:
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, *args: object) -> None:
                 pass
+
+            def handle_one_request(self) -> None:
+                # The containerd image store tries https first and falls back to http only
+                # when the answer starts with "HTTP/", as a Go server's does; Python's answers
+                # a TLS hello as an HTTP/0.9 request, with no status line.
+                if self.rfile.peek(1)[:1] == b"\x16":
+                    self.wfile.write(b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                    self.close_connection = True
+                    return
+                super().handle_one_request()
 
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -146,7 +157,9 @@ def head_digest(reference: str) -> str:
     request = urllib.request.Request(
         f"http://{host}/v2/{path}/manifests/{tag}",
         method="HEAD",
-        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+        # What a push made: a Docker v2 manifest from the classic store, an OCI manifest (or
+        # index) from the containerd store.
+        headers={"Accept": MANIFEST_TYPES},
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         return str(response.headers["Docker-Content-Digest"])
