@@ -107,9 +107,16 @@ browser:
 				apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
 		else echo "make browser: install chromium (the JupyterLab browser test needs it)" >&2; exit 1; fi; }
 
-## make test: lint, types and the whole test suite (integration tests on a real engine).
-test: lint types base wheelhouse browser $(VENV)/.torch-installed
-	IMAGEKIT_WHEELHOUSE=$(WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) $(BIN)/pytest -m "not cuda"
+## make test-engines: what the engine-contract tests start besides the default engine (Podman).
+.PHONY: test-engines
+test-engines:
+	@scripts/ensure-test-engines.sh
+
+## make test: lint, types and the whole test suite (integration tests on a real engine, and
+## the engine contract against Docker's classic store and Podman, which the tests start).
+test: lint types base wheelhouse browser test-engines $(VENV)/.torch-installed
+	IMAGEKIT_WHEELHOUSE=$(WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) PYTEST=$(BIN)/pytest \
+		scripts/run-tests.sh
 
 ## make check: validate matrix.yaml and lint every rendered Dockerfile.
 check: $(STAMP)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import shutil
@@ -31,12 +32,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextlib.contextmanager
+def running_registry(folder: Path) -> Iterator[str]:
+    """Debian's docker-registry on a free 127.0.0.1 port, its data in `folder`; its host."""
     binary = shutil.which("docker-registry")
     if binary is None:
         pytest.fail("docker-registry is not installed; run `make engine`")
-    folder = tmp_path_factory.mktemp("registry")
     port = free_port()
     config = folder / "config.yml"
     config.write_text(
@@ -51,18 +52,25 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     host = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://{host}/v2/", timeout=2)
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                process.kill()
-                pytest.fail("docker-registry did not start")
-            time.sleep(0.2)
-    yield host
-    process.terminate()
-    process.wait(timeout=10)
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(f"http://{host}/v2/", timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("docker-registry did not start")
+                time.sleep(0.2)
+        yield host
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_registry(tmp_path_factory.mktemp("registry")) as host:
+        yield host
 
 
 class FaultyProxy:

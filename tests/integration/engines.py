@@ -1,0 +1,241 @@
+"""The engines the contract suite runs against besides the default one, each started and
+stopped by the test session on sockets and folders of its own:
+
+- `docker-classic`: a second dockerd (the same Docker 26) with the classic image store,
+  listening on 127.0.0.1:PORT as a remote engine would (and on a unix socket for what needs
+  this machine's files, `imagekit run`), on a bridge of its own. A second daemon with
+  `--bridge none` would delete the host's docker0.
+- `podman`: Debian's Podman 4.3 serving the Docker API (`podman system service`) with its
+  own storage root, as RHEL and rootless users reach it.
+
+Whatever the engines add to the host's network (a bridge, Podman's CNI bridge, iptables
+rules and chains) is removed when they stop: the host is left as it was found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+
+START_TIMEOUT_S = 90
+CNI_LEASES = Path("/var/lib/cni/networks/podman")
+STOP_TIMEOUT_S = 60
+
+
+@dataclass
+class OtherEngine:
+    """An engine started for the tests: how the CLI reaches it, and how to stop it."""
+
+    name: str
+    docker_host: str  # what the CLI is given as DOCKER_HOST (tcp:// for docker-classic)
+    local_host: str  # a unix socket to the same engine, for `imagekit run`
+    root: Path
+    process: subprocess.Popen[bytes]
+    cleanups: list[list[str]] = field(default_factory=list)
+
+    def env(self, *, local: bool = False) -> dict[str, str]:
+        """The environment of a CLI call against this engine."""
+        return {"DOCKER_HOST": self.local_host if local else self.docker_host}
+
+    def client(self) -> docker.DockerClient:
+        return docker.DockerClient(base_url=self.local_host, version="auto", timeout=600)
+
+    def log_tail(self, lines: int = 30) -> str:
+        log = self.root / "engine.log"
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_until_it_answers(engine: OtherEngine) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if engine.process.poll() is not None:
+            break
+        with contextlib.suppress(Exception):
+            client = engine.client()
+            client.ping()
+            client.close()
+            return
+        time.sleep(0.5)
+    stop(engine)
+    raise RuntimeError(f"{engine.name} did not answer:\n{engine.log_tail()}")
+
+
+def start_docker_classic(root: Path, bridge: str, subnet_cidr: str) -> OtherEngine:
+    """A second dockerd with the classic store on its own bridge, socket and tcp port."""
+    if shutil.which("dockerd") is None:
+        raise RuntimeError("no dockerd: run `make engine`")
+    root.mkdir(parents=True, exist_ok=True)
+    gateway, prefix = subnet_cidr.split("/")
+    network = gateway.rsplit(".", 1)[0] + f".0/{prefix}"
+    cleanups = [["ip", "link", "delete", bridge]]
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+    subprocess.run(["ip", "addr", "add", f"{gateway}/{prefix}", "dev", bridge], check=True)
+    subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
+    # No iptables of its own: a second dockerd that manages iptables rewrites the shared
+    # DOCKER and DOCKER-ISOLATION chains and drops the host daemon's docker0 rules (seen with
+    # Docker 26). Its builds reach the mirror through these rules; published ports go through
+    # docker-proxy. Each is deleted again when it stops.
+    for table, chain, rule in (
+        ("nat", "POSTROUTING", ["-s", network, "!", "-o", bridge, "-j", "MASQUERADE"]),
+        ("filter", "FORWARD", ["-i", bridge, "-j", "ACCEPT"]),
+        ("filter", "FORWARD", ["-o", bridge, "-j", "ACCEPT"]),
+    ):
+        subprocess.run(["iptables", "-t", table, "-I", chain, "1", *rule], check=True)
+        cleanups.append(["iptables", "-t", table, "-D", chain, *rule])
+    config = root / "daemon.json"
+    config.write_text("{}\n")  # the classic store, whatever /etc/docker/daemon.json says
+    sock = root / "docker.sock"
+    port = _free_port()
+    argv = [
+        "dockerd",
+        "--config-file", str(config),
+        "--data-root", str(root / "data"),
+        "--exec-root", str(root / "exec"),
+        "--pidfile", str(root / "dockerd.pid"),
+        "--host", f"unix://{sock}",
+        "--host", f"tcp://127.0.0.1:{port}",
+        "--bridge", bridge,
+        "--iptables=false",
+    ]  # fmt: skip
+    with (root / "engine.log").open("wb") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
+    engine = OtherEngine(
+        "docker-classic",
+        f"tcp://127.0.0.1:{port}",
+        f"unix://{sock}",
+        root,
+        process,
+        cleanups,
+    )
+    _wait_until_it_answers(engine)
+    return engine
+
+
+def start_podman(root: Path, insecure_registries: tuple[str, ...] = ()) -> OtherEngine:
+    """`podman system service` on a socket of its own, with storage of its own; the registries
+    named are plain http (`insecure = true` in a registries.conf of its own)."""
+    if shutil.which("podman") is None:
+        raise RuntimeError("no podman: run `make test` (it installs Debian's podman)")
+    root.mkdir(parents=True, exist_ok=True)
+    sock = root / "podman.sock"
+    cleanups = []
+    if not CNI_LEASES.exists():  # host-local IPAM's leases of Podman's default network
+        cleanups.append(["rm", "-rf", str(CNI_LEASES)])
+    argv = [
+        "podman",
+        "--root", str(root / "storage"),
+        "--runroot", str(root / "run"),
+        "system", "service", "--time=0", f"unix://{sock}",
+    ]  # fmt: skip
+    conf = root / "registries.conf"
+    conf.write_text(
+        "".join(f'[[registry]]\nlocation = "{h}"\ninsecure = true\n' for h in insecure_registries)
+    )
+    env = {**os.environ, "CONTAINERS_REGISTRIES_CONF": str(conf)}
+    with (root / "engine.log").open("wb") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True, env=env)
+    engine = OtherEngine("podman", f"unix://{sock}", f"unix://{sock}", root, process, cleanups)
+    _wait_until_it_answers(engine)
+    return engine
+
+
+def stop(engine: OtherEngine) -> None:
+    """Remove what the engine holds, stop it, and remove its folders and bridge."""
+    if engine.process.poll() is None:
+        with contextlib.suppress(Exception):
+            client = engine.client()
+            for container in client.containers.list(all=True):
+                container.remove(force=True, v=True)
+            client.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(engine.process.pid, signal.SIGTERM)
+        try:
+            engine.process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(engine.process.pid, signal.SIGKILL)
+            engine.process.wait()
+    # Podman's conmon monitors (of `exec` sessions too) outlive the service by minutes.
+    subprocess.run(["pkill", "-KILL", "-f", str(engine.root)], capture_output=True, check=False)
+    for argv in engine.cleanups:
+        subprocess.run(argv, capture_output=True, check=False)
+    # Overlay mounts of the engine's storage outlive it when a container was killed hard.
+    mounts = Path("/proc/mounts").read_text().splitlines()
+    for line in reversed(mounts):
+        target = line.split()[1]
+        if target.startswith(str(engine.root)):
+            subprocess.run(["umount", "-l", target], capture_output=True, check=False)
+    shutil.rmtree(engine.root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class NetworkState:
+    """The host's network links and iptables rules, to put back what the engines added."""
+
+    links: frozenset[str]
+    rules: dict[str, tuple[str, ...]]  # table -> its iptables-save lines
+
+    @classmethod
+    def read(cls) -> NetworkState:
+        done = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True)
+        links = frozenset(
+            line.split(":")[1].strip().split("@")[0] for line in done.stdout.splitlines()
+        )
+        rules = {}
+        for table in ("filter", "nat"):
+            saved = subprocess.run(
+                ["iptables-save", "-t", table], capture_output=True, text=True, check=False
+            )
+            rules[table] = tuple(
+                line for line in saved.stdout.splitlines() if line.startswith((":", "-A"))
+            )
+        return cls(links, rules)
+
+    def restore_from(self, now: NetworkState, markers: tuple[str, ...]) -> list[str]:
+        """Delete the links, rules and chains in `now` that were not here before and that
+        name one of `markers` (the engine's bridge, subnet, CNI chains): the default engine
+        may have made others meanwhile, which are its own. What was removed, for the log."""
+
+        def ours(text: str) -> bool:
+            return any(marker in text for marker in markers)
+
+        removed = []
+        for link in sorted(now.links - self.links):
+            if ours(link):
+                subprocess.run(["ip", "link", "delete", link], capture_output=True, check=False)
+                removed.append(f"link {link}")
+        for table, lines in now.rules.items():
+            before = set(self.rules.get(table, ()))
+            new_rules = [
+                line
+                for line in lines
+                if line.startswith("-A") and line not in before and ours(line)
+            ]
+            for rule in reversed(new_rules):
+                argv = ["iptables", "-t", table, "-D", *rule.split()[1:]]
+                subprocess.run(argv, capture_output=True, check=False)
+                removed.append(f"{table} rule {rule}")
+            old_chains = {line.split()[0] for line in before if line.startswith(":")}
+            for line in lines:
+                chain = line.split()[0]
+                if line.startswith(":") and chain not in old_chains and ours(chain):
+                    name = chain[1:]
+                    subprocess.run(["iptables", "-t", table, "-F", name], capture_output=True)
+                    subprocess.run(["iptables", "-t", table, "-X", name], capture_output=True)
+                    removed.append(f"{table} chain {name}")
+        return removed

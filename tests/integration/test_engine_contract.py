@@ -1,0 +1,309 @@
+"""The engine contract: what imagekit promises on every engine its users run, run against the
+engines the default one is not (the rest of the suite runs against the default engine,
+Docker 26 with the containerd image store):
+
+- `docker-classic`: Docker 26 with the classic image store, reached over tcp://127.0.0.1:PORT
+  as a remote engine (a shared build box, a GPU node) is;
+- `podman`: Podman 4.3 through its Docker API (`podman system service`).
+
+On each: `base bootstrap`, `build` (the SDK builder; buildx where the engine has BuildKit),
+`verify`, `publish` to a local registry (immutable versioned tag, moving alias, digest read
+back), `run --user`, `gc`, `doctor`, and a stop signal that leaves no container. The real CLI
+runs in a child process with DOCKER_HOST pointing at the engine, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import ROOT, CliResult, default_sigint, imagekit, matrix_text
+from tests.integration.engines import (
+    NetworkState,
+    OtherEngine,
+    start_docker_classic,
+    start_podman,
+    stop,
+)
+from tests.integration.test_publish import free_port, running_registry
+from tests.integration.test_run_ends import CONTAINER_LINE, answers_with_token, wait_for_url
+
+SLIM = "2.13.0-cpu-py3.11-slim"
+FULL = "2.13.0-cpu-py3.11-full"
+BRIDGE = "ikt-br0"
+SUBNET = "10.213.7.1/24"
+PUSH_OPTIONS: dict = {}
+MARKERS = {
+    "docker-classic": (BRIDGE, "10.213.7."),
+    "podman": ("cni-podman", "CNI-", "10.88.", "podman", "NETAVARK"),
+}
+
+
+@dataclass
+class Contract:
+    """One engine with the demo matrix built on it."""
+
+    engine: OtherEngine
+    matrix: Path
+    results: Path
+    repository: str
+    build: CliResult
+    records: dict[str, dict]
+    wheelhouse: Path
+
+    def cli(self, *args: str, local: bool = False, timeout_s: int = 1800) -> CliResult:
+        return imagekit(*args, env=self.engine.env(local=local), timeout_s=timeout_s)
+
+    def reference(self, name: str) -> str:
+        return str(self.records[name]["build"]["reference"])
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_registry(tmp_path_factory.mktemp("contract-registry")) as host:
+        yield host
+
+
+@pytest.fixture(scope="session", params=["docker-classic", "podman"])
+def contract(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    wheelhouse: Path,
+    registry: str,
+) -> Iterator[Contract]:
+    """The engine, started; a base bootstrapped into it; slim and full built with the SDK."""
+    name = request.param
+    root = Path(f"/tmp/imagekit-it-{name}-{secrets.token_hex(3)}")
+    before = NetworkState.read()
+    if name == "docker-classic":
+        engine = start_docker_classic(root, BRIDGE, SUBNET)
+    else:
+        # Docker treats a loopback registry as plain http by default; Podman must be told.
+        engine = start_podman(root, insecure_registries=(registry,))
+    try:
+        folder = tmp_path_factory.mktemp(name)
+        namespace = f"imagekit-it-{secrets.token_hex(4)}"
+        base = f"{namespace}-base/debian:bookworm"
+        env = engine.env()
+        made = imagekit("base", "bootstrap", "--suite", "bookworm", "--tag", base, env=env)
+        assert made.code == 0, made.stderr[-3000:]
+        matrix = folder / "matrix.yaml"
+        matrix.write_text(matrix_text(f"{namespace}/pytorch", base))
+        results = folder / "results"
+        build = imagekit(
+            "build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse),
+            "--builder", "sdk", "--results", str(results), "--json",
+            env=env,
+        )  # fmt: skip
+        assert build.code == 0, build.stderr[-3000:] + engine.log_tail()
+        run = results / json.loads(build.stdout)["run_id"]
+        records = {p.stem: json.loads(p.read_text()) for p in (run / "images").glob("*.json")}
+        yield Contract(engine, matrix, results, f"{namespace}/pytorch", build, records, wheelhouse)
+    finally:
+        stop(engine)
+        removed = before.restore_from(NetworkState.read(), MARKERS[name])
+        print(f"{name}: stopped; removed from the host's network: {removed}")
+
+
+def test_build_makes_slim_and_full_and_a_second_build_is_up_to_date(contract: Contract) -> None:
+    client = contract.engine.client()
+    for name in (SLIM, FULL):
+        record = contract.records[name]["build"]
+        assert record["status"] == "built", record
+        image = client.images.get(contract.reference(name))
+        # The recorded size is the unpacked size, comparable across stores.
+        assert record["size_bytes"] > 600e6 and image.labels["io.imagekit.flavour"] in name
+    again = contract.cli(
+        "build", "--matrix", str(contract.matrix), "--builder", "sdk",
+        "--wheelhouse", str(contract.wheelhouse),
+        "--results", str(contract.results), "--json",
+    )  # fmt: skip
+    assert again.code == 0, again.stderr[-2000:]
+    statuses = {r["name"]: r["status"] for r in json.loads(again.stdout)["results"]}
+    assert statuses == {SLIM: "up-to-date", FULL: "up-to-date"}
+
+
+def test_buildx_builds_where_the_engine_has_buildkit_and_is_refused_in_one_line_elsewhere(
+    contract: Contract,
+) -> None:
+    argv = (
+        "build", "--matrix", str(contract.matrix), "--flavour", "slim", "--builder", "buildx",
+        "--no-cache", "--wheelhouse", str(contract.wheelhouse),
+        "--results", str(contract.results), "--json",
+    )  # fmt: skip
+    done = contract.cli(*argv)
+    if contract.engine.name == "podman":
+        assert done.code == 3
+        assert "its Docker API has no BuildKit" in done.stderr and "Traceback" not in done.stderr
+        assert "use --builder sdk" in done.stderr
+    else:
+        assert done.code == 0, done.stderr[-3000:]
+        (result,) = json.loads(done.stdout)["results"]
+        assert result["status"] == "built" and "building with buildx" in done.stderr
+
+
+@pytest.fixture(scope="session")
+def verified(contract: Contract) -> dict:
+    """Slim verified with every probe; full with its structure checks and the env probe."""
+    slim = contract.cli(
+        "verify", "--matrix", str(contract.matrix), "--flavour", "slim",
+        "--results", str(contract.results), "--json",
+    )  # fmt: skip
+    assert slim.code == 0, slim.stderr[-3000:] + contract.engine.log_tail()
+    full = contract.cli(
+        "verify", "--matrix", str(contract.matrix), "--flavour", "full", "--probes", "env",
+        "--results", str(contract.results), "--json",
+    )  # fmt: skip
+    return {"slim": json.loads(slim.stdout), "full": full}
+
+
+def test_verify_runs_the_probes_and_the_structure_checks(
+    contract: Contract, verified: dict
+) -> None:
+    record = verified["slim"]["images"][SLIM]["verify"]
+    assert record["status"] == "pass" and record["level"] == "cpu"
+    passed = {r["probe"] for r in record["probes"] if r["status"] == "pass"}
+    assert {"env", "autograd", "matmul", "higher_order", "compile", "ddp"} <= passed
+    assert record["structure"] and all(c["ok"] for c in record["structure"])
+    run = contract.results / verified["slim"]["run_id"]
+    engine = json.loads((run / "run.json").read_text())["engine"]
+    expected = "podman" if contract.engine.name == "podman" else "classic"
+    assert engine["image_store"] == expected and engine["image_id_kind"] == "config"
+    assert engine["endpoint"] == contract.engine.docker_host
+    full = verified["full"]
+    assert "Traceback" not in full.stderr, full.stderr[-2000:]
+    checks = json.loads(full.stdout)["images"][FULL]["verify"]["structure"]
+    assert checks and all(c["ok"] for c in checks), checks
+
+
+def test_publish_pushes_reads_the_digest_back_and_keeps_versioned_tags_immutable(
+    contract: Contract,
+    verified: dict,
+    registry: str,
+) -> None:
+    def publish(to: str) -> CliResult:
+        return contract.cli(
+            "publish", "--matrix", str(contract.matrix), "--only", SLIM,
+            "--registry", to, "--results", str(contract.results), "--json",
+        )  # fmt: skip
+
+    first = publish(registry)
+    assert first.code == 0, first.stderr[-3000:]
+    (image,) = json.loads(first.stdout)["images"]
+    assert image["status"] == "published"
+    versioned, *aliases = image["tags"]
+    assert versioned["status"] == "published" and versioned["digest"].startswith("sha256:")
+    assert aliases and all(t["status"] == "published" for t in aliases)
+    again = publish(registry)
+    assert again.code == 0, again.stderr[-3000:]
+    (image,) = json.loads(again.stdout)["images"]
+    assert image["tags"][0]["status"] == "unchanged"
+    assert image["tags"][0]["digest"] == versioned["digest"]
+    # Other content (the full image) already under the versioned tag of another repository.
+    client = contract.engine.client()
+    occupied = f"{registry}/occupied/{contract.repository}"
+    tag = contract.reference(SLIM).rsplit(":", 1)[1]
+    client.api.tag(contract.reference(FULL), occupied, tag)
+    pushed = [*client.api.push(occupied, tag, stream=True, decode=True, **PUSH_OPTIONS)]
+    assert not [p for p in pushed if "error" in p], pushed
+    client.api.remove_image(f"{occupied}:{tag}")
+    other = publish(f"{registry}/occupied")
+    assert other.code != 0 and "Traceback" not in other.stderr
+    (image,) = json.loads(other.stdout)["images"]
+    assert image["status"] == "refused"
+    assert "already exists with other content" in image["reasons"][-1]
+
+
+def test_run_with_user_serves_jupyter_as_that_user_and_a_stop_removes_it(
+    contract: Contract, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    os.chown(workspace, 4321, 4321)
+    port = free_port()
+    argv = [
+        sys.executable, "-m", "imagekit", "run", contract.reference(FULL), "--jupyter",
+        "--workspace", str(workspace), "--port", f"{port}:8888", "--user", "4321:4321",
+    ]  # fmt: skip
+    if contract.engine.name == "docker-classic":
+        # Over tcp the engine is another machine: its bind mounts are not this folder.
+        remote = subprocess.run(
+            argv, cwd=ROOT, capture_output=True, text=True, timeout=60,
+            env={**os.environ, **contract.engine.env()},
+        )  # fmt: skip
+        assert remote.returncode == 2 and "is another machine" in remote.stderr
+        assert "Traceback" not in remote.stderr
+    process = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **contract.engine.env(local=True)}, preexec_fn=default_sigint,
+    )  # fmt: skip
+    try:
+        url = wait_for_url(process, port)
+        assert answers_with_token(url)
+        token = url.split("token=")[1]
+        body = json.dumps({"type": "file", "format": "text", "content": "hi"}).encode()
+        put = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/contents/note.txt",
+            data=body, method="PUT", headers={"Authorization": f"token {token}"},
+        )  # fmt: skip
+        urllib.request.urlopen(put, timeout=30).close()
+        assert (workspace / "note.txt").stat().st_uid == 4321
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-2000:]
+    found = CONTAINER_LINE.search(stderr)
+    assert found
+    client = contract.engine.client()
+    left = client.containers.list(all=True, filters={"name": f"imagekit-{found.group(1)}"})
+    assert left == []
+
+
+def test_a_stop_signal_during_verify_leaves_no_container_and_keeps_the_results(
+    contract: Contract, verified: dict
+) -> None:
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "imagekit", "verify", "--matrix", str(contract.matrix),
+            "--flavour", "slim", "--results", str(contract.results),
+        ],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **contract.engine.env()}, preexec_fn=default_sigint,
+    )  # fmt: skip
+    client = contract.engine.client()
+    deadline = time.monotonic() + 120
+    probes: list = []
+    while time.monotonic() < deadline and not probes:
+        probes = client.containers.list(filters={"label": "io.imagekit.run-id"})
+        time.sleep(0.5)
+    assert probes, "no probe container appeared"
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert client.containers.list(all=True, filters={"label": "io.imagekit.run-id"}) == []
+
+
+def test_doctor_names_the_engine_and_gc_finds_nothing_left(contract: Contract) -> None:
+    doctor = contract.cli("doctor", "--image", contract.reference(SLIM))
+    assert doctor.code == 0, doctor.stderr[-2000:]
+    expected = "engine: Podman 4.3.1" if contract.engine.name == "podman" else "engine: Docker 26."
+    assert expected in doctor.stdout
+    store = "containers/storage" if contract.engine.name == "podman" else "classic image store"
+    assert store in doctor.stdout and "image ids on this engine are config digests" in doctor.stdout
+    if contract.engine.name == "docker-classic":
+        assert "not the engine's" in doctor.stdout  # reached over tcp: a remote engine
+    gc = contract.cli("gc", "--dry-run")
+    assert gc.code == 0, gc.stderr[-2000:]
+    assert "would remove container" not in gc.stdout
