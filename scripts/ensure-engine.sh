@@ -2,9 +2,12 @@
 # Make sure a Docker engine answers, for `make demo` and `make test`.
 #
 # - A running engine (DOCKER_HOST or the default socket) is reused as it is.
-# - Otherwise, as root on Debian/Ubuntu: install Debian's docker.io (dockerd) and, from the
-#   next Debian release pinned at low priority, the docker-buildx plugin; then start dockerd
-#   in the background and wait until it answers. No systemd is assumed.
+# - Otherwise, as root on Debian/Ubuntu: install Docker 26 (trixie's docker.io and docker-cli,
+#   the only two packages taken from the next Debian release, which is pinned at low priority)
+#   and the docker-buildx plugin; switch on the containerd image store (what Docker 29 installs
+#   fresh) unless /etc/docker/daemon.json already says otherwise; start dockerd in the
+#   background and wait until it answers. No systemd is assumed. Where trixie's engine would
+#   pull in more than those two packages, bookworm's docker.io (20.10) is installed instead.
 # - Anywhere else: stop with instructions.
 # Idempotent, and quiet when everything is already there.
 set -euo pipefail
@@ -28,34 +31,77 @@ apt_install() {
 # only a newer libc6 (present; cosign is a static Go binary). Add that suite with the machine's
 # own mirror and keyring, pinned so that nothing else is upgraded from it, and install PACKAGE
 # from it.
-install_from_trixie() {
+add_trixie_source() {
     local src=/etc/apt/sources.list.d/imagekit-trixie.sources
-    if [ ! -f "$src" ]; then
-        local uri keyring
-        uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-        keyring=$(awk '/^Signed-By:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-        if [ -z "$uri" ]; then
-            uri=$(awk '$1 == "deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-        fi
-        if [ -z "$uri" ]; then
-            say "no Debian source found to add trixie from; skipping $1"
-            return 0
-        fi
-        {
-            echo "Types: deb"
-            echo "URIs: $uri"
-            echo "Suites: trixie"
-            echo "Components: main"
-            [ -n "$keyring" ] && echo "Signed-By: $keyring"
-        } >"$src"
-        printf 'Package: *\nPin: release n=trixie\nPin-Priority: 100\n' \
-            >/etc/apt/preferences.d/imagekit-trixie
-        _APT_UPDATED=
+    [ -f "$src" ] && return 0
+    local uri keyring
+    uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+    keyring=$(awk '/^Signed-By:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+    if [ -z "$uri" ]; then
+        uri=$(awk '$1 == "deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
     fi
+    if [ -z "$uri" ]; then
+        say "no Debian source found to add trixie from"
+        return 1
+    fi
+    {
+        echo "Types: deb"
+        echo "URIs: $uri"
+        echo "Suites: trixie"
+        echo "Components: main"
+        [ -n "$keyring" ] && echo "Signed-By: $keyring"
+    } >"$src"
+    printf 'Package: *\nPin: release n=trixie\nPin-Priority: 100\n' \
+        >/etc/apt/preferences.d/imagekit-trixie
+    _APT_UPDATED=
+}
+
+install_from_trixie() {
+    add_trixie_source || { say "skipping $1"; return 0; }
     apt_install -t trixie "$1"
 }
 
 install_buildx() { install_from_trixie docker-buildx; }
+
+# The engine users run today: Docker 26 from trixie, if it comes alone. `apt-get -s` shows
+# what it would install; anything beyond docker.io and docker-cli (a newer libc, systemd)
+# would upgrade the machine under the user, so then bookworm's 20.10 is taken instead.
+ENGINE_PACKAGES="docker.io docker-cli"
+install_engine() {
+    local extra="no trixie source"
+    if add_trixie_source; then
+        [ -n "${_APT_UPDATED:-}" ] || { apt-get update -qq && _APT_UPDATED=1; }
+        extra=$(apt-get -s install -t trixie --no-install-recommends $ENGINE_PACKAGES 2>/dev/null |
+            awk '$1 == "Inst" {print $2}' | grep -v -x -e docker.io -e docker-cli || true)
+    fi
+    if [ -z "$extra" ] && apt-cache policy docker-cli 2>/dev/null | grep -q trixie; then
+        say "installing Docker 26 (trixie's docker.io and docker-cli)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            -t trixie $ENGINE_PACKAGES >/dev/null
+    else
+        say "trixie's engine would also bring: ${extra:-?}; installing bookworm's docker.io"
+        apt_install docker.io
+    fi
+    apt_install iptables ca-certificates
+}
+
+# dockerd older than 26 that is not running (bookworm's 20.10, end of life) is upgraded.
+engine_too_old() {
+    local version
+    version=$(dockerd --version 2>/dev/null | sed -E 's/^Docker version ([0-9]+).*/\1/')
+    [ -n "$version" ] && [ "$version" -lt 26 ]
+}
+
+# The containerd image store (image ids are manifest digests, as on Docker 29's fresh
+# installs). A daemon.json someone wrote is theirs: it is left as it is.
+DAEMON_JSON=/etc/docker/daemon.json
+choose_image_store() {
+    if [ ! -e "$DAEMON_JSON" ]; then
+        mkdir -p "$(dirname "$DAEMON_JSON")"
+        echo '{"features": {"containerd-snapshotter": true}}' >"$DAEMON_JSON"
+        say "containerd image store switched on in $DAEMON_JSON"
+    fi
+}
 
 # Tools beside the engine: mmdebstrap makes the locally bootstrapped base images (imagekit base
 # bootstrap); docker-registry is the real registry the publish tests start on 127.0.0.1; cosign
@@ -89,10 +135,10 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     exit 1
 fi
 
-if ! command -v dockerd >/dev/null 2>&1; then
-    say "installing Debian's docker.io"
-    apt_install docker.io iptables ca-certificates
+if ! command -v dockerd >/dev/null 2>&1 || engine_too_old; then
+    install_engine
 fi
+choose_image_store
 if ! docker buildx version >/dev/null 2>&1; then
     say "installing the docker-buildx plugin"
     install_buildx || say "docker-buildx could not be installed; the SDK builder still works"
