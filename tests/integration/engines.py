@@ -27,7 +27,7 @@ from pathlib import Path
 import docker
 
 START_TIMEOUT_S = 90
-CNI_LEASES = Path("/var/lib/cni/networks/podman")
+CNI_STATE = Path("/var/lib/cni")
 STOP_TIMEOUT_S = 60
 
 
@@ -134,8 +134,8 @@ def start_podman(root: Path, insecure_registries: tuple[str, ...] = ()) -> Other
     root.mkdir(parents=True, exist_ok=True)
     sock = root / "podman.sock"
     cleanups = []
-    if not CNI_LEASES.exists():  # host-local IPAM's leases of Podman's default network
-        cleanups.append(["rm", "-rf", str(CNI_LEASES)])
+    if not CNI_STATE.exists():  # CNI's cached results and IPAM leases of Podman's network
+        cleanups.append(["rm", "-rf", str(CNI_STATE)])
     argv = [
         "podman",
         "--root", str(root / "storage"),

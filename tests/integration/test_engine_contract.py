@@ -112,8 +112,13 @@ def contract(
         yield Contract(engine, matrix, results, f"{namespace}/pytorch", build, records, wheelhouse)
     finally:
         stop(engine)
-        removed = before.restore_from(NetworkState.read(), MARKERS[name])
-        print(f"{name}: stopped; removed from the host's network: {removed}")
+        # Podman's cleanup processes may still be tearing its network down: until it is quiet.
+        for _ in range(10):
+            removed = before.restore_from(NetworkState.read(), MARKERS[name])
+            print(f"{name}: stopped; removed from the host's network: {removed}")
+            if not removed:
+                break
+            time.sleep(1)
 
 
 def test_build_makes_slim_and_full_and_a_second_build_is_up_to_date(contract: Contract) -> None:
