@@ -197,7 +197,7 @@ def test_a_stop_signal_while_the_container_is_stopped_still_lets_it_be_removed()
         (False, PORT_BOUND, EngineError, 3, "port 18888 is already in use", "--port OTHER:8888"),
         (False, PORT_ALLOCATED, EngineError, 3, "port 18888 is already in use", "OTHER:8888"),
         (False, NO_JUPYTER, ServiceFailedError, 5, 'start jupyter: "jupyter": exec', "full image"),
-        (False, "no space left on device", EngineError, 3, "no space left", "free space on the engine's disk"),
+        (False, "no space left on device", EngineError, 3, "no space left", "free space"),
     ],
     ids=["no GPU runtime", "GPU driver", "port bound", "port allocated", "no service", "other"],
 )
