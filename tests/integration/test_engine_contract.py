@@ -39,6 +39,8 @@ from tests.integration.engines import (
 from tests.integration.test_publish import free_port, running_registry
 from tests.integration.test_run_ends import CONTAINER_LINE, answers_with_token, wait_for_url
 
+pytestmark = [pytest.mark.integration, pytest.mark.contract]
+
 SLIM = "2.13.0-cpu-py3.11-slim"
 FULL = "2.13.0-cpu-py3.11-full"
 BRIDGE = "ikt-br0"
