@@ -347,7 +347,9 @@ def test_a_503_once_is_retried_and_the_attempts_recorded(
             "--only",
             SLIM,
             "--registry",
-            f"127.0.0.1:{proxy.port}",
+            # A namespace of its own: the containerd store pushes no manifest for a tag that
+            # already holds it, and the fault is in the manifest PUT.
+            f"127.0.0.1:{proxy.port}/retried",
             "--results",
             str(demo_build.results),
             "--backoff-s",
@@ -378,19 +380,20 @@ def test_a_denied_push_fails_at_once_without_retries(
             "--only",
             SLIM,
             "--registry",
-            f"127.0.0.1:{proxy.port}",
+            f"127.0.0.1:{proxy.port}/denied",
             "--results",
             str(demo_build.results),
             "--json",
         )
     finally:
         proxy.close()
-    assert result.code == 6
+    assert result.code == 6, result.stderr[-2000:]
     image = json.loads(result.stdout)["images"][0]
     assert image["status"] == "failed"
     failed = [t for t in image["tags"] if t["status"] == "failed"]
     assert failed[0]["attempts"] == 1 and failed[0]["error"].startswith("permanent:")
-    assert "denied" in failed[0]["error"]
+    # The classic store quotes the registry's message; the containerd store its status.
+    assert "denied" in failed[0]["error"] or "403 Forbidden" in failed[0]["error"]
 
 
 def test_a_registry_that_is_down_fails_with_a_clear_error_and_nothing_pushed(
