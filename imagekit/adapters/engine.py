@@ -413,9 +413,10 @@ def container_limits(info: EngineInfo) -> dict[str, Any]:
 
 
 def uncompressed_size(client: docker.DockerClient, reference: str) -> int:
-    """The image's size unpacked, the sum of its layers: what the classic store reports as
-    `Size`. The containerd store reports the compressed content instead, a different measure
-    that budgets and benchmarks must not mix with this one."""
+    """The image's size unpacked, the sum of its layers as `docker history` gives them (on the
+    containerd store, its snapshots' disk usage, a few per cent above the classic store's
+    byte counts). The containerd store's own `Size` is the compressed content, a measure that
+    budgets and benchmarks must not mix with this one."""
     with engine_errors(f"reading the layers of {reference}"):
         return sum(int(i.get("Size") or 0) for i in client.api.history(reference))
 
@@ -434,8 +435,8 @@ class DockerEngine:
         return self._info
 
     def inspect_image(self, reference: str) -> LocalImage | None:
-        """The image `reference` names; None when there is none. Its size is the unpacked
-        size on every store."""
+        """The image `reference` names; None when there is none. Its size is the sum of its
+        unpacked layers on every store."""
         image = inspect_image(self.client, reference)
         if image is not None and self.info().image_store == "containerd":
             image = replace(image, size_bytes=uncompressed_size(self.client, image.id))
