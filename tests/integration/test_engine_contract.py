@@ -114,11 +114,14 @@ def contract(
         yield Contract(engine, matrix, results, f"{namespace}/pytorch", build, records, wheelhouse)
     finally:
         stop(engine)
-        # Podman's cleanup processes may still be tearing its network down: until it is quiet.
-        for _ in range(10):
+        # Podman's cleanup processes may still be tearing its network down (a CNI DEL makes
+        # its chains again): repeat until three reads in a row find nothing of it.
+        quiet = 0
+        for _ in range(30):
             removed = before.restore_from(NetworkState.read(), MARKERS[name])
             print(f"{name}: stopped; removed from the host's network: {removed}")
-            if not removed:
+            quiet = 0 if removed else quiet + 1
+            if quiet == 3:
                 break
             time.sleep(1)
 
