@@ -45,7 +45,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import Session, imagekit, matrix_text
-from tests.integration.test_publish import free_port
+from tests.integration.test_publish import running_registry
 from tests.test_workflows import DESTRUCTIVE_STEPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -314,37 +314,11 @@ def scratch() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def act_registry() -> Iterator[str]:
     """Debian's docker-registry on 127.0.0.1, its storage removed afterwards."""
-    binary = shutil.which("docker-registry")
-    if binary is None:
-        pytest.fail("docker-registry is not installed; run `make engine`")
     folder = Path(tempfile.mkdtemp(prefix="imagekit-act-registry-"))
-    port = free_port()
-    config = folder / "config.yml"
-    config.write_text(
-        "version: 0.1\n"
-        "log: {level: warn}\n"
-        f"storage: {{filesystem: {{rootdirectory: {folder / 'data'}}}, "
-        "delete: {enabled: true}}\n"
-        f"http: {{addr: 127.0.0.1:{port}}}\n"
-    )
-    process = subprocess.Popen(
-        [binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    host = f"127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://{host}/v2/", timeout=2)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("docker-registry did not start")
-                time.sleep(0.2)
-        yield host
+        with running_registry(folder) as host:
+            yield host
     finally:
-        process.terminate()
-        process.wait(timeout=10)
         shutil.rmtree(folder, ignore_errors=True)
 
 
