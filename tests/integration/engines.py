@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -227,9 +228,10 @@ class NetworkState:
                 if line.startswith("-A") and line not in before and ours(line)
             ]
             for rule in reversed(new_rules):
-                argv = ["iptables", "-t", table, "-D", *rule.split()[1:]]
-                subprocess.run(argv, capture_output=True, check=False)
-                removed.append(f"{table} rule {rule}")
+                # shlex: a rule's --comment is quoted ("CNI firewall plugin rules").
+                argv = ["iptables", "-t", table, "-D", *shlex.split(rule)[1:]]
+                if subprocess.run(argv, capture_output=True, check=False).returncode == 0:
+                    removed.append(f"{table} rule {rule}")
             old_chains = {line.split()[0] for line in before if line.startswith(":")}
             for line in lines:
                 chain = line.split()[0]
