@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -31,9 +32,21 @@ def debug_sections(path: Path) -> bool:
     return " .debug_" in out
 
 
-def prune(root: Path, *args: str) -> dict:
-    subprocess.run([sys.executable, str(SCRIPT), str(root), *args], check=True)
+def prune(root: Path, *args: str, path: str | None = None) -> dict:
+    env = {**os.environ, "PATH": path} if path is not None else None
+    subprocess.run([sys.executable, str(SCRIPT), str(root), *args], check=True, env=env)
     return json.loads((root / "imagekit-pruned.json").read_text())
+
+
+def readelf_debug_bytes(path: Path) -> int:
+    """The `.debug_*` section sizes as binutils' readelf lists them."""
+    out = subprocess.run(["readelf", "-S", "-W", str(path)], capture_output=True, text=True).stdout
+    total = 0
+    for line in out.splitlines():
+        fields = line.replace("[ ", "[").split()
+        if len(fields) > 5 and fields[1].startswith(".debug_"):
+            total += int(fields[5], 16)
+    return total
 
 
 @pytest.fixture
@@ -131,3 +144,31 @@ def test_without_pack_headers_headers_stay(venv: Path) -> None:
     (include / "x.h").write_text("int x;\n")
     report = prune(venv)
     assert (include / "x.h").exists() and report["headers_packed"] == {}
+
+
+def test_without_strip_on_path_debug_sections_are_found_and_left(
+    venv: Path, tmp_path: Path
+) -> None:
+    """A base without binutils: nothing is installed for pruning, the bytes are reported."""
+    lib = venv / "lib" / "pkg"
+    before = (lib / "libdebug.so.1").read_bytes()
+    no_tools = tmp_path / "bin"
+    no_tools.mkdir()
+    report = prune(venv, path=str(no_tools))
+    assert (lib / "libdebug.so.1").read_bytes() == before
+    assert report["stripped"] == {}
+    assert report["debug_left"] == {
+        "lib/pkg/libdebug.so.1": readelf_debug_bytes(lib / "libdebug.so.1")
+    }
+    assert report["debug_left"]["lib/pkg/libdebug.so.1"] > 0
+    assert report["steps"]["debug_sections"]["bytes"] == 0
+
+
+def test_each_step_reports_its_seconds_and_bytes(venv: Path) -> None:
+    report = prune(venv, "--pack-headers")
+    assert set(report["steps"]) == {"debug_sections", "static_archives", "duplicates", "headers"}
+    for figures in report["steps"].values():
+        assert figures["seconds"] >= 0
+    assert report["steps"]["static_archives"]["bytes"] == 1008
+    assert report["steps"]["duplicates"]["bytes"] == 2 * 256 * 512
+    assert report["saved_bytes"] == sum(s["bytes"] for s in report["steps"].values())
