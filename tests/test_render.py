@@ -176,8 +176,9 @@ def test_slim_has_a_builder_stage_and_a_runtime_stage_that_only_copies_the_venv(
     builder, runtime = stages(text)
     assert builder.startswith("${BASE_IMAGE} AS builder")
     assert (
-        "pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cu128" in builder
+        "/tmp/imagekit/uv pip install --python /opt/venv/bin/python --compile-bytecode" in builder
     )
+    assert "--index-url https://download.pytorch.org/whl/cu128 -r" in builder
     assert runtime.startswith("${BASE_IMAGE} AS runtime")
     assert "COPY --from=builder /opt/venv /opt/venv" in runtime
     assert "pip install" not in runtime
@@ -402,7 +403,9 @@ def wheelhouse_and_ca(tmp_path: Path) -> ContextInputs:
     (wheels / ".complete").write_text("")
     ca = tmp_path / "ca.crt"
     ca.write_text("ca")
-    return ContextInputs(wheelhouse=wheels, ca_bundle=ca)
+    installer = tmp_path / "uv"
+    installer.write_bytes(b"uv")
+    return ContextInputs(wheelhouse=wheels, ca_bundle=ca, installer=installer)
 
 
 def test_write_context_records_the_hash_it_is_given_and_hashes_no_file_again(
@@ -413,14 +416,15 @@ def test_write_context_records_the_hash_it_is_given_and_hashes_no_file_again(
     rendered = render_image(plan, RenderOptions(wheelhouse=True, ca_bundle=True))
     hashed = counting_file_sha256(monkeypatch)
     digest = input_hash(rendered, inputs, {"parent_image_id": "sha256:" + "b" * 64})
-    assert len(hashed) == 3  # two wheels and the CA bundle, each once; the stamp is no wheel
+    # Two wheels, the CA bundle and the installer, each once; the stamp is no wheel.
+    assert len(hashed) == 4
     folder = write_context(rendered, tmp_path / "out", inputs, input_hash=digest)
-    assert len(hashed) == 3
+    assert len(hashed) == 4
     assert json.loads((folder / PLAN_FILE).read_text())["input_hash"] == digest
     assert (folder / "wheelhouse" / "sub" / "numpy-2.1.0-cp312-none-any.whl").is_file()
     # Without a given hash it is computed once, without engine inputs.
     folder = write_context(rendered, tmp_path / "out", inputs)
-    assert len(hashed) == 6
+    assert len(hashed) == 8
     assert json.loads((folder / PLAN_FILE).read_text())["input_hash"] == input_hash(
         rendered, inputs
     )
@@ -434,13 +438,13 @@ def test_render_and_compare_tree_hash_each_external_file_once(
     options = RenderOptions(wheelhouse=True, ca_bundle=True)
     hashed = counting_file_sha256(monkeypatch)
     folders = render_tree(plans, options, inputs, tmp_path / "out")
-    assert len(hashed) == 3  # once for all plans
+    assert len(hashed) == 4  # once for all plans
     for folder, plan in zip(folders, plans, strict=True):
         recorded = json.loads((folder / PLAN_FILE).read_text())["input_hash"]
         assert recorded == input_hash(render_image(plan, options), inputs)
     hashed.clear()
     assert compare_tree(plans, options, inputs, tmp_path / "out") == []
-    assert len(hashed) == 3
+    assert len(hashed) == 4
 
 
 def test_the_plan_file_carries_the_hash_the_build_labels_the_image_with(
@@ -478,8 +482,55 @@ def test_the_plan_file_carries_the_hash_the_build_labels_the_image_with(
     assert recorded == input_hash(
         render_image(plan, options), inputs, {"parent_image_id": parent.id}
     )
-    assert len(hashed) == 3 + 3  # the build's three files, then this test's own check
-    assert len(set(hashed)) == 3
+    assert len(hashed) == 4 + 4  # the build's four files, then this test's own check
+    assert len(set(hashed)) == 4
+
+
+def test_zstd_layers_are_another_input_and_the_buildkit_options_reach_the_builder(
+    default_matrix: Matrix, tmp_path: Path
+) -> None:
+    """A gzip image is not up to date for a zstd build (and gzip hashes stay as they were);
+    the cache repositories become one reference per image, tagged as the image is."""
+    from imagekit.core.ports import BuildOutcome, BuildRequest
+    from imagekit.orchestration import build
+    from tests.fakes import FakeEngine
+
+    plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
+    options = RenderOptions(buildkit=True)
+    inputs = ContextInputs(installer=tmp_path / "uv")
+    inputs.installer.write_bytes(b"uv")  # type: ignore[union-attr]
+    engine = FakeEngine()
+    parent = engine.add(render_image(plan, options).build_args["BASE_IMAGE"], "sha256:" + "b" * 64)
+    requests: list[BuildRequest] = []
+
+    class StopBuilder:
+        name = "stop"
+
+        def build(self, request: BuildRequest, on_line: object) -> BuildOutcome:
+            requests.append(request)
+            return BuildOutcome(False, None, "stopped")
+
+    run = SimpleNamespace(log_file=lambda name: tmp_path / f"{name}.log")
+    hashes = {}
+    for compression in ("gzip", "zstd"):
+        settings = build.BuildSettings(
+            options, inputs, tmp_path / compression, compression=compression,
+            cache_from="127.0.0.1:5000/cache/pytorch", cache_to="127.0.0.1:5000/cache/out",
+            network="none",
+        )  # fmt: skip
+        result = build.BuildRun(
+            engine, StopBuilder(), [plan], settings, run, lambda e: None
+        )._build_one(plan)
+        hashes[compression] = result.input_hash
+    gzip_request, zstd_request = requests
+    assert hashes["gzip"] == input_hash(
+        render_image(plan, options), inputs, {"parent_image_id": parent.id}
+    )
+    assert hashes["zstd"] != hashes["gzip"]
+    assert (gzip_request.compression, zstd_request.compression) == ("gzip", "zstd")
+    assert zstd_request.cache_from == f"127.0.0.1:5000/cache/pytorch:{plan.tag}"
+    assert zstd_request.cache_to == f"127.0.0.1:5000/cache/out:{plan.tag}"
+    assert zstd_request.network == "none"
 
 
 def test_probe_files_are_not_part_of_any_build_context(
@@ -495,6 +546,7 @@ def test_probe_files_are_not_part_of_any_build_context(
         "imagekit-plan.json",
         "imagekit_site.py",
         "imagekit-site.pth",
+        "uv",  # the installer, imagekit's own
     }
     assert "probes" not in render_image(plan).dockerfile
 
@@ -689,15 +741,49 @@ def test_slim_prunes_its_venv_in_the_builder_stage_and_leaves_triton_to_full() -
 
     matrix = load_matrix(CUDA_LOCAL)
     slim = render_image(plan_named(matrix, "2.14.1-cu130-py3.11-slim"))
-    builder, runtime = stages(slim.dockerfile)
+    builder, _ = stages(slim.dockerfile)
     assert "prune_venv.py /opt/venv --pack-headers --leave-out triton" in builder
-    assert "binutils" in builder and "binutils" not in runtime
+    # Pruning needs only Python: no build installs binutils (or anything) for it.
+    assert "binutils" not in slim.dockerfile and "strip" not in builder.split("prune_venv")[0]
+    assert builder.count("apt-get install") == 1  # only for a base without the interpreter
     full = render_image(plan_named(matrix, "2.14.1-cu130-py3.11-full"))
     full_builder, _ = stages(full.dockerfile)
     assert "-r /opt/venv/imagekit-left-out.txt" in full_builder
     assert "--keep-static-archives" in full_builder
     assert "-m tarfile -e /opt/venv/imagekit-headers.tar.xz /tmp/overlay" in full_builder
     assert "prune_venv.py" in full.files
+    assert "apt-get" not in full_builder
+
+
+def test_uv_keeps_pips_rule_of_the_best_version_from_any_index(default_matrix: Matrix) -> None:
+    """uv asks extra indexes first and stops at the first with the package: torch would come
+    from PyPI, not the CUDA index, without `unsafe-best-match` (pip's rule)."""
+    plan = plan_named(default_matrix, "2.8.0-cu128-py3.12-slim")
+    alone = render_image(plan).dockerfile
+    assert "--index-strategy" not in alone
+    extra = render_image(plan, RenderOptions(extra_index_urls=("https://mirror.example/simple",)))
+    builder, _ = stages(extra.dockerfile)
+    assert (
+        "--index-url https://download.pytorch.org/whl/cu128 --extra-index-url "
+        "https://mirror.example/simple --index-strategy unsafe-best-match" in builder
+    )
+    wheels = render_image(plan, RenderOptions(wheelhouse=True)).dockerfile
+    assert "--no-index --find-links /tmp/imagekit/wheelhouse -r" in wheels
+
+
+def test_buildkit_mounts_the_wheelhouse_and_installer_the_legacy_builder_copies_them(
+    default_matrix: Matrix,
+) -> None:
+    plan = plan_named(default_matrix, "2.8.0-cu128-py3.12-slim")
+    legacy, _ = stages(render_image(plan, RenderOptions(wheelhouse=True)).dockerfile)
+    assert "COPY wheelhouse/ /tmp/imagekit/wheelhouse/" in legacy
+    assert "COPY uv /tmp/imagekit/uv" in legacy
+    buildkit, _ = stages(
+        render_image(plan, RenderOptions(wheelhouse=True, buildkit=True)).dockerfile
+    )
+    assert "COPY wheelhouse" not in buildkit and "COPY uv" not in buildkit
+    assert "--mount=type=bind,source=wheelhouse,target=/tmp/imagekit/wheelhouse" in buildkit
+    assert "--mount=type=bind,source=uv,target=/tmp/imagekit/uv" in buildkit
 
 
 def test_full_cuda_image_can_compile_extensions() -> None:
@@ -734,7 +820,8 @@ def test_a_flavour_that_asks_for_rdma_carries_the_user_space_rdma_stack_and_says
         "apt-get install -y --no-install-recommends g++ openssl python3.11-dev "
         "ibverbs-providers libibverbs1 rdma-core"
     ) in slim.dockerfile
-    assert "rm -rf /var/lib/apt/lists/*\nCOPY --from=builder" in slim.dockerfile
+    _, runtime = stages(slim.dockerfile)
+    assert runtime.count("RUN ") == 1 and "rdma-core" in runtime  # the stage's one RUN
     assert 'io.imagekit.rdma="yes"' in slim.dockerfile
     assert "libibverbs1" not in full.dockerfile and "io.imagekit.rdma" not in full.dockerfile
     assert lint("slim", slim.dockerfile) == []

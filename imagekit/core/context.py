@@ -24,6 +24,7 @@ import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from imagekit.core.plan import ImagePlan
 from imagekit.core.render import (
@@ -39,9 +40,13 @@ from imagekit.errors import InputError
 PLAN_FILE = "imagekit-plan.json"
 CA_FILE = "ca-bundle.crt"
 WHEELHOUSE = "wheelhouse"
+# The installer slim's builder stage runs: uv, the binary of the `uv` package imagekit depends
+# on (pinned, so its digest in the input hash only changes with imagekit's own pin).
+INSTALLER = "uv"
 # Context files copied verbatim from templates/: a golden folder lists them by hash.
 STATIC_FILES = frozenset((*FULL_FILES, PRUNE_SCRIPT, *SITE_FILES))
 STATIC_MANIFEST = "static.sha256"
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,15 @@ class ContextInputs:
 
     wheelhouse: Path | None = None
     ca_bundle: Path | None = None
+    # uv for slim's builder stage; None: the one imagekit is installed with.
+    installer: Path | None = None
+
+
+def bundled_uv() -> Path:
+    """The uv binary of the `uv` package imagekit is installed with."""
+    import uv
+
+    return Path(uv.find_uv_bin())
 
 
 def file_sha256(path: Path) -> str:
@@ -62,7 +76,7 @@ def file_sha256(path: Path) -> str:
 
 
 def _external_files(inputs: ContextInputs) -> dict[str, Path]:
-    files: dict[str, Path] = {}
+    files: dict[str, Path] = {INSTALLER: inputs.installer or bundled_uv()}
     if inputs.ca_bundle is not None:
         files[CA_FILE] = inputs.ca_bundle
     if inputs.wheelhouse is not None:
@@ -78,6 +92,13 @@ def _file_digests(files: dict[str, Path]) -> dict[str, str]:
     return {name: file_sha256(path) for name, path in files.items()}
 
 
+def _needed_by(rendered: RenderedImage, external: dict[str, V]) -> dict[str, V]:
+    """The external files one image's context carries: only slim's builder runs uv."""
+    if rendered.plan.flavour == "slim":
+        return dict(external)
+    return {name: value for name, value in external.items() if name != INSTALLER}
+
+
 def _text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -88,7 +109,7 @@ def _hash(
     entries = {"Dockerfile": _text_sha256(rendered.dockerfile)}
     for name, text in rendered.files.items():
         entries[name] = _text_sha256(text)
-    entries |= file_digests
+    entries |= _needed_by(rendered, file_digests)
     document = {
         "files": dict(sorted(entries.items())),
         "build_args": rendered.build_args,
@@ -157,7 +178,7 @@ def _write_context(
         path.write_text(text, encoding="utf-8")
         # COPY keeps the mode a context file has: scripts must arrive executable.
         path.chmod(0o755 if name.endswith(".sh") else 0o644)
-    for name, path in external.items():
+    for name, path in _needed_by(rendered, external).items():
         _link_or_copy(path, folder / name)
     (folder / PLAN_FILE).write_text(_plan_json(rendered, digest), encoding="utf-8")
     return folder
@@ -371,8 +392,8 @@ def _compare_manifest(manifest: Path, static: dict[str, str]) -> list[str]:
 
 def swap_static_for_manifest(out_dir: Path) -> list[Path]:
     """In each rendered image folder of `out_dir`, replace the static files by a
-    `static.sha256` manifest (how tests/golden/ is stored; `make goldens` calls
-    this after `imagekit render`). The manifests written."""
+    `static.sha256` manifest and drop the installer binary (how tests/golden/ is stored;
+    `make goldens` calls this after `imagekit render`). The manifests written."""
     written = []
     for folder in sorted(p.parent for p in out_dir.glob(f"*/{PLAN_FILE}")):
         static = {
@@ -384,5 +405,8 @@ def swap_static_for_manifest(out_dir: Path) -> list[Path]:
         manifest.write_text(static_manifest_text(static), encoding="utf-8")
         for name in static:
             (folder / name).unlink()
+        # The installer binary is an input like a wheel, not rendered text: its digest is in
+        # the plan file's input hash.
+        (folder / INSTALLER).unlink(missing_ok=True)
         written.append(manifest)
     return written

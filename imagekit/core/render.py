@@ -105,11 +105,19 @@ def _base_image(plan: ImagePlan, options: RenderOptions) -> str:
     return overrides.get(plan.cell.base_image, plan.cell.base_image)
 
 
-def _pip_args(index_url: str, extra: tuple[str, ...], options: RenderOptions) -> str:
+def _pip_args(
+    index_url: str, extra: tuple[str, ...], options: RenderOptions, *, uv: bool = False
+) -> str:
+    """Where pip (or uv, which takes the same options) finds packages."""
     if options.wheelhouse:
         return "--no-index --find-links /tmp/imagekit/wheelhouse"
     urls = [f"--index-url {options.pip_index_url or index_url}"]
     urls += [f"--extra-index-url {u}" for u in (*extra, *options.extra_index_urls)]
+    if uv and len(urls) > 1:
+        # uv takes a package from the first index that has it, and asks extra indexes first:
+        # torch would come from PyPI instead of the CUDA index. pip's rule is the best version
+        # from any index, which this restores.
+        urls.append("--index-strategy unsafe-best-match")
     return " ".join(urls)
 
 
@@ -185,7 +193,7 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
         "buildkit": options.buildkit,
         "wheelhouse": options.wheelhouse,
         "ca_bundle": options.ca_bundle,
-        "slim_pip_args": _pip_args(cell.index_url, slim_extra, options),
+        "slim_pip_args": _pip_args(cell.index_url, slim_extra, options, uv=True),
         "full_pip_args": _pip_args(PYPI_INDEX_URL, (), options),
         "labels": labels,
         "rdma_packages": RDMA_PACKAGES,
