@@ -241,3 +241,29 @@ def test_run_user_that_is_not_user_group_is_one_line_before_any_engine_call() ->
     assert result.exit_code == 2
     assert "--user '4321:43:21' is not USER[:GROUP]" in result.stderr
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["127.0.0.1:5000/cache/pytorch:latest", "reg/cache@sha256:" + "a" * 64, "Bad Name", ""],
+)
+def test_a_cache_repository_with_a_tag_or_not_a_name_is_refused(matrix: Path, value: str) -> None:
+    """Each image's cache is tagged as the image is: the option names a repository only."""
+    result = invoke("build", "--matrix", str(matrix), "--builder", "buildx", "--cache-to", value)
+    refused(result, f"--cache-to {value!r} is not a repository name")
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--cache-from", "127.0.0.1:5000/c"], "--cache-from"),
+        (["--cache-to", "127.0.0.1:5000/c"], "--cache-to"),
+        (["--compression", "zstd"], "--compression zstd"),
+    ],
+)
+def test_buildkit_only_options_with_the_legacy_builder_are_refused_before_docker(
+    matrix: Path, args: list[str], named: str
+) -> None:
+    result = invoke("build", "--matrix", str(matrix), *args)  # --builder sdk is the default
+    out = refused(result, f"{named} need BuildKit", "--builder buildx")
+    assert "reached Docker" not in out

@@ -251,6 +251,14 @@ def case_build(f: Files) -> Line:
             "--results",
             str(f.results),
             "--json",
+            "--cache-from",
+            "127.0.0.1:5000/cache/from",
+            "--cache-to",
+            "127.0.0.1:5000/cache/to",
+            "--compression",
+            "zstd",
+            "--network",
+            "none",
         ],
         BuildCommand(
             selection=selection(f),
@@ -263,6 +271,10 @@ def case_build(f: Files) -> Line:
             labels=(("team", "ml"), ("k", "v")),
             results=f.results,
             json=True,
+            cache_from="127.0.0.1:5000/cache/from",
+            cache_to="127.0.0.1:5000/cache/to",
+            compression="zstd",
+            network="none",
         ),
     )
 

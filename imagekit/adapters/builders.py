@@ -50,6 +50,7 @@ class SdkBuilder:
                         rm=True,
                         forcerm=True,  # intermediate containers go, even when a step fails
                         pull=False,
+                        network_mode=request.network,
                         decode=True,
                     )
                     for item in stream:
@@ -77,8 +78,21 @@ def buildx_available() -> bool:
     return done.returncode == 0
 
 
+def buildx_output(request: BuildRequest) -> list[str]:
+    """Where buildx puts the image: the engine's store, with gzip layers as `--load` makes
+    them, or zstd ones (which the containerd image store keeps as built, so a push sends
+    them as they are)."""
+    if request.compression == "gzip":
+        return ["--load"]
+    return [
+        "--output",
+        f"type=image,compression={request.compression},force-compression=true,oci-mediatypes=true",
+    ]
+
+
 class BuildxBuilder:
-    """BuildKit through `docker buildx build --load` (cache mounts, the CA as a secret)."""
+    """BuildKit through `docker buildx build` into the engine's store (cache mounts, the CA as
+    a secret, registry build caches, zstd layers)."""
 
     name = "buildx"
 
@@ -88,7 +102,8 @@ class BuildxBuilder:
         request.log_path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="imagekit-iid-") as tmp:
             iidfile = Path(tmp) / "iid"
-            command = ["docker", "buildx", "build", "--load", "--progress", "plain"]
+            command = ["docker", "buildx", "build", "--progress", "plain"]
+            command += buildx_output(request)
             command += ["--file", str(request.context_dir / "Dockerfile")]
             command += ["--tag", request.reference, "--iidfile", str(iidfile)]
             for key, value in sorted(request.build_args.items()):
@@ -99,6 +114,12 @@ class BuildxBuilder:
                 command.append("--no-cache")
             if request.ca_bundle is not None:
                 command += ["--secret", f"id=ca,src={request.ca_bundle}"]
+            if request.network:
+                command += ["--network", request.network]
+            if request.cache_from:
+                command += ["--cache-from", f"type=registry,ref={request.cache_from}"]
+            if request.cache_to:
+                command += ["--cache-to", f"type=registry,ref={request.cache_to},mode=max"]
             command.append(str(request.context_dir))
             with request.log_path.open("w", encoding="utf-8") as handle:
                 process = subprocess.Popen(

@@ -54,6 +54,16 @@ class BuilderChoice(StrEnum):
     auto = "auto"
 
 
+class Compression(StrEnum):
+    gzip = "gzip"
+    zstd = "zstd"
+
+
+class BuildNetwork(StrEnum):
+    default = "default"
+    none = "none"
+
+
 @app.command("build")
 def build_command(
     matrix: MatrixOption = Path("matrix.yaml"),
@@ -82,6 +92,28 @@ def build_command(
     ] = None,
     results: ResultsOption = Path("results"),
     json_out: JsonOption = False,
+    cache_from: Annotated[
+        str | None,
+        typer.Option(
+            metavar="REPOSITORY",
+            help="BuildKit: reuse the build cache kept in this registry repository.",
+        ),
+    ] = None,
+    cache_to: Annotated[
+        str | None,
+        typer.Option(
+            metavar="REPOSITORY",
+            help="BuildKit: save the build cache (every stage) to this registry repository.",
+        ),
+    ] = None,
+    compression: Annotated[
+        Compression,
+        typer.Option(help="Layer compression; zstd needs BuildKit and the containerd store."),
+    ] = Compression.gzip,
+    network: Annotated[
+        BuildNetwork,
+        typer.Option(help="The RUN steps' network; none: prove the build needs none."),
+    ] = BuildNetwork.default,
 ) -> None:
     """Build the images of the matrix (slim before full), skipping those up to date."""
     selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
@@ -107,6 +139,10 @@ def build_command(
             labels=pairs("--label", tuple(label or ()), "team=ml"),
             results=results,
             json=json_out,
+            cache_from=cache_from,
+            cache_to=cache_to,
+            compression=compression.value,
+            network=None if network is BuildNetwork.default else network.value,
         )
     )
 
@@ -145,6 +181,20 @@ def build(request: BuildCommand) -> None:
     )
     if use_buildx != guess:
         options, inputs = request.inputs.resolve(buildkit=use_buildx)
+    if (wants := request.buildkit_features()) and not use_buildx:
+        raise EngineUnavailableError(
+            f"{' and '.join(wants)} need BuildKit, and {facts.describe()} builds without it here",
+            "install the buildx plugin (`make engine`) and use --builder buildx",
+        )
+    if (request.cache_to or request.compression != "gzip") and facts.image_store != "containerd":
+        what = "--cache-to" if request.cache_to else f"--compression {request.compression}"
+        raise EngineUnavailableError(
+            f"{what} needs the containerd image store, and {facts.describe()} uses the "
+            f"{facts.image_store} store (buildx's docker driver exports no cache there, and "
+            "the store would recompress the layers)",
+            'switch it on ("features": {"containerd-snapshotter": true} in '
+            "/etc/docker/daemon.json; `make engine` does) or leave the option out",
+        )
     note_leftovers(engine.client)
     run = RunFolder.create(request.results)
     run.write_run("build", engine.info(), {"matrix": str(request.selection.matrix)})
@@ -157,6 +207,10 @@ def build(request: BuildCommand) -> None:
         fail_fast=request.fail_fast,
         pull=request.pull,
         extra_labels=request.labels,
+        cache_from=request.cache_from,
+        cache_to=request.cache_to,
+        compression=request.compression,
+        network=request.network,
     )
     chosen = BuildxBuilder() if use_buildx else SdkBuilder(engine.client)
     with event_view() as view:

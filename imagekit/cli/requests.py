@@ -217,6 +217,45 @@ class BuildCommand:
     labels: tuple[tuple[str, str], ...] = ()
     results: Path = Path("results")
     json: bool = False
+    cache_from: str | None = None
+    cache_to: str | None = None
+    compression: str = "gzip"
+    network: str | None = None
+
+    def __post_init__(self) -> None:
+        for option, value in (("--cache-from", self.cache_from), ("--cache-to", self.cache_to)):
+            if value is not None:
+                cache_repository(option, value)
+        wants = self.buildkit_features()
+        if wants and self.builder == "sdk":
+            raise InputError(
+                f"{' and '.join(wants)} need BuildKit, and --builder sdk is the legacy builder",
+                "add --builder buildx (or auto)",
+            )
+
+    def buildkit_features(self) -> list[str]:
+        """The options asked for that only BuildKit has."""
+        wants = [
+            o for o, v in (("--cache-from", self.cache_from), ("--cache-to", self.cache_to)) if v
+        ]
+        if self.compression != "gzip":
+            wants.append(f"--compression {self.compression}")
+        return wants
+
+
+def cache_repository(option: str, value: str) -> str:
+    """A build-cache repository (`127.0.0.1:5000/cache/pytorch`): each image's cache is
+    tagged as the image is, so the value names a repository, without tag or digest."""
+    from imagekit.core.plan import REPOSITORY_RE
+
+    last = value.rsplit("/", 1)[-1]
+    if "@" in value or ":" in last or not REPOSITORY_RE.match(value):
+        raise InputError(
+            f"{option} {value!r} is not a repository name",
+            "give a repository such as 127.0.0.1:5000/cache/pytorch: each image's cache is "
+            "tagged there as the image is",
+        )
+    return value
 
 
 @dataclass(frozen=True)

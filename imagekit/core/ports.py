@@ -221,6 +221,13 @@ class BuildRequest:
     log_path: Path
     no_cache: bool = False
     ca_bundle: Path | None = None
+    # BuildKit only: registry references to import the build cache from and export it to
+    # (mode=max, so the builder stage's layers travel too), and the layers' compression.
+    cache_from: str | None = None
+    cache_to: str | None = None
+    compression: str = "gzip"
+    # The network the build's RUN steps get; "none" proves a build needs no network.
+    network: str | None = None
 
 
 @dataclass

@@ -43,6 +43,15 @@ class BuildSettings:
     # that an air-gapped build fails at once with a hint instead of waiting on DNS.
     pull: bool = False
     extra_labels: tuple[tuple[str, str], ...] = ()
+    # BuildKit's registry cache: repositories that hold one cache per image, tagged as it is.
+    cache_from: str | None = None
+    cache_to: str | None = None
+    compression: str = "gzip"  # the layers' compression (BuildKit): gzip or zstd
+    network: str | None = None  # the RUN steps' network; "none": the build must be offline
+
+    def cache_ref(self, repository: str | None, plan: ImagePlan) -> str | None:
+        """The cache reference of one image in `repository` (None: no cache)."""
+        return f"{repository}:{plan.tag}" if repository else None
 
 
 @dataclass
@@ -151,7 +160,12 @@ class BuildRun:
             if pulled:
                 result.message += f" (pull failed: {pulled})"
             return result
-        digest = input_hash(rendered, s.inputs, {"parent_image_id": parent.id})
+        engine_inputs = {"parent_image_id": parent.id}
+        if s.compression != "gzip":
+            # Other layers, other image: a gzip image is not up to date for a zstd build.
+            # (Only named when not gzip, so the hashes of existing images stay as they were.)
+            engine_inputs["layer_compression"] = s.compression
+        digest = input_hash(rendered, s.inputs, engine_inputs)
         result.input_hash = digest
         existing = self.engine.inspect_image(plan.reference)
         if existing is not None and not s.no_cache and existing.labels.get(L.INPUT_HASH) == digest:
@@ -171,6 +185,10 @@ class BuildRun:
             log_path=self.run.log_file(plan.name),
             no_cache=s.no_cache,
             ca_bundle=s.inputs.ca_bundle if s.options.buildkit else None,
+            cache_from=s.cache_ref(s.cache_from, plan),
+            cache_to=s.cache_ref(s.cache_to, plan),
+            compression=s.compression,
+            network=s.network,
         )
         result.log_path = str(request.log_path)
         outcome = self.builder.build(request, _step_reporter(self.events, plan.name))
