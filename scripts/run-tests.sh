@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as `make test` runs it, in two pytest sessions at the same time:
 # - in the foreground, the integration tests against the default engine;
-# - in the background, the engine-contract tests (Docker's classic store and Podman, each
-#   started by the tests), then the unit tests.
+# - in the background, the tests against engines they start themselves (the engine contract on
+#   Docker's classic store and Podman; the registry-cache build on a fresh dockerd), then the
+#   unit tests.
 # Both spend much of their time waiting on engines, registries and services, so together they
 # take about as long as the integration tests alone. The background session's output is
 # printed when both are done; the exit status is the first failure's. pytest's "no tests ran"

@@ -489,8 +489,9 @@ def test_the_plan_file_carries_the_hash_the_build_labels_the_image_with(
 def test_zstd_layers_are_another_input_and_the_buildkit_options_reach_the_builder(
     default_matrix: Matrix, tmp_path: Path
 ) -> None:
-    """A gzip image is not up to date for a zstd build (and gzip hashes stay as they were);
-    the cache repositories become one reference per image, tagged as the image is."""
+    """A build that forces a compression is another image (and unforced hashes stay as they
+    were); the cache repositories become one reference per image, tagged as the image is."""
+    from imagekit.adapters.builders import buildx_output
     from imagekit.core.ports import BuildOutcome, BuildRequest
     from imagekit.orchestration import build
     from tests.fakes import FakeEngine
@@ -512,9 +513,9 @@ def test_zstd_layers_are_another_input_and_the_buildkit_options_reach_the_builde
 
     run = SimpleNamespace(log_file=lambda name: tmp_path / f"{name}.log")
     hashes = {}
-    for compression in ("gzip", "zstd"):
+    for compression in (None, "gzip", "zstd"):
         settings = build.BuildSettings(
-            options, inputs, tmp_path / compression, compression=compression,
+            options, inputs, tmp_path / str(compression), compression=compression,
             cache_from="127.0.0.1:5000/cache/pytorch", cache_to="127.0.0.1:5000/cache/out",
             network="none",
         )  # fmt: skip
@@ -522,15 +523,20 @@ def test_zstd_layers_are_another_input_and_the_buildkit_options_reach_the_builde
             engine, StopBuilder(), [plan], settings, run, lambda e: None
         )._build_one(plan)
         hashes[compression] = result.input_hash
-    gzip_request, zstd_request = requests
-    assert hashes["gzip"] == input_hash(
+    _, gzip_request, zstd_request = requests
+    assert hashes[None] == input_hash(
         render_image(plan, options), inputs, {"parent_image_id": parent.id}
     )
-    assert hashes["zstd"] != hashes["gzip"]
+    assert len(set(hashes.values())) == 3
     assert (gzip_request.compression, zstd_request.compression) == ("gzip", "zstd")
     assert zstd_request.cache_from == f"127.0.0.1:5000/cache/pytorch:{plan.tag}"
     assert zstd_request.cache_to == f"127.0.0.1:5000/cache/out:{plan.tag}"
     assert zstd_request.network == "none"
+    assert buildx_output(requests[0]) == ["--load"]
+    assert buildx_output(zstd_request) == [
+        "--output",
+        "type=image,compression=zstd,force-compression=true,oci-mediatypes=true",
+    ]
 
 
 def test_probe_files_are_not_part_of_any_build_context(

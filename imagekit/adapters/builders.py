@@ -79,10 +79,11 @@ def buildx_available() -> bool:
 
 
 def buildx_output(request: BuildRequest) -> list[str]:
-    """Where buildx puts the image: the engine's store, with gzip layers as `--load` makes
-    them, or zstd ones (which the containerd image store keeps as built, so a push sends
-    them as they are)."""
-    if request.compression == "gzip":
+    """Where buildx puts the image: the engine's store, as `--load` does (new layers gzip,
+    layers it already holds as they are: after a zstd build, zstd), or with every layer forced
+    to the compression asked for, which the containerd image store keeps as built, so a push
+    sends them as they are."""
+    if request.compression is None:
         return ["--load"]
     return [
         "--output",

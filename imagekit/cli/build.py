@@ -107,9 +107,12 @@ def build_command(
         ),
     ] = None,
     compression: Annotated[
-        Compression,
-        typer.Option(help="Layer compression; zstd needs BuildKit and the containerd store."),
-    ] = Compression.gzip,
+        Compression | None,
+        typer.Option(
+            help="Force every layer to this compression (BuildKit, containerd store). "
+            "Default: new layers gzip, reused ones as they are."
+        ),
+    ] = None,
     network: Annotated[
         BuildNetwork,
         typer.Option(help="The RUN steps' network; none: prove the build needs none."),
@@ -141,7 +144,7 @@ def build_command(
             json=json_out,
             cache_from=cache_from,
             cache_to=cache_to,
-            compression=compression.value,
+            compression=compression.value if compression else None,
             network=None if network is BuildNetwork.default else network.value,
         )
     )
@@ -186,7 +189,7 @@ def build(request: BuildCommand) -> None:
             f"{' and '.join(wants)} need BuildKit, and {facts.describe()} builds without it here",
             "install the buildx plugin (`make engine`) and use --builder buildx",
         )
-    if (request.cache_to or request.compression != "gzip") and facts.image_store != "containerd":
+    if (request.cache_to or request.compression) and facts.image_store != "containerd":
         what = "--cache-to" if request.cache_to else f"--compression {request.compression}"
         raise EngineUnavailableError(
             f"{what} needs the containerd image store, and {facts.describe()} uses the "

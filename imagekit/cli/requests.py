@@ -219,7 +219,7 @@ class BuildCommand:
     json: bool = False
     cache_from: str | None = None
     cache_to: str | None = None
-    compression: str = "gzip"
+    compression: str | None = None
     network: str | None = None
 
     def __post_init__(self) -> None:
@@ -238,7 +238,7 @@ class BuildCommand:
         wants = [
             o for o, v in (("--cache-from", self.cache_from), ("--cache-to", self.cache_to)) if v
         ]
-        if self.compression != "gzip":
+        if self.compression:
             wants.append(f"--compression {self.compression}")
         return wants
 

@@ -225,7 +225,7 @@ class BuildRequest:
     # (mode=max, so the builder stage's layers travel too), and the layers' compression.
     cache_from: str | None = None
     cache_to: str | None = None
-    compression: str = "gzip"
+    compression: str | None = None  # None: new layers gzip, reused ones as they are
     # The network the build's RUN steps get; "none" proves a build needs no network.
     network: str | None = None
 

@@ -46,7 +46,7 @@ class BuildSettings:
     # BuildKit's registry cache: repositories that hold one cache per image, tagged as it is.
     cache_from: str | None = None
     cache_to: str | None = None
-    compression: str = "gzip"  # the layers' compression (BuildKit): gzip or zstd
+    compression: str | None = None  # every layer forced to gzip or zstd (BuildKit)
     network: str | None = None  # the RUN steps' network; "none": the build must be offline
 
     def cache_ref(self, repository: str | None, plan: ImagePlan) -> str | None:
@@ -161,9 +161,9 @@ class BuildRun:
                 result.message += f" (pull failed: {pulled})"
             return result
         engine_inputs = {"parent_image_id": parent.id}
-        if s.compression != "gzip":
-            # Other layers, other image: a gzip image is not up to date for a zstd build.
-            # (Only named when not gzip, so the hashes of existing images stay as they were.)
+        if s.compression:
+            # Other layers, other image: an image is not up to date for a build that forces
+            # another compression. (Only named when forced, so existing hashes stay.)
             engine_inputs["layer_compression"] = s.compression
         digest = input_hash(rendered, s.inputs, engine_inputs)
         result.input_hash = digest

@@ -15,6 +15,7 @@ rules and chains) is removed when they stop: the host is left as it was found.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -78,6 +79,20 @@ def _wait_until_it_answers(engine: OtherEngine) -> None:
 
 def start_docker_classic(root: Path, bridge: str, subnet_cidr: str) -> OtherEngine:
     """A second dockerd with the classic store on its own bridge, socket and tcp port."""
+    return start_dockerd(root, bridge, subnet_cidr)
+
+
+def start_docker_fresh(root: Path, bridge: str, subnet_cidr: str) -> OtherEngine:
+    """An empty dockerd with the containerd store, as a CI runner starts: its own bridge and
+    socket, and no way out (its builds must come from what they are given)."""
+    return start_dockerd(root, bridge, subnet_cidr, containerd_store=True, nat=False)
+
+
+def start_dockerd(
+    root: Path, bridge: str, subnet_cidr: str, *, containerd_store: bool = False, nat: bool = True
+) -> OtherEngine:
+    """A second dockerd on its own bridge, socket and tcp port; `nat`: its containers reach
+    the outside through rules of its own."""
     if shutil.which("dockerd") is None:
         raise RuntimeError("no dockerd: run `make engine`")
     root.mkdir(parents=True, exist_ok=True)
@@ -91,15 +106,18 @@ def start_docker_classic(root: Path, bridge: str, subnet_cidr: str) -> OtherEngi
     # DOCKER and DOCKER-ISOLATION chains and drops the host daemon's docker0 rules (seen with
     # Docker 26). Its builds reach the mirror through these rules; published ports go through
     # docker-proxy. Each is deleted again when it stops.
-    for table, chain, rule in (
+    rules = (
         ("nat", "POSTROUTING", ["-s", network, "!", "-o", bridge, "-j", "MASQUERADE"]),
         ("filter", "FORWARD", ["-i", bridge, "-j", "ACCEPT"]),
         ("filter", "FORWARD", ["-o", bridge, "-j", "ACCEPT"]),
-    ):
+    )
+    for table, chain, rule in rules if nat else ():
         subprocess.run(["iptables", "-t", table, "-I", chain, "1", *rule], check=True)
         cleanups.append(["iptables", "-t", table, "-D", chain, *rule])
     config = root / "daemon.json"
-    config.write_text("{}\n")  # the classic store, whatever /etc/docker/daemon.json says
+    # The store is chosen here, whatever /etc/docker/daemon.json says.
+    store = {"features": {"containerd-snapshotter": True}} if containerd_store else {}
+    config.write_text(json.dumps(store) + "\n")
     sock = root / "docker.sock"
     port = _free_port()
     argv = [
@@ -116,7 +134,7 @@ def start_docker_classic(root: Path, bridge: str, subnet_cidr: str) -> OtherEngi
     with (root / "engine.log").open("wb") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
     engine = OtherEngine(
-        "docker-classic",
+        "docker-containerd" if containerd_store else "docker-classic",
         f"tcp://127.0.0.1:{port}",
         f"unix://{sock}",
         root,

@@ -1,0 +1,180 @@
+"""Builds as CI runners and air-gapped builders run them: offline, from a registry cache on a
+fresh engine, with zstd layers.
+
+- `--network none` with a wheelhouse: no build stage reaches a package mirror (pruning needs
+  only Python); without a wheelhouse the same build fails, naming what it could not reach.
+- `--cache-to` on the default engine, then `--cache-from` on an empty dockerd (containerd store,
+  no way out, as a CI runner starts): the venv's layer comes from the registry, not a rebuild.
+- `--compression zstd`: the layers the engine keeps, and a push sends, are zstd; then
+  `--compression gzip` makes them gzip again.
+
+These run beside the main session (marker `contract`): they start an engine of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.integration.conftest import Session, imagekit, matrix_text
+from tests.integration.engines import OtherEngine, start_docker_fresh, stop
+from tests.integration.test_publish import running_registry
+
+pytestmark = [pytest.mark.integration, pytest.mark.contract]
+
+TAG = "2.13.0-cpu-py3.11-slim"
+# Its own bridge: the engine contract's second dockerd uses ikt-br0 at the same time.
+BRIDGE, SUBNET = "ikt-br1", "10.213.8.1/24"
+
+
+def slim_matrix(folder: Path, repository: str, base: str) -> Path:
+    """The demo's slim without torch.compile: no Debian package to install at build time, the
+    same promise as a hand-written two-stage Dockerfile."""
+    text = matrix_text(repository, base).replace("  slim:\n", "  slim:\n    compile: false\n", 1)
+    path = folder / "matrix.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_registry(tmp_path_factory.mktemp("cache-registry")) as host:
+        yield host
+
+
+@pytest.fixture(scope="module")
+def fresh_engine(engine: docker.DockerClient, demo_base: str) -> Iterator[OtherEngine]:
+    """An empty dockerd with the containerd store, holding only the base (a runner's pull)."""
+    other = start_docker_fresh(
+        Path(f"/tmp/imagekit-it-fresh-{secrets.token_hex(3)}"), BRIDGE, SUBNET
+    )
+    try:
+        client = other.client()
+        client.images.load(b"".join(engine.images.get(demo_base).save(named=True)))
+        client.close()
+        yield other
+    finally:
+        stop(other)
+
+
+def build(matrix: Path, results: Path, *args: str, env: dict[str, str] | None = None) -> dict:
+    done = imagekit(
+        "build", "--matrix", str(matrix), "--flavour", "slim", "--no-ca-cert",
+        "--results", str(results), "--json", *args, env=env,
+    )  # fmt: skip
+    assert done.code == 0, done.stderr[-3000:]
+    (record,) = json.loads(done.stdout)["results"]
+    return record
+
+
+def test_with_a_wheelhouse_no_build_stage_needs_a_network(
+    session: Session, demo_base: str, wheelhouse: Path, tmp_path: Path, engine: docker.DockerClient
+) -> None:
+    matrix = slim_matrix(tmp_path, f"{session.repository}-offline", demo_base)
+    record = build(matrix, tmp_path / "r1", "--wheelhouse", str(wheelhouse), "--network", "none")
+    assert record["status"] == "built"
+    out = engine.containers.run(
+        record["image_id"], ["python", "-c", "import torch; print(torch.ones(2).sum().item())"],
+        remove=True, labels={"io.imagekit.test": "1"},
+    )  # fmt: skip
+    assert out.decode().strip().endswith("2.0")
+    # The same build from an index, with no network: refused by the network, not by imagekit.
+    failed = imagekit(
+        "build", "--matrix", str(matrix), "--flavour", "slim", "--no-ca-cert", "--no-cache",
+        "--network", "none", "--results", str(tmp_path / "r2"),
+    )  # fmt: skip
+    assert failed.code != 0
+    log = next((tmp_path / "r2").glob("*/logs/*slim.build.log")).read_text()
+    assert "download.pytorch.org" in log, log[-2000:]
+
+
+def test_a_fresh_engine_builds_from_the_registry_cache_without_rebuilding_the_venv(
+    session: Session,
+    demo_base: str,
+    wheelhouse: Path,
+    tmp_path: Path,
+    engine: docker.DockerClient,
+    registry: str,
+    fresh_engine: OtherEngine,
+) -> None:
+    repository = f"{session.repository}-cache"
+    cache = f"{registry}/{repository.split('/')[0]}/cache"
+    matrix = slim_matrix(tmp_path, repository, demo_base)
+    common = ("--wheelhouse", str(wheelhouse), "--builder", "buildx", "--network", "none")
+    first = build(matrix, tmp_path / "first", *common, "--no-cache", "--cache-to", cache)
+    assert first["status"] == "built"
+    # The registry holds one cache per image, tagged as the image is.
+    assert subprocess.run(
+        ["curl", "-sf", f"http://{registry}/v2/{cache.split('/', 1)[1]}/tags/list"],
+        capture_output=True, text=True, check=True,
+    ).stdout.count(TAG) == 1  # fmt: skip
+
+    again = build(
+        matrix, tmp_path / "again", *common, "--cache-from", cache, env=fresh_engine.env(local=True)
+    )
+    assert again["status"] == "built"
+    log = Path(again["log_path"]).read_text()
+    assert f"importing cache manifest from {cache}:{TAG}" in log
+    install = next(line for line in log.splitlines() if "uv pip install" in line)
+    step = install.split()[0]  # "#7"
+    assert f"{step} CACHED" in log, log[-3000:]
+    # The venv's layer is the very layer the first engine made.
+    fresh = fresh_engine.client()
+    try:
+        layers = fresh.images.get(again["image_id"]).attrs["RootFS"]["Layers"]
+    finally:
+        fresh.close()
+    assert layers == engine.images.get(first["image_id"]).attrs["RootFS"]["Layers"]
+
+
+def test_zstd_layers_are_what_the_engine_keeps(
+    session: Session, demo_base: str, wheelhouse: Path, tmp_path: Path, engine: docker.DockerClient
+) -> None:
+    matrix = slim_matrix(tmp_path, f"{session.repository}-zstd", demo_base)
+    common = ("--wheelhouse", str(wheelhouse), "--builder", "buildx")
+    zstd = build(matrix, tmp_path / "z", *common, "--compression", "zstd")
+    zstd_types = layer_types(engine, zstd["image_id"], tmp_path)
+    assert zstd_types == {"application/vnd.oci.image.layer.v1.tar+zstd"}
+    # gzip is another image: not "up to date" after a zstd build (the tag moves to it), and
+    # forced: a plain build here would reuse the zstd layers the engine now holds.
+    gzip = build(matrix, tmp_path / "g", *common, "--compression", "gzip")
+    assert gzip["status"] == "built" and gzip["image_id"] != zstd["image_id"]
+    assert layer_types(engine, gzip["image_id"], tmp_path) <= {
+        "application/vnd.oci.image.layer.v1.tar+gzip",
+        "application/vnd.docker.image.rootfs.diff.tar.gzip",
+    }
+
+
+def layer_types(engine: docker.DockerClient, image_id: str, folder: Path) -> set[str]:
+    """The media types of an image's layers, from the OCI layout `docker save` writes."""
+    archive = folder / f"{image_id.split(':')[-1][:12]}.tar"
+    with archive.open("wb") as handle:
+        for chunk in engine.images.get(image_id).save():
+            handle.write(chunk)
+    with tarfile.open(archive) as tar:
+
+        def blob(name: str) -> dict:
+            handle = tar.extractfile(name)
+            assert handle is not None
+            return json.loads(handle.read())
+
+        pending = [m["digest"] for m in blob("index.json")["manifests"]]
+        types: set[str] = set()
+        while pending:
+            document = blob("blobs/sha256/" + pending.pop().split(":")[1])
+            pending += [m["digest"] for m in document.get("manifests", [])]
+            # Attestation manifests (in-toto) are not image layers.
+            types |= {
+                x["mediaType"]
+                for x in document.get("layers", [])
+                if "in-toto" not in x["mediaType"]
+            }
+    archive.unlink()
+    return types
