@@ -147,6 +147,12 @@ bench: $(STAMP) base wheelhouse wheelhouse-cuda
 	$(BIN)/python scripts/bench.py --wheelhouse $(WHEELHOUSE) --base $(DEMO_BASE) \
 		--cuda-wheelhouse $(CUDA_WHEELHOUSE)
 
+## make bench-speed: only the speed section (imagekit against the expert Dockerfile).
+.PHONY: bench-speed
+bench-speed: $(STAMP) base wheelhouse wheelhouse-cuda
+	$(BIN)/python scripts/bench.py --wheelhouse $(WHEELHOUSE) --base $(DEMO_BASE) \
+		--cuda-wheelhouse $(CUDA_WHEELHOUSE) --only speed
+
 ## make bench-cuda: only the CUDA section of the bench.
 bench-cuda: $(STAMP) base wheelhouse-cuda
 	$(BIN)/python scripts/bench.py --base $(DEMO_BASE) --cuda-wheelhouse $(CUDA_WHEELHOUSE) \

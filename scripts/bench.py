@@ -19,8 +19,13 @@ CUDA section (the CUDA issue's figures), on the CUDA example (torch 2.14.1, CUDA
   - full / slim, and the bytes full adds, split into JupyterLab +
     TensorBoard, SSH, compilers, the CUDA compiler (and the rest)
 
+Speed section (the speed issue's targets), against the expert Dockerfile in bench/expert/:
+see scripts/bench_speed.py (cold builds on both builders for both examples, the registry
+cache on a fresh engine, zstd against gzip for the pull and first import, pip against uv, the
+pruning steps).
+
 Everything is built into a repository of its own and removed afterwards. The
-figures are printed and written to bench/results/cpu.json and cuda.json.
+figures are printed and written to bench/results/cpu.json, cuda.json and speed-*.json.
 """
 
 from __future__ import annotations
@@ -416,17 +421,40 @@ def cuda_section(args: argparse.Namespace, client: docker.DockerClient) -> int:
     return failed
 
 
+def speed(args: argparse.Namespace, client: docker.DockerClient) -> int:
+    """imagekit against the expert Dockerfile (scripts/bench_speed.py); targets missed."""
+    import bench_speed
+
+    wheelhouses = {"cpu": args.wheelhouse, "cuda": args.cuda_wheelhouse}
+    if args.speed_examples:
+        wheelhouses = {k: v for k, v in wheelhouses.items() if k in args.speed_examples}
+    documents, ratios = bench_speed.speed_section(client, args.base, wheelhouses, args.out_dir)
+    failed = 0
+    for example, document in documents.items():
+        print(f"\nimagekit bench: speed against the expert Dockerfile ({example})")
+        print(json.dumps(document, indent=1))
+        mine = [r for r in ratios if r[0].startswith(example)]
+        failed += print_ratios(mine)
+        write_results(args.out_dir / f"speed-{example}.json", document, mine)
+    return failed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--wheelhouse", type=Path, help="the CPU demo's wheelhouse")
     parser.add_argument("--cuda-wheelhouse", type=Path, help="the CUDA example's wheelhouse")
     parser.add_argument("--base", default="imagekit-base/debian:bookworm")
-    parser.add_argument("--only", choices=("cpu", "cuda"))
+    parser.add_argument("--only", choices=("cpu", "cuda", "speed"))
+    parser.add_argument(
+        "--speed-examples", nargs="*", choices=("cpu", "cuda"), help="the speed section's examples"
+    )
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
-    sections = [args.only] if args.only else ["cpu", "cuda"]
+    sections = [args.only] if args.only else ["cpu", "cuda", "speed"]
+    speed_examples = args.speed_examples or ["cpu", "cuda"]
     for section, needs in (("cpu", args.wheelhouse), ("cuda", args.cuda_wheelhouse)):
-        if section in sections and needs is None:
+        wanted = section in sections or ("speed" in sections and section in speed_examples)
+        if wanted and needs is None:
             parser.error(
                 f"the {section} section needs --{'cuda-' if section == 'cuda' else ''}wheelhouse"
             )
@@ -436,6 +464,8 @@ def main() -> int:
         missed += cpu_section(args, client)
     if "cuda" in sections:
         missed += cuda_section(args, client)
+    if "speed" in sections:
+        missed += speed(args, client)
     return 1 if missed else 0
 
 
