@@ -78,6 +78,19 @@ def buildx_available() -> bool:
     return done.returncode == 0
 
 
+def buildx_driver() -> str:
+    """The driver of the buildx builder in use ("docker", "docker-container", ...); "" when
+    buildx does not say."""
+    done = subprocess.run(
+        ["docker", "buildx", "inspect"], capture_output=True, text=True, check=False, timeout=60
+    )
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "Driver":
+            return value.strip()
+    return ""
+
+
 def buildx_output(request: BuildRequest) -> list[str]:
     """Where buildx puts the image: the engine's store, as `--load` does (new layers gzip,
     layers it already holds as they are: after a zstd build, zstd), or with every layer forced

@@ -153,9 +153,15 @@ def build_command(
 @handles(BuildCommand)
 def build(request: BuildCommand) -> None:
     """Build the selected images and print the outcome of each."""
-    from imagekit.adapters.builders import BuildxBuilder, SdkBuilder, buildx_available
+    from imagekit.adapters.builders import (
+        BuildxBuilder,
+        SdkBuilder,
+        buildx_available,
+        buildx_driver,
+    )
     from imagekit.adapters.engine import DockerEngine, connect
     from imagekit.adapters.results import RunFolder
+    from imagekit.core.build_features import buildkit_refusal
     from imagekit.core.report import build_table
     from imagekit.orchestration.build import BuildRun, BuildSettings
 
@@ -184,20 +190,17 @@ def build(request: BuildCommand) -> None:
     )
     if use_buildx != guess:
         options, inputs = request.inputs.resolve(buildkit=use_buildx)
-    if (wants := request.buildkit_features()) and not use_buildx:
-        raise EngineUnavailableError(
-            f"{' and '.join(wants)} need BuildKit, and {facts.describe()} builds without it here",
-            "install the buildx plugin (`make engine`) and use --builder buildx",
-        )
-    if (request.cache_to or request.compression) and facts.image_store != "containerd":
-        what = "--cache-to" if request.cache_to else f"--compression {request.compression}"
-        raise EngineUnavailableError(
-            f"{what} needs the containerd image store, and {facts.describe()} uses the "
-            f"{facts.image_store} store (buildx's docker driver exports no cache there, and "
-            "the store would recompress the layers)",
-            'switch it on ("features": {"containerd-snapshotter": true} in '
-            "/etc/docker/daemon.json; `make engine` does) or leave the option out",
-        )
+    refusal = buildkit_refusal(
+        request.buildkit_features(),
+        cache_to=bool(request.cache_to),
+        compression=bool(request.compression),
+        use_buildx=use_buildx,
+        driver=buildx_driver() if use_buildx else "",
+        image_store=facts.image_store,
+        engine=facts.describe(),
+    )
+    if refusal is not None:
+        raise EngineUnavailableError(refusal.message, refusal.hint)
     note_leftovers(engine.client)
     run = RunFolder.create(request.results)
     run.write_run("build", engine.info(), {"matrix": str(request.selection.matrix)})
