@@ -41,7 +41,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from imagekit.adapters.engine import DockerEngine  # noqa: E402
-from tests.integration.engines import OtherEngine, start_docker_fresh, stop  # noqa: E402
+from tests.integration.engines import (  # noqa: E402
+    OtherEngine,
+    copy_image,
+    running_registry,
+    start_docker_fresh,
+    stop,
+)
 
 EXPERT = ROOT / "bench" / "expert"
 EXAMPLES = {"cpu": ROOT / "examples" / "cpu.yaml", "cuda": ROOT / "examples" / "cuda-local.yaml"}
@@ -157,35 +163,11 @@ def pruned(client: docker.DockerClient, reference: str) -> dict:
 @contextmanager
 def registry() -> Iterator[str]:
     """Debian's docker-registry on a free loopback port, its data in a temporary folder."""
-    binary = shutil.which("docker-registry")
-    if binary is None:
-        sys.exit("bench: docker-registry is not installed; run `make engine`")
-    with tempfile.TemporaryDirectory(prefix="imagekit-bench-registry-") as tmp:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        config = Path(tmp) / "config.yml"
-        config.write_text(
-            "version: 0.1\nlog: {level: warn}\n"
-            f"storage: {{filesystem: {{rootdirectory: {tmp}/data}}, delete: {{enabled: true}}}}\n"
-            f"http: {{addr: 127.0.0.1:{port}}}\n"
-        )
-        process = subprocess.Popen([binary, "serve", str(config)], stderr=subprocess.DEVNULL)
-        try:
-            import urllib.request
-
-            for _ in range(100):
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2)
-                    break
-                except OSError:
-                    time.sleep(0.2)
-            yield f"127.0.0.1:{port}"
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
+    with (
+        tempfile.TemporaryDirectory(prefix="imagekit-bench-registry-") as tmp,
+        running_registry(Path(tmp)) as host,
+    ):
+        yield host
 
 
 @contextmanager
@@ -197,9 +179,7 @@ def fresh_engine(client: docker.DockerClient, base: str | None) -> Iterator[Othe
     )
     try:
         if base:
-            other = engine.client()
-            other.images.load(b"".join(client.images.get(base).save(named=True)))
-            other.close()
+            copy_image(client, engine, base)
         yield engine
     finally:
         stop(engine)

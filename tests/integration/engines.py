@@ -23,6 +23,8 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,10 +58,55 @@ class OtherEngine:
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running_registry(folder: Path) -> Iterator[str]:
+    """Debian's docker-registry on a free 127.0.0.1 port, its data in `folder`; its host."""
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        raise RuntimeError("docker-registry is not installed; run `make engine`")
+    port = free_port()
+    config = folder / "config.yml"
+    config.write_text(
+        "version: 0.1\n"
+        "log: {level: warn}\n"
+        f"storage: {{filesystem: {{rootdirectory: {folder / 'data'}}}, "
+        "delete: {enabled: true}}\n"
+        f"http: {{addr: 127.0.0.1:{port}}}\n"
+    )
+    process = subprocess.Popen(
+        [binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    host = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(f"http://{host}/v2/", timeout=2)
+                break
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("docker-registry did not start") from exc
+                time.sleep(0.2)
+        yield host
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def copy_image(source: docker.DockerClient, engine: OtherEngine, reference: str) -> None:
+    """Put an image of `source` into `engine` (docker save | docker load), as a pull would."""
+    other = engine.client()
+    try:
+        other.images.load(b"".join(source.images.get(reference).save(named=True)))
+    finally:
+        other.close()
 
 
 def _wait_until_it_answers(engine: OtherEngine) -> None:
@@ -119,7 +166,7 @@ def start_dockerd(
     store = {"features": {"containerd-snapshotter": True}} if containerd_store else {}
     config.write_text(json.dumps(store) + "\n")
     sock = root / "docker.sock"
-    port = _free_port()
+    port = free_port()
     argv = [
         "dockerd",
         "--config-file", str(config),

@@ -24,8 +24,13 @@ import docker
 import pytest
 
 from tests.integration.conftest import Session, imagekit, matrix_text
-from tests.integration.engines import OtherEngine, start_docker_fresh, stop
-from tests.integration.test_publish import running_registry
+from tests.integration.engines import (
+    OtherEngine,
+    copy_image,
+    running_registry,
+    start_docker_fresh,
+    stop,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.contract]
 
@@ -56,9 +61,7 @@ def fresh_engine(engine: docker.DockerClient, demo_base: str) -> Iterator[OtherE
         Path(f"/tmp/imagekit-it-fresh-{secrets.token_hex(3)}"), BRIDGE, SUBNET
     )
     try:
-        client = other.client()
-        client.images.load(b"".join(engine.images.get(demo_base).save(named=True)))
-        client.close()
+        copy_image(engine, other, demo_base)
         yield other
     finally:
         stop(other)

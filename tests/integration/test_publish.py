@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import http.server
 import json
-import shutil
-import socket
-import subprocess
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,51 +15,11 @@ import pytest
 
 from imagekit.adapters.registry import MANIFEST_TYPES
 from tests.integration.conftest import DemoBuild, Session, imagekit
+from tests.integration.engines import free_port, running_registry
 
 SLIM = "2.13.0-cpu-py3.11-slim"
 SLIM_TAG = "2.13.0-cpu-py3.11-slim"
 ALIAS = "2.13-cpu-slim"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def running_registry(folder: Path) -> Iterator[str]:
-    """Debian's docker-registry on a free 127.0.0.1 port, its data in `folder`; its host."""
-    binary = shutil.which("docker-registry")
-    if binary is None:
-        pytest.fail("docker-registry is not installed; run `make engine`")
-    port = free_port()
-    config = folder / "config.yml"
-    config.write_text(
-        "version: 0.1\n"
-        "log: {level: warn}\n"
-        f"storage: {{filesystem: {{rootdirectory: {folder / 'data'}}}, "
-        "delete: {enabled: true}}\n"
-        f"http: {{addr: 127.0.0.1:{port}}}\n"
-    )
-    process = subprocess.Popen(
-        [binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    host = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    try:
-        while True:
-            try:
-                urllib.request.urlopen(f"http://{host}/v2/", timeout=2)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("docker-registry did not start")
-                time.sleep(0.2)
-        yield host
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
