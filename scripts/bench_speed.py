@@ -191,6 +191,8 @@ def compare_builds(
     """Expert against imagekit, cold, on both builders; figures, pruning and ratios."""
     repository = f"imagekit-bench-{secrets.token_hex(3)}/pytorch"
     plain = matrix_for(example, repository, base, work, compile_=False)
+    # The legacy builder's step images go after each build: the CUDA example's are 20 GB.
+    before = dangling(client)
     figures: dict[str, dict] = {}
     steps: dict = {}
     for builder in ("sdk", "buildx"):
@@ -199,6 +201,7 @@ def compare_builds(
         expert_s = expert_build(client, builder, example, base, wheelhouse, expert_tag)
         expert_bytes = image_bytes(client, expert_tag)
         remove(client, expert_tag)
+        remove_new_dangling(client, before)
         say(f"{example}: imagekit slim (compile: false), {builder}, cold ...")
         seconds, _record = imagekit_build(
             plain, wheelhouse, work / f"r-{builder}", "--no-cache", "--builder", builder
@@ -207,6 +210,7 @@ def compare_builds(
         slim_bytes = image_bytes(client, reference)
         steps = pruned(client, reference)["steps"]
         remove(client, reference)
+        remove_new_dangling(client, before)
         figures[builder] = {
             "expert_s": round(expert_s, 1),
             "expert_bytes": expert_bytes,
@@ -222,6 +226,7 @@ def compare_builds(
             figures[builder]["imagekit_compile_s"] = round(seconds, 1)
             figures[builder]["imagekit_compile_bytes"] = image_bytes(client, reference)
             remove(client, reference)
+            remove_new_dangling(client, before)
     return {"builds": figures, "pruning_steps": steps}
 
 
@@ -337,15 +342,15 @@ Ratio = tuple[str, float, float, str]
 
 
 def speed_section(
-    client: docker.DockerClient, base: str, wheelhouses: dict[str, Path], out_dir: Path
-) -> tuple[dict[str, dict], list[Ratio]]:
-    """Every figure of the speed section, by example, and the ratios against their targets."""
-    documents: dict[str, dict] = {}
-    ratios: list[Ratio] = []
+    client: docker.DockerClient, base: str, wheelhouses: dict[str, Path]
+) -> Iterator[tuple[str, dict, list[Ratio]]]:
+    """Each example's figures and ratios against their targets, as soon as it is measured (a
+    failure later loses nothing already measured)."""
     before = dangling(client)
     with tempfile.TemporaryDirectory(prefix="imagekit-bench-speed-") as tmp:
         work = Path(tmp)
         for example, wheelhouse in wheelhouses.items():
+            ratios: list[Ratio] = []
             document = compare_builds(client, example, base, wheelhouse, work)
             for builder, f in document["builds"].items():
                 ratios.append((
@@ -373,6 +378,5 @@ def speed_section(
                     "cuda pull + first import torch, zstd / gzip",
                     pull["zstd_pull_and_import_s"] / pull["gzip_pull_and_import_s"], 0.6, "<=",
                 ))  # fmt: skip
-            documents[example] = document
             remove_new_dangling(client, before)
-    return documents, ratios
+            yield example, document, ratios
