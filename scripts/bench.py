@@ -429,7 +429,10 @@ def speed(args: argparse.Namespace, client: docker.DockerClient) -> int:
     if args.speed_examples:
         wheelhouses = {k: v for k, v in wheelhouses.items() if k in args.speed_examples}
     failed = 0
-    for example, document, ratios in bench_speed.speed_section(client, args.base, wheelhouses):
+    builders = tuple(args.speed_builders or ("sdk", "buildx"))
+    for example, document, ratios in bench_speed.speed_section(
+        client, args.base, wheelhouses, builders
+    ):
         print(f"\nimagekit bench: speed against the expert Dockerfile ({example})")
         print(json.dumps(document, indent=1))
         failed += print_ratios(ratios)
@@ -445,6 +448,12 @@ def main() -> int:
     parser.add_argument("--only", choices=("cpu", "cuda", "speed"))
     parser.add_argument(
         "--speed-examples", nargs="*", choices=("cpu", "cuda"), help="the speed section's examples"
+    )
+    parser.add_argument(
+        "--speed-builders",
+        nargs="*",
+        choices=("sdk", "buildx"),
+        help="the speed section's builders",
     )
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()

@@ -186,7 +186,12 @@ def fresh_engine(client: docker.DockerClient, base: str | None) -> Iterator[Othe
 
 
 def compare_builds(
-    client: docker.DockerClient, example: str, base: str, wheelhouse: Path, work: Path
+    client: docker.DockerClient,
+    example: str,
+    base: str,
+    wheelhouse: Path,
+    work: Path,
+    builders: tuple[str, ...] = ("sdk", "buildx"),
 ) -> dict:
     """Expert against imagekit, cold, on both builders; figures, pruning and ratios."""
     repository = f"imagekit-bench-{secrets.token_hex(3)}/pytorch"
@@ -195,7 +200,7 @@ def compare_builds(
     before = dangling(client)
     figures: dict[str, dict] = {}
     steps: dict = {}
-    for builder in ("sdk", "buildx"):
+    for builder in builders:
         expert_tag = f"{repository}:expert-{builder}"
         say(f"{example}: expert Dockerfile, {builder}, cold ...")
         expert_s = expert_build(client, builder, example, base, wheelhouse, expert_tag)
@@ -342,7 +347,10 @@ Ratio = tuple[str, float, float, str]
 
 
 def speed_section(
-    client: docker.DockerClient, base: str, wheelhouses: dict[str, Path]
+    client: docker.DockerClient,
+    base: str,
+    wheelhouses: dict[str, Path],
+    builders: tuple[str, ...] = ("sdk", "buildx"),
 ) -> Iterator[tuple[str, dict, list[Ratio]]]:
     """Each example's figures and ratios against their targets, as soon as it is measured (a
     failure later loses nothing already measured)."""
@@ -351,7 +359,7 @@ def speed_section(
         work = Path(tmp)
         for example, wheelhouse in wheelhouses.items():
             ratios: list[Ratio] = []
-            document = compare_builds(client, example, base, wheelhouse, work)
+            document = compare_builds(client, example, base, wheelhouse, work, builders)
             for builder, f in document["builds"].items():
                 ratios.append((
                     f"{example} cold build, {builder}: slim / expert",
