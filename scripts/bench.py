@@ -430,14 +430,31 @@ def speed(args: argparse.Namespace, client: docker.DockerClient) -> int:
         wheelhouses = {k: v for k, v in wheelhouses.items() if k in args.speed_examples}
     failed = 0
     builders = tuple(args.speed_builders or ("sdk", "buildx"))
+    parts = tuple(args.speed_parts or bench_speed.PARTS)
     for example, document, ratios in bench_speed.speed_section(
-        client, args.base, wheelhouses, builders
+        client, args.base, wheelhouses, builders, parts
     ):
         print(f"\nimagekit bench: speed against the expert Dockerfile ({example})")
         print(json.dumps(document, indent=1))
         failed += print_ratios(ratios)
-        write_results(args.out_dir / f"speed-{example}.json", document, ratios)
+        merge_results(args.out_dir / f"speed-{example}.json", document, ratios)
     return failed
+
+
+def merge_results(path: Path, parts: dict, ratios: list[Ratio]) -> None:
+    """Write the parts measured now over those of an earlier run (each part keeps the time
+    it was measured at), so a run of some parts does not drop the others."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    document = json.loads(path.read_text()) if path.is_file() else {"figures": {}, "ratios": {}}
+    for name, figures in parts.items():
+        document["figures"][name] = figures
+        document.setdefault("measured_at", {})
+        if isinstance(document["measured_at"], dict):
+            document["measured_at"][name] = now
+    for n, v, t, op in ratios:
+        document["ratios"][n] = {"value": round(v, 4), "target": f"{op} {t}", "measured_at": now}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n")
 
 
 def main() -> int:
@@ -448,6 +465,12 @@ def main() -> int:
     parser.add_argument("--only", choices=("cpu", "cuda", "speed"))
     parser.add_argument(
         "--speed-examples", nargs="*", choices=("cpu", "cuda"), help="the speed section's examples"
+    )
+    parser.add_argument(
+        "--speed-parts",
+        nargs="*",
+        choices=("builds", "cache", "installers", "pull"),
+        help="the speed section's parts (default: all)",
     )
     parser.add_argument(
         "--speed-builders",
