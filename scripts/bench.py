@@ -447,6 +447,9 @@ def merge_results(path: Path, parts: dict, ratios: list[Ratio]) -> None:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     document = json.loads(path.read_text()) if path.is_file() else {"figures": {}, "ratios": {}}
     for name, figures in parts.items():
+        earlier = document["figures"].get(name)
+        if name == "builds" and isinstance(earlier, dict):
+            figures = {**earlier, **figures}  # a run of one builder keeps the other's figures
         document["figures"][name] = figures
         document.setdefault("measured_at", {})
         if isinstance(document["measured_at"], dict):

@@ -129,7 +129,7 @@ def test_headers_are_packed_and_unpack_to_the_same_files(venv: Path, tmp_path: P
         "lib/python3.11/site-packages/nvidia/cu13/include",
     }
     assert not include.exists() and not nested.exists()
-    archive = venv / "imagekit-headers.tar.xz"
+    archive = venv / "imagekit-headers.tar.gz"
     assert 0 < report["headers_archive_bytes"] == archive.stat().st_size < 2000
     # What full does: unpack into its overlay, which lands over the venv.
     overlay = tmp_path / "overlay"
