@@ -190,12 +190,13 @@ def build(request: BuildCommand) -> None:
     )
     if use_buildx != guess:
         options, inputs = request.inputs.resolve(buildkit=use_buildx)
+    wants = request.buildkit_features()
     refusal = buildkit_refusal(
-        request.buildkit_features(),
+        wants,
         cache_to=bool(request.cache_to),
         compression=bool(request.compression),
         use_buildx=use_buildx,
-        driver=buildx_driver() if use_buildx else "",
+        driver=buildx_driver() if use_buildx and wants else "",  # asked only when it matters
         image_store=facts.image_store,
         engine=facts.describe(),
     )
