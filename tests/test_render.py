@@ -447,11 +447,25 @@ def test_render_and_compare_tree_hash_each_external_file_once(
     assert len(hashed) == 4
 
 
+def stop_builder(requests: list) -> type:
+    """A builder that keeps each request and builds nothing: the context is written by then."""
+    from imagekit.core.ports import BuildOutcome, BuildRequest
+
+    class StopBuilder:
+        name = "stop"
+
+        def build(self, request: BuildRequest, on_line: object) -> BuildOutcome:
+            requests.append(request)
+            return BuildOutcome(False, None, "stopped after the context was written")
+
+    return StopBuilder
+
+
 def test_the_plan_file_carries_the_hash_the_build_labels_the_image_with(
     default_matrix: Matrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from imagekit.core import labels as L
-    from imagekit.core.ports import BuildOutcome, BuildRequest
+    from imagekit.core.ports import BuildRequest
     from imagekit.orchestration import build
     from tests.fakes import FakeEngine
 
@@ -462,13 +476,7 @@ def test_the_plan_file_carries_the_hash_the_build_labels_the_image_with(
     engine = FakeEngine()
     parent = engine.add(parent_ref, "sha256:" + "b" * 64)
     requests: list[BuildRequest] = []
-
-    class StopBuilder:
-        name = "stop"
-
-        def build(self, request: BuildRequest, on_line: object) -> BuildOutcome:
-            requests.append(request)
-            return BuildOutcome(False, None, "stopped after the context was written")
+    StopBuilder = stop_builder(requests)
 
     settings = build.BuildSettings(options, inputs, tmp_path / "contexts")
     # Only the build's own step is run: it needs no more of a results folder than a log path.
@@ -492,7 +500,7 @@ def test_zstd_layers_are_another_input_and_the_buildkit_options_reach_the_builde
     """A build that forces a compression is another image (and unforced hashes stay as they
     were); the cache repositories become one reference per image, tagged as the image is."""
     from imagekit.adapters.builders import buildx_output
-    from imagekit.core.ports import BuildOutcome, BuildRequest
+    from imagekit.core.ports import BuildRequest
     from imagekit.orchestration import build
     from tests.fakes import FakeEngine
 
@@ -503,13 +511,7 @@ def test_zstd_layers_are_another_input_and_the_buildkit_options_reach_the_builde
     engine = FakeEngine()
     parent = engine.add(render_image(plan, options).build_args["BASE_IMAGE"], "sha256:" + "b" * 64)
     requests: list[BuildRequest] = []
-
-    class StopBuilder:
-        name = "stop"
-
-        def build(self, request: BuildRequest, on_line: object) -> BuildOutcome:
-            requests.append(request)
-            return BuildOutcome(False, None, "stopped")
+    StopBuilder = stop_builder(requests)
 
     run = SimpleNamespace(log_file=lambda name: tmp_path / f"{name}.log")
     hashes = {}
