@@ -148,11 +148,14 @@ def render_inputs(f: Files) -> RenderInputs:
 
 
 def select_args(f: Files, flavour: str = "full") -> list[str]:
-    return ["-m", str(f.matrix), "--only", "a", "--only", "b", "--flavour", flavour]
+    return [
+        "-m", str(f.matrix), "--only", "a", "--only", "b", "--flavour", flavour,
+        "--platform", "linux/arm64",
+    ]  # fmt: skip
 
 
 def selection(f: Files, flavour: str = "full") -> Selection:
-    return Selection(matrix=f.matrix, only=("a", "b"), flavour=flavour)
+    return Selection(matrix=f.matrix, only=("a", "b"), flavour=flavour, platform="linux/arm64")
 
 
 def case_matrix(f: Files) -> Line:
@@ -315,6 +318,8 @@ def case_base_bootstrap(f: Files) -> Line:
             "--variant",
             "apt",
             "--docs",
+            "--arch",
+            "arm64",
         ],
         BootstrapCommand(
             suite="bookworm",
@@ -324,6 +329,7 @@ def case_base_bootstrap(f: Files) -> Line:
             variant="apt",
             docs=True,
             source_date_epoch=1700000000,
+            arch="arm64",
         ),
         {"SOURCE_DATE_EPOCH": "1700000000"},
     )
@@ -577,6 +583,7 @@ def case_doctor(f: Files) -> Line:
             nvidia_smi=f.nvidia_smi,
             json=True,
             key=str(f.keys),
+            platform="linux/arm64",
         ),
     )
 

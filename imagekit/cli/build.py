@@ -22,6 +22,7 @@ from imagekit.cli.common import (
     NoCaCertOption,
     OnlyOption,
     PipIndexOption,
+    PlatformOption,
     ResultsOption,
     RevisionOption,
     WheelhouseOption,
@@ -69,6 +70,7 @@ def build_command(
     matrix: MatrixOption = Path("matrix.yaml"),
     only: OnlyOption = None,
     flavour: FlavourOption = None,
+    platform: PlatformOption = None,
     builder: Annotated[
         BuilderChoice,
         typer.Option(help="sdk: Docker SDK; buildx: BuildKit; auto: buildx if present."),
@@ -119,7 +121,12 @@ def build_command(
     ] = BuildNetwork.default,
 ) -> None:
     """Build the images of the matrix (slim before full), skipping those up to date."""
-    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    selection = Selection(
+        matrix,
+        tuple(only or ()),
+        flavour.value if flavour else None,
+        platform.value if platform else None,
+    )
     inputs = RenderInputs.of(
         wheelhouse,
         ca_cert,
@@ -169,7 +176,8 @@ def build(request: BuildCommand) -> None:
     # Bad inputs are reported before the engine is asked anything (checked again below if the
     # engine rules BuildKit out).
     guess = request.builder == "buildx" or (request.builder == "auto" and buildx_available())
-    options, inputs = request.inputs.resolve(buildkit=guess)
+    platforms = {p.platform for p in plans}
+    options, inputs = request.inputs.resolve(buildkit=guess, platforms=platforms)
     RunFolder.check_writable(request.results)
     engine = DockerEngine(connect())
     facts = engine.info()
@@ -189,7 +197,7 @@ def build(request: BuildCommand) -> None:
         request.builder == "auto" and facts.has_buildkit and buildx_available()
     )
     if use_buildx != guess:
-        options, inputs = request.inputs.resolve(buildkit=use_buildx)
+        options, inputs = request.inputs.resolve(buildkit=use_buildx, platforms=platforms)
     wants = request.buildkit_features()
     refusal = buildkit_refusal(
         wants,
@@ -249,6 +257,7 @@ def bake_command(
     ),
     only: OnlyOption = None,
     flavour: FlavourOption = None,
+    platform: PlatformOption = None,
     wheelhouse: WheelhouseOption = None,
     ca_cert: CaCertOption = None,
     no_ca_cert: NoCaCertOption = False,
@@ -259,7 +268,12 @@ def bake_command(
     base_override: BaseOverrideOption = None,
 ) -> None:
     """Write docker-bake.json for the plan (build it with `docker buildx bake -f FILE`)."""
-    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    selection = Selection(
+        matrix,
+        tuple(only or ()),
+        flavour.value if flavour else None,
+        platform.value if platform else None,
+    )
     inputs = RenderInputs.of(
         wheelhouse,
         ca_cert,
@@ -281,7 +295,7 @@ def bake(request: BakeRequest) -> None:
     from imagekit.core.render import render_image
 
     plans = request.selection.plans()
-    options, inputs = request.inputs.resolve(buildkit=True)
+    options, inputs = request.inputs.resolve(buildkit=True, platforms={p.platform for p in plans})
     images = []
     for plan in plans:
         rendered = render_image(plan, options)
@@ -316,6 +330,13 @@ def base_bootstrap_command(
         bool,
         typer.Option(help="Keep manuals, translations and package docs (as -slim images do not)."),
     ] = False,
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            help="Debian architecture: amd64 or arm64 (one other than this machine's runs "
+            "through qemu-user-static). Default: this machine's."
+        ),
+    ] = None,
 ) -> None:
     """Make a minimal base image with Python from distribution packages (needs mmdebstrap)."""
     dispatch(
@@ -327,8 +348,15 @@ def base_bootstrap_command(
             variant=variant,
             docs=docs,
             source_date_epoch=BootstrapCommand.epoch_from(os.environ),
+            arch=arch or _host_arch(),
         )
     )
+
+
+def _host_arch() -> str:
+    from imagekit.adapters.baseimage import host_arch
+
+    return host_arch() or "amd64"
 
 
 @handles(BootstrapCommand)
@@ -344,7 +372,9 @@ def bootstrap(request: BootstrapCommand) -> None:
             f"--tag {request.tag!r} is not NAME:TAG", "e.g. imagekit-base/debian:bookworm"
         )
     client = connect()
-    say(f"bootstrapping {request.suite} into {request.tag} (about a minute)")
+    native = request.arch == _host_arch()
+    took = "about a minute" if native else "several minutes: emulated"
+    say(f"bootstrapping {request.suite} {request.arch} into {request.tag} ({took})")
     image_id = make_base(client, BootstrapRequest(**asdict(request)))
     typer.echo(image_id)
     say(f"{request.tag} is {image_id}")

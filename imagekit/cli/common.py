@@ -68,6 +68,17 @@ FlavourOption = Annotated[
 ]
 
 
+class PlatformChoice(StrEnum):
+    amd64 = "linux/amd64"
+    arm64 = "linux/arm64"
+
+
+PlatformOption = Annotated[
+    PlatformChoice | None,
+    typer.Option("--platform", help="Only the images of this Docker platform."),
+]
+
+
 def say(message: str) -> None:
     typer.echo(message, err=True)
 

@@ -12,6 +12,7 @@ from imagekit.cli.common import (
     FlavourOption,
     JsonOption,
     OnlyOption,
+    PlatformOption,
     app,
     dispatch,
     handles,
@@ -40,6 +41,7 @@ def doctor_command(
     ] = None,
     only: OnlyOption = None,
     flavour: FlavourOption = None,
+    platform_choice: PlatformOption = None,
     nvidia_smi: Annotated[
         Path | None, typer.Option(help="The nvidia-smi to ask (default: the one on PATH).")
     ] = None,
@@ -66,6 +68,7 @@ def doctor_command(
             nvidia_smi,
             json_out,
             key,
+            platform_choice.value if platform_choice else None,
         )
     )
 
@@ -81,12 +84,13 @@ def doctor(request: DoctorRequest) -> None:
 
     targets = []
     if request.matrix is not None:
-        selection = Selection(request.matrix, request.only, request.flavour)
+        selection = Selection(request.matrix, request.only, request.flavour, request.platform)
         targets += [(p.reference, image_labels(p, RenderOptions())) for p in selection.plans()]
     targets += [(reference, labels_of(reference)) for reference in request.images]
     host = read_host(str(request.nvidia_smi) if request.nvidia_smi else None)
     engine, why_none = _engine()
-    assessments = [assess(name, labels, host, load_compat()) for name, labels in targets]
+    machine = platform.machine()
+    assessments = [assess(name, labels, host, load_compat(), machine) for name, labels in targets]
     attested: dict[str, dict[str, Any]] = {}
     if request.key:
         from imagekit.adapters.cosign import check_key

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +21,7 @@ from imagekit.cli.common import (
     NoCaCertOption,
     OnlyOption,
     PipIndexOption,
+    PlatformOption,
     RevisionOption,
     WheelhouseOption,
     app,
@@ -50,12 +52,18 @@ def matrix_command(
     matrix: MatrixOption = Path("matrix.yaml"),
     only: OnlyOption = None,
     flavour: FlavourOption = None,
+    platform: PlatformOption = None,
     fmt: Annotated[MatrixFormat, typer.Option("--format", help="Output format.")] = (
         MatrixFormat.table
     ),
 ) -> None:
     """List the images the matrix expands to."""
-    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    selection = Selection(
+        matrix,
+        tuple(only or ()),
+        flavour.value if flavour else None,
+        platform.value if platform else None,
+    )
     dispatch(lambda: MatrixRequest(selection, fmt.value))
 
 
@@ -67,12 +75,13 @@ def show_matrix(request: MatrixRequest) -> None:
     github = request.format == MatrixFormat.github
     loaded = request.selection.load()
     plans = request.selection.plans(loaded, allow_empty=github)
+    platforms = Counter((p.repository, p.tag) for p in loaded.plans)
+    rows = [plan_row(p, platforms[(p.repository, p.tag)]) for p in plans]
     if github:
         # Compact, one line: what $GITHUB_OUTPUT and fromJSON() take.
-        include = [plan_row(p) for p in plans]
-        typer.echo(json.dumps({"include": include}, sort_keys=True, separators=(",", ":")))
+        typer.echo(json.dumps({"include": rows}, sort_keys=True, separators=(",", ":")))
     elif request.format == MatrixFormat.json:
-        print_json([plan_row(p) for p in plans])
+        print_json(rows)
     else:
         typer.echo(plans_table(plans))
         say(f"{request.selection.matrix}: {len(loaded.cells)} cells, {len(plans)} images")
@@ -133,6 +142,7 @@ def render_command(
     ),
     only: OnlyOption = None,
     flavour: FlavourOption = None,
+    platform: PlatformOption = None,
     wheelhouse: WheelhouseOption = None,
     ca_cert: CaCertOption = None,
     no_ca_cert: NoCaCertOption = False,
@@ -150,7 +160,12 @@ def render_command(
     json_out: JsonOption = False,
 ) -> None:
     """Write a Dockerfile and build context per image (one folder each)."""
-    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    selection = Selection(
+        matrix,
+        tuple(only or ()),
+        flavour.value if flavour else None,
+        platform.value if platform else None,
+    )
     inputs = RenderInputs.of(
         wheelhouse,
         ca_cert,
@@ -170,7 +185,9 @@ def render(request: RenderRequest) -> None:
     from imagekit.core.context import compare_tree, render_tree
 
     plans = request.selection.plans()
-    options, inputs = request.inputs.resolve(buildkit=request.buildkit)
+    options, inputs = request.inputs.resolve(
+        buildkit=request.buildkit, platforms={p.platform for p in plans}
+    )
     if request.check:
         differences = compare_tree(plans, options, inputs, request.out)
         for line in differences:
@@ -309,23 +326,42 @@ def tags_command(
     matrix: MatrixOption = Path("matrix.yaml"),
     only: OnlyOption = None,
     flavour: FlavourOption = None,
+    platform: PlatformOption = None,
     registry: Annotated[str | None, typer.Option(help="Push to this registry instead.")] = None,
     json_out: JsonOption = False,
 ) -> None:
     """List every tag publish would push: versioned (immutable) and aliases (may move)."""
-    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    selection = Selection(
+        matrix,
+        tuple(only or ()),
+        flavour.value if flavour else None,
+        platform.value if platform else None,
+    )
     dispatch(lambda: TagsRequest(selection, registry, json_out))
 
 
 @handles(TagsRequest)
 def tags(request: TagsRequest) -> None:
     """Every tag of every selected image."""
+    from imagekit.core.multiarch import platform_tag
     from imagekit.core.report import table
     from imagekit.orchestration.publish import retarget
 
+    matrix = request.selection.load()
+    platforms = Counter((p.repository, p.tag) for p in matrix.plans)
     rows = []
-    for plan in request.selection.plans():
+    listed: set[tuple[str, str]] = set()
+    for plan in request.selection.plans(matrix):
         repository = retarget(plan.repository, request.registry)
+        image = (plan.repository, plan.tag)
+        if platforms[image] > 1:
+            # One manifest per platform under its own tag; the image's tags name their index.
+            rows.append(
+                [plan.name, f"{repository}:{platform_tag(plan.tag, plan.platform)}", "platform"]
+            )
+        if image in listed:
+            continue
+        listed.add(image)
         rows.append([plan.name, f"{repository}:{plan.tag}", "versioned"])
         rows += [[plan.name, f"{repository}:{alias}", "alias"] for alias in plan.aliases]
     if request.json:

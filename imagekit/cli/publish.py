@@ -12,6 +12,7 @@ from imagekit.cli.common import (
     JsonOption,
     MatrixOption,
     OnlyOption,
+    PlatformOption,
     ResultsOption,
     app,
     dispatch,
@@ -36,6 +37,7 @@ def publish_command(
     matrix: MatrixOption = Path("matrix.yaml"),
     only: OnlyOption = None,
     flavour: FlavourOption = None,
+    platform: PlatformOption = None,
     registry: Annotated[
         str | None, typer.Option(help="Push to this registry instead of the matrix's.")
     ] = None,
@@ -79,7 +81,12 @@ def publish_command(
     ] = None,
 ) -> None:
     """Push the tags of images that passed verification (exit 6 if any is refused or fails)."""
-    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    selection = Selection(
+        matrix,
+        tuple(only or ()),
+        flavour.value if flavour else None,
+        platform.value if platform else None,
+    )
     dispatch(
         lambda: PublishCommand(
             selection=selection,
@@ -106,12 +113,18 @@ def publish(request: PublishCommand) -> None:
     from imagekit.adapters.registry import HttpRegistry
     from imagekit.adapters.results import RunFolder, results_key, verify_evidence
     from imagekit.adapters.sbom import CycloneDx
+    from imagekit.core.multiarch import image_groups
     from imagekit.core.ports import EngineInfo
     from imagekit.core.records import PublishStatus
     from imagekit.core.report import table
     from imagekit.orchestration.publish import PublishRun, PublishSettings
 
-    plans = request.selection.plans()
+    matrix = request.selection.load()
+    # The platforms of one image publish together, as one index under its tags.
+    # CI candidates: each platform's job pushes its own; promotion joins them.
+    groups = image_groups(
+        request.selection.plans(matrix), matrix.plans, partial=bool(request.candidate)
+    )
     RunFolder.check_writable(request.results)
     signer = None
     if request.signing_key and not request.dry_run:
@@ -146,7 +159,7 @@ def publish(request: PublishCommand) -> None:
     publisher = PublishRun(
         engine, registry, CycloneDx(), run, evidence, settings, plain_view(), signer=signer
     )
-    done = [publisher.publish_one(plan) for plan in plans]
+    done = publisher.publish(groups)
     if request.json:
         print_json({"run_id": run.run_id, "images": [r.to_json() for r in done]})
     else:

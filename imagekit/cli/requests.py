@@ -9,7 +9,7 @@ every command and checks that it arrives). Pure values; the checks here need no 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,11 +28,12 @@ if TYPE_CHECKING:  # imported lazily: `imagekit probe` must not load jinja2 or d
 
 @dataclass(frozen=True)
 class Selection:
-    """Which images of which matrix: `--matrix`, `--only`, `--flavour`."""
+    """Which images of which matrix: `--matrix`, `--only`, `--flavour`, `--platform`."""
 
     matrix: Path = Path("matrix.yaml")
     only: tuple[str, ...] = ()
     flavour: str | None = None
+    platform: str | None = None
 
     def load(self) -> Matrix:
         """The matrix, or every problem of the matrix file at once."""
@@ -43,7 +44,12 @@ class Selection:
     def plans(self, loaded: Matrix | None = None, *, allow_empty: bool = False) -> list[ImagePlan]:
         """The selected plans of the matrix."""
         matrix = loaded or self.load()
-        return matrix.select(list(self.only) or None, self.flavour, allow_empty=allow_empty)
+        return matrix.select(
+            list(self.only) or None,
+            self.flavour,
+            platform=self.platform,
+            allow_empty=allow_empty,
+        )
 
 
 def pairs(option: str, items: tuple[str, ...], example: str) -> tuple[tuple[str, str], ...]:
@@ -95,9 +101,15 @@ class RenderInputs:
         )
 
     def resolve(
-        self, *, buildkit: bool, environ: Mapping[str, str] | None = None
+        self,
+        *,
+        buildkit: bool,
+        environ: Mapping[str, str] | None = None,
+        platforms: Iterable[str] = (),
     ) -> tuple[RenderOptions, ContextInputs]:
-        """Check the inputs and turn them into render options and context files."""
+        """Check the inputs and turn them into render options and context files; `platforms`
+        are those of the images to render (uv for each one this machine emulates)."""
+        from imagekit.adapters.installer import foreign_installers
         from imagekit.core.context import ContextInputs, check_wheelhouse, resolve_ca_bundle
         from imagekit.core.render import RenderOptions
 
@@ -124,7 +136,10 @@ class RenderInputs:
             revision=self.revision,
             base_overrides=tuple(overrides),
         )
-        return options, ContextInputs(wheelhouse=self.wheelhouse, ca_bundle=ca)
+        foreign = foreign_installers(platforms, self.wheelhouse)
+        return options, ContextInputs(
+            wheelhouse=self.wheelhouse, ca_bundle=ca, foreign_installers=foreign
+        )
 
 
 # Commands that read the matrix ---------------------------------------------------------------
@@ -279,6 +294,7 @@ class BootstrapCommand:
     variant: str = "minbase"
     docs: bool = False
     source_date_epoch: int | None = None
+    arch: str = "amd64"
 
     @staticmethod
     def epoch_from(environ: Mapping[str, str]) -> int | None:
@@ -471,10 +487,12 @@ class DoctorRequest:
     nvidia_smi: Path | None = None
     json: bool = False
     key: str | None = None  # a cosign public key: show each --image's attested level
+    platform: str | None = None
 
     def __post_init__(self) -> None:
-        if self.only and self.matrix is None:
-            raise InputError("--only picks images of a matrix", "add --matrix FILE")
+        if (self.only or self.platform) and self.matrix is None:
+            option = "--only" if self.only else "--platform"
+            raise InputError(f"{option} picks images of a matrix", "add --matrix FILE")
         if self.key and not self.images:
             raise InputError("--key checks the attestations of --image IMAGE", "add --image")
 

@@ -14,6 +14,7 @@ from imagekit.cli.common import (
     JsonOption,
     MatrixOption,
     OnlyOption,
+    PlatformOption,
     ProbesOption,
     ResultsOption,
     TimeoutOption,
@@ -61,6 +62,7 @@ def verify_command(
     matrix: MatrixOption = Path("matrix.yaml"),
     only: OnlyOption = None,
     flavour: FlavourOption = None,
+    platform: PlatformOption = None,
     gpus: GpusOption = GpuChoice.AUTO,
     probes: ProbesOption = None,
     timeout_s: TimeoutOption = None,
@@ -76,7 +78,12 @@ def verify_command(
     json_out: JsonOption = False,
 ) -> None:
     """Run the probes inside each image and record the results."""
-    selection = Selection(matrix, tuple(only or ()), flavour.value if flavour else None)
+    selection = Selection(
+        matrix,
+        tuple(only or ()),
+        flavour.value if flavour else None,
+        platform.value if platform else None,
+    )
     dispatch(
         lambda: VerifyCommand(
             selection=selection,

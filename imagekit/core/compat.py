@@ -15,6 +15,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 CPU = "cpu"
+# The Docker platforms imagekit builds for, and the machine name their wheels carry.
+AMD64 = "linux/amd64"
+ARM64 = "linux/arm64"
+WHEEL_MACHINES = {AMD64: "x86_64", ARM64: "aarch64"}
+PYPI_SIMPLE = "https://pypi.org/simple"
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -73,6 +78,17 @@ class PythonRange(_Frozen):
         return f"{self.min}-{self.max}"
 
 
+class Arm64Build(_Frozen):
+    """The linux/arm64 (aarch64, "sbsa") wheels of one CUDA build: where they are published
+    and the GPU architectures compiled into them (Grace Hopper is sm_90, Grace Blackwell
+    sm_100). cuDNN and NCCL are pinned as for x86_64: the same Requires-Dist."""
+
+    index: Literal["pypi"]
+    archs: tuple[str, ...]
+    inferred: tuple[Literal["archs"], ...] = ()
+    sources: tuple[str, ...]
+
+
 class VariantFacts(_Frozen):
     """One CUDA build of one PyTorch release."""
 
@@ -81,6 +97,7 @@ class VariantFacts(_Frozen):
     archs: tuple[str, ...]
     experimental: bool = False
     inferred: tuple[Literal["cudnn", "nccl", "archs"], ...] = ()
+    arm64: Arm64Build | None = None  # None: no linux/arm64 wheels of this build
 
 
 class ReleaseFacts(_Frozen):
@@ -118,6 +135,12 @@ class CompatData(_Frozen):
             *((f"cuda {k}", v.sources) for k, v in self.cuda.items()),
             *((f"os {k}", v.sources) for k, v in self.os.items()),
             *((f"torch {k}", v.sources) for k, v in self.torch.items()),
+            *(
+                (f"torch {k} cu{c} arm64", b.arm64.sources)
+                for k, v in self.torch.items()
+                for c, b in v.variants.items()
+                if b.arm64 is not None
+            ),
         ]
         for name, refs in rows:
             missing = set(refs) - known
@@ -161,6 +184,44 @@ class CompatData(_Frozen):
         if cuda is None or cuda in self.torch[torch].variants:
             return None
         return f"torch {torch} has no CUDA {cuda} build; it has {self.variant_choices(torch)}"
+
+    def platforms_of(self, torch: str, cuda: str | None) -> list[str]:
+        """The Docker platforms a known torch/CUDA build has wheels for, amd64 first."""
+        if cuda is None:
+            return [AMD64]
+        return [AMD64] + ([ARM64] if self.torch[torch].variants[cuda].arm64 else [])
+
+    def check_platform(self, torch: str, cuda: str | None, platform: str) -> str | None:
+        """None when a known torch/CUDA build has wheels for `platform`; else why not."""
+        if platform in self.platforms_of(torch, cuda):
+            return None
+        what = f"CUDA {cuda}" if cuda else "CPU"
+        others = [
+            c for c in self.torch[torch].cuda_versions() if platform in self.platforms_of(torch, c)
+        ]
+        where = (
+            f"; its {platform} wheels are the CUDA {', '.join(others)} build"
+            if others
+            else f"; it knows none of torch {torch}"
+        )
+        return f"imagekit's data knows no {platform} wheels of torch {torch} ({what}){where}"
+
+    def archs_for(self, torch: str, cuda: str, platform: str) -> tuple[str, ...]:
+        """The GPU architectures compiled into a build's wheels for `platform`."""
+        variant = self.torch[torch].variants[cuda]
+        if platform != ARM64:
+            return variant.archs
+        if variant.arm64 is None:
+            raise ValueError(f"torch {torch} CUDA {cuda} has no {platform} wheels")
+        return variant.arm64.archs
+
+    def index_url_on(self, cuda: str | None, platform: str, torch: str) -> str:
+        """Where a build's wheels for `platform` are published."""
+        if cuda is not None and platform == ARM64:
+            build = self.torch[torch].variants[cuda].arm64
+            if build is not None and build.index == "pypi":
+                return PYPI_SIMPLE
+        return self.index_url_for(cuda)
 
     def check_python(self, torch: str, python: str) -> str | None:
         """None when the release has wheels for `python`; else why not."""

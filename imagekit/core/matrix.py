@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 from packaging.requirements import InvalidRequirement, Requirement
 
-from imagekit.core.compat import CPU, CompatData, load_compat, variant_tag, version_key
+from imagekit.core.compat import AMD64, CPU, CompatData, load_compat, variant_tag, version_key
 from imagekit.core.matrix_schema import Entry, MatrixFile, Selector
 from imagekit.core.plan import (
     FLAVOURS,
@@ -34,6 +34,7 @@ from imagekit.core.plan import (
     Cell,
     ImagePlan,
     matches,
+    platform_suffix,
     repository_problem,
     tag_problem,
 )
@@ -50,6 +51,7 @@ _FIELD_HINTS = {
     "gpu_archs": 'a GPU architecture like "sm_90"',
     "name": "lowercase letters, digits, '.', '_' and '-'",
     "leave_out": 'a distribution name like "triton"',
+    "platforms": "a Docker platform: linux/amd64 or linux/arm64",
 }
 # What to do about a value that does not match its field's pattern, where there is more
 # to say than what the value should look like.
@@ -99,21 +101,24 @@ class Matrix:
         only: list[str] | None = None,
         flavour: str | None = None,
         *,
+        platform: str | None = None,
         allow_empty: bool = False,
     ) -> list[ImagePlan]:
-        """The plans picked by `--only` selectors and `--flavour`; an error if none are,
-        unless `allow_empty` (a CI matrix may legitimately be empty)."""
+        """The plans picked by `--only` selectors, `--flavour` and `--platform`; an error if
+        none are, unless `allow_empty` (a CI matrix may legitimately be empty)."""
         picked = [
             p
             for p in self.plans
-            if matches(only or [], p) and (flavour is None or p.flavour == flavour)
+            if matches(only or [], p)
+            and flavour in (None, p.flavour)
+            and platform in (None, p.platform)
         ]
         if not picked and not allow_empty:
             names = ", ".join(c.id for c in self.cells)
-            raise InputError(
-                f"no image matches --only {' '.join(only or [])} --flavour {flavour or 'any'}",
-                f"cells in {self.path}: {names}",
-            )
+            wanted = f"--only {' '.join(only or [])} --flavour {flavour or 'any'}"
+            if platform is not None:
+                wanted += f" --platform {platform}"
+            raise InputError(f"no image matches {wanted}", f"cells in {self.path}: {names}")
         return picked
 
 
@@ -209,10 +214,41 @@ def _shape_problems(exc: pydantic.ValidationError, source: SourceMap) -> list[Pr
     """
     problems = []
     for error in exc.errors():
+        if _other_union_member(error["loc"], source):
+            continue
         loc = _document_path(error["loc"], source)
-        if not source.is_poisoned(loc):
+        if error["loc"][-1:] == ("[key]",):
+            problems.append(_key_problem(error, loc, source))
+        elif not source.is_poisoned(loc):
             problems.append(_shape_problem(error, loc, source))
     return problems
+
+
+# pydantic's names for the members of a union (`bases` values: a string, or a mapping of
+# platform to string) as they appear in an error's location.
+_STRING_MEMBERS = ("str", "constrained-str")
+
+
+def _other_union_member(loc: tuple[str | int, ...], source: SourceMap) -> bool:
+    """Whether an error belongs to the union member that does not fit what the document holds
+    there (its string member, where the document has a mapping; its mapping member, where it
+    has a scalar): only the member of the document's own kind has something to say."""
+    for i, part in enumerate(loc):
+        if not isinstance(part, str):
+            continue
+        at = tuple(loc[:i])
+        if part in _STRING_MEMBERS and at in source.values and at not in source.scalars:
+            return True
+        if part.startswith("dict[") and at in source.scalars:
+            return True
+    return False
+
+
+def _key_problem(error: ErrorDetails, loc: Path, source: SourceMap) -> Problem:
+    """A mapping key of the wrong form (a platform under `bases.OS`), placed at the key."""
+    field = "platforms" if loc[:1] == ("bases",) else str(loc[-2] if len(loc) > 1 else "")
+    expected = _FIELD_HINTS.get(field, "a valid key")
+    return source.problem(loc, f"{loc[-1]!r} is not {expected}", key=True)
 
 
 def _shape_problem(error: ErrorDetails, loc: Path, source: SourceMap) -> Problem:
@@ -384,8 +420,8 @@ def _check_settings(spec: MatrixFile, compat: CompatData, report: _Report) -> No
 
 def _check_bases(spec: MatrixFile, compat: CompatData, report: _Report) -> None:
     """Each base: an OS the compatibility data knows, and a valid, ideally pinned, image."""
-    for os_name, image in spec.bases.items():
-        path = ("bases", os_name)
+    for os_name, images in spec.bases.items():
+        path: Path = ("bases", os_name)
         if os_name not in compat.os:
             report.fail(
                 path,
@@ -393,15 +429,18 @@ def _check_bases(spec: MatrixFile, compat: CompatData, report: _Report) -> None:
                 f"known: {', '.join(sorted(compat.os))}",
                 key=True,
             )
-        match = IMAGE_REF_RE.match(image)
-        if not match:
-            report.fail(path, f"{image!r} is not a valid image reference", "e.g. ubuntu:24.04")
-        elif not match.group("digest"):
-            report.warn(
-                path,
-                f"base {image!r} is not pinned by digest",
-                "append @sha256:... so rebuilds use the same base",
-            )
+        per_platform = images.items() if isinstance(images, dict) else [(None, images)]
+        for platform, image in per_platform:
+            at = path if platform is None else (*path, platform)
+            match = IMAGE_REF_RE.match(image)
+            if not match:
+                report.fail(at, f"{image!r} is not a valid image reference", "e.g. ubuntu:24.04")
+            elif not match.group("digest"):
+                report.warn(
+                    at,
+                    f"base {image!r} is not pinned by digest",
+                    "append @sha256:... so rebuilds use the same base",
+                )
 
 
 def package_problem(text: str) -> str | None:
@@ -509,6 +548,7 @@ class _Combo:
     cuda: str | None
     python: str
     path: Path
+    platform: str = AMD64
 
 
 class _EntryCheck:
@@ -539,17 +579,57 @@ class _EntryCheck:
             self.check_name((*at, "name"), entry.name)
         name = entry.name or entry.torch
         pythons, py_path = self.pythons(entry, at, os_name)
+        platforms = self.platforms(entry, at, os_name)
         out = []
         for j, cuda_text in enumerate(entry.cuda):
             c_path = (*at, "cuda", j)
             cuda = None if cuda_text == CPU else cuda_text
             if not self.cuda_ok(entry, cuda, c_path, at):
                 continue
+            usable = [p for p, p_at in platforms if self.platform_ok(entry, cuda, p, p_at)]
             for k, python in enumerate(pythons):
                 p_path = (*py_path, k) if py_path else (*at, "torch")
                 if self.python_ok(entry, python, os_name, os_path, p_path):
-                    out.append(_Combo(entry, name, os_name, cuda, python, c_path))
+                    out += [
+                        _Combo(entry, name, os_name, cuda, python, c_path, platform)
+                        for platform in usable
+                    ]
         return out
+
+    def platforms(self, entry: Entry, at: Path, os_name: str) -> list[tuple[str, Path]]:
+        """The entry's platforms (its own, or the defaults'), each with where it is written;
+        a platform named twice, or one its OS has no base image for, is reported and dropped."""
+        if entry.platforms is not None:
+            listed, where = entry.platforms, (*at, "platforms")
+        else:
+            listed, where = self.spec.defaults.platforms, ("defaults", "platforms")
+        bases = self.spec.bases[os_name]
+        out: list[tuple[str, Path]] = []
+        for i, platform in enumerate(listed):
+            p_at: Path = (*where, i)
+            if platform in (p for p, _ in out):
+                self.report.fail(p_at, f"platform {platform} is listed twice")
+            elif isinstance(bases, dict) and platform not in bases:
+                self.report.fail(
+                    p_at,
+                    f"bases.{os_name} names no image for {platform}",
+                    f"add `{platform}: IMAGE` under bases.{os_name} "
+                    "(`imagekit base bootstrap --arch ARCH` makes a Debian one), "
+                    "or give one multi-platform image for every platform",
+                )
+            else:
+                out.append((platform, p_at))
+        return out
+
+    def platform_ok(self, entry: Entry, cuda: str | None, platform: str, at: Path) -> bool:
+        """Whether this torch/CUDA build has wheels for `platform` (reported where the
+        platform is written when not); also checks `gpu_archs` against those wheels."""
+        if (why := self.compat.check_platform(entry.torch, cuda, platform)) is not None:
+            self.report.fail(
+                at, why, "build this platform for a variant that has its wheels, or drop it"
+            )
+            return False
+        return True
 
     def cuda_ok(self, entry: Entry, cuda: str | None, c_path: Path, at: Path) -> bool:
         """Whether torch ships `cuda` (not experimentally, unless allowed); also checks
@@ -609,20 +689,26 @@ class _EntryCheck:
             self.report.fail(path, f"name {name!r} may hold only {_FIELD_HINTS['name']}")
 
     def check_archs(self, path: Path, entry: Entry, cuda: str | None) -> None:
+        """`gpu_archs` against the wheels of every platform of the entry that has them."""
         archs = tuple(entry.gpu_archs or ())
         if cuda is None:
             return
         if (why := self.compat.check_archs(cuda, archs)) is not None:
             self.report.fail(path, why)
             return
-        built = self.compat.torch[entry.torch].variants[cuda].archs
-        missing = [a for a in archs if a not in built]
-        if missing:
-            self.report.fail(
-                path,
-                f"torch {entry.torch} with CUDA {cuda} is not compiled for "
-                f"{', '.join(missing)}; it covers {', '.join(built)}",
-            )
+        listed = entry.platforms or self.spec.defaults.platforms
+        for platform in dict.fromkeys(listed):
+            if self.compat.check_platform(entry.torch, cuda, platform) is not None:
+                continue  # reported at the platform
+            built = self.compat.archs_for(entry.torch, cuda, platform)
+            missing = [a for a in archs if a not in built]
+            if missing:
+                on = f" ({platform})" if platform != AMD64 else ""
+                self.report.fail(
+                    path,
+                    f"torch {entry.torch} with CUDA {cuda}{on} is not compiled for "
+                    f"{', '.join(missing)}; it covers {', '.join(built)}",
+                )
 
 
 # Step 3, expansion: approved combinations into cells -------------------------------
@@ -642,6 +728,8 @@ def _expand(spec: MatrixFile, compat: CompatData, report: _Report) -> list[Cell]
         for combo in check.approve(i, entry):
             cell = _make_cell(combo, spec, compat)
             if cell.id in seen:
+                if cell.platform != AMD64 and cell.shared_id in seen:
+                    continue  # this combination's duplicate is reported once, not per platform
                 line, col = report.source.position(seen[cell.id])
                 report.fail(
                     combo.path,
@@ -656,26 +744,28 @@ def _expand(spec: MatrixFile, compat: CompatData, report: _Report) -> list[Cell]
 
 def _make_cell(combo: _Combo, spec: MatrixFile, compat: CompatData) -> Cell:
     """The cell of an approved combination, with its facts from the compatibility data."""
-    entry, cuda = combo.entry, combo.cuda
+    entry, cuda, platform = combo.entry, combo.cuda, combo.platform
     variant = compat.torch[entry.torch].variants[cuda] if cuda else None
     cuda_facts = compat.cuda[cuda] if cuda else None
+    bases = spec.bases[combo.os]
     return Cell(
-        id=f"{combo.name}-{variant_tag(cuda)}-py{combo.python}",
+        id=f"{combo.name}-{variant_tag(cuda)}-py{combo.python}{platform_suffix(platform)}",
         torch=entry.torch,
         cuda=cuda,
         python=combo.python,
         os=combo.os,
-        base_image=spec.bases[combo.os],
+        base_image=bases[platform] if isinstance(bases, dict) else bases,
         cudnn=variant.cudnn if variant else None,
         nccl=variant.nccl if variant else None,
         min_driver=cuda_facts.min_driver if cuda_facts else None,
-        archs=variant.archs if variant else (),
-        index_url=compat.index_url_for(cuda),
+        archs=compat.archs_for(entry.torch, cuda, platform) if cuda else (),
+        index_url=compat.index_url_on(cuda, platform, entry.torch),
         glibc_floor=compat.glibc_floor(entry.torch),
         compiler_packages=cuda_facts.compiler_packages if cuda_facts else (),
         cuda_home=cuda_facts.cuda_home if cuda_facts else None,
         experimental=bool(variant and variant.experimental),
         flavours=tuple(f for f in FLAVOURS if f in entry.flavours),
+        platform=platform,
     )
 
 
@@ -757,7 +847,9 @@ def _pick_latest(spec: MatrixFile, cells: list[Cell], report: _Report) -> Cell |
 
     This is the only place `latest` is decided; step 6 gives its aliases to this cell.
     """
-    found = [c for c in cells if _selects(spec.latest, c)]
+    # One image may be several cells, one per platform: the first stands for them all.
+    found = list({c.shared_id: c for c in reversed(cells) if _selects(spec.latest, c)}.values())
+    found.reverse()
     if len(found) == 1:
         return found[0]
     sel = spec.latest
@@ -794,22 +886,29 @@ class _Tags:
 
     def versioned(self, cell: Cell, flavour: str) -> str | None:
         tag = cell.versioned_tag(flavour, self.prefix)
-        if (why := tag_problem(tag)) is not None:
+        # The engine holds each platform's image under the tag plus its suffix: that too
+        # must be a valid tag.
+        if (why := tag_problem(tag + platform_suffix(cell.platform))) is not None:
             path: Path = ("tag_prefix",) if self.prefix else ("releases",)
-            self.report.fail(path, why, "tags may hold a-z, 0-9, '.', '_' and '-' only")
+            hint = (
+                "shorten tag_prefix (a linux/arm64 image's local tag adds -arm64)"
+                if "characters long" in why
+                else "tags may hold a-z, 0-9, '.', '_' and '-' only"
+            )
+            self.report.fail(path, why, hint)
             return None
         return tag
 
     def with_aliases(self, plans: list[ImagePlan], latest: Cell) -> list[ImagePlan]:
         """`plans` with their aliases: owned floating ones, then `latest-*`, then `latest`."""
         owner = self.floating_owners(plans)
-        latest_plans = [p for p in plans if p.cell == latest]
+        latest_plans = [p for p in plans if p.cell.shared_id == latest.shared_id]
         # An exclusion may drop the latest cell's `full`; `latest` then goes to its
         # other images, not to nobody.
         latest_owners = [p for p in latest_plans if p.flavour == "full"] or latest_plans
         out = []
         for plan in plans:
-            aliases = [a for a, p in owner.items() if p is plan]
+            aliases = [a for a, p in owner.items() if _owns(p, plan)]
             if any(plan is p for p in latest_plans):
                 aliases.append(f"{self.prefix}latest-{plan.flavour}")
             if any(plan is p for p in latest_owners):
@@ -819,7 +918,8 @@ class _Tags:
 
     def floating_owners(self, plans: list[ImagePlan]) -> dict[str, ImagePlan]:
         """Each floating alias and the plan with the newest Python of its group (the
-        first such plan on a tie)."""
+        first such plan on a tie). The alias goes to every platform of the owner's image
+        (`owns`): one index, never platforms of different Pythons."""
         owner: dict[str, ImagePlan] = {}
         for plan in plans:
             alias = plan.cell.alias_tag(plan.flavour, self.prefix)
@@ -827,6 +927,11 @@ class _Tags:
             if best is None or version_key(plan.cell.python) > version_key(best.cell.python):
                 owner[alias] = plan
         return owner
+
+
+def _owns(owner: ImagePlan, plan: ImagePlan) -> bool:
+    """Whether `plan` is a platform of the image `owner` is (the same cell and flavour)."""
+    return owner.cell.shared_id == plan.cell.shared_id and owner.flavour == plan.flavour
 
 
 def _selects(selector: Selector, cell: Cell) -> bool:

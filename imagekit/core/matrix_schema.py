@@ -28,6 +28,11 @@ PythonVersion = Annotated[StrictStr, Field(pattern=r"^3\.\d+$", examples=["3.12"
 CudaOrCpu = Annotated[StrictStr, Field(pattern=r"^(\d+\.\d+|cpu)$", examples=["12.8", "cpu"])]
 GpuArch = Annotated[StrictStr, Field(pattern=r"^sm_\d+[a-z]?$", examples=["sm_90"])]
 Flavour = Literal["slim", "full"]
+# Docker's platform names of the two architectures PyTorch ships Linux wheels for.
+DockerPlatform = Annotated[
+    StrictStr, Field(pattern=r"^linux/(amd64|arm64)$", examples=["linux/amd64", "linux/arm64"])
+]
+PlatformList = Annotated[list[DockerPlatform], Field(min_length=1)]
 Text = Annotated[StrictStr, Field(min_length=1)]
 
 
@@ -123,6 +128,14 @@ class Defaults(_Strict):
 
     os: Text
     python: PythonList | None = None
+    platforms: PlatformList = Field(
+        default_factory=lambda: ["linux/amd64"],
+        description=(
+            "Docker platforms every image is built for (linux/amd64, linux/arm64 for Grace "
+            "Hopper and Grace Blackwell). Each versioned tag names an index of one image "
+            "per platform."
+        ),
+    )
 
 
 class Entry(_Strict):
@@ -141,6 +154,9 @@ class Entry(_Strict):
     )
     gpu_archs: list[GpuArch] | None = Field(
         default=None, description="GPU architectures this entry must run on (checked)."
+    )
+    platforms: PlatformList | None = Field(
+        default=None, description="Docker platforms of this entry (default: defaults.platforms)."
     )
 
 
@@ -181,8 +197,11 @@ class MatrixFile(_Strict):
     )
     source: Text | None = Field(default=None, description="URL of the repo holding this file.")
     tag_prefix: StrictStr = Field(default="", description="Prepended to every tag.")
-    bases: dict[str, Text] = Field(
-        description="Base image per OS name (pin by digest in production)."
+    bases: dict[str, Text | dict[DockerPlatform, Text]] = Field(
+        description=(
+            "Base image per OS name (pin by digest in production): one reference (a "
+            "multi-platform image), or one per Docker platform (e.g. locally bootstrapped bases)."
+        )
     )
     defaults: Defaults
     user: UserSpec = Field(default_factory=UserSpec)

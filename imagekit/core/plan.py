@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from imagekit.core.compat import variant_tag
+from imagekit.core.compat import AMD64, variant_tag
 
 # Docker's grammar (distribution/reference): tags are at most 128 characters.
 TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -50,6 +50,17 @@ def repository_problem(repository: str) -> str | None:
     return f"repository {repository!r} is not a valid Docker repository name"
 
 
+def platform_arch(platform: str) -> str:
+    """ "arm64" for linux/arm64: the architecture part of a Docker platform."""
+    return platform.split("/")[1]
+
+
+def platform_suffix(platform: str) -> str:
+    """What a cell id and a local tag get for `platform`: nothing for linux/amd64 (the
+    default, so single-platform matrices keep their names), `-arm64` for linux/arm64."""
+    return "" if platform == AMD64 else f"-{platform_arch(platform)}"
+
+
 def nvidia_require_cuda(cuda: str) -> str:
     """NVIDIA_REQUIRE_CUDA of an image built for `cuda`: the container toolkit refuses to
     start it on a driver that cannot run that CUDA."""
@@ -76,6 +87,13 @@ class Cell:
     cuda_home: str | None
     experimental: bool
     flavours: tuple[str, ...]
+    # The Docker platform this cell is built for; its id carries `platform_suffix`.
+    platform: str = AMD64
+
+    @property
+    def shared_id(self) -> str:
+        """The id without the platform suffix: the same for every platform of one image."""
+        return self.id.removesuffix(platform_suffix(self.platform))
 
     @property
     def variant(self) -> str:
@@ -139,14 +157,27 @@ class ImagePlan:
         return f"{self.cell.id}-{self.flavour}"
 
     @property
+    def platform(self) -> str:
+        """The Docker platform of this image (`linux/amd64`)."""
+        return self.cell.platform
+
+    @property
+    def local_tag(self) -> str:
+        """The tag of this platform's image on the engine: the versioned tag, plus
+        `-arm64` for linux/arm64. On a registry the versioned tag names an index of
+        every platform's image (`publish`)."""
+        return self.tag + platform_suffix(self.platform)
+
+    @property
     def reference(self) -> str:
-        """`repository:tag`."""
-        return f"{self.repository}:{self.tag}"
+        """`repository:local_tag`: the image on the engine."""
+        return f"{self.repository}:{self.local_tag}"
 
     @property
     def slim_reference(self) -> str:
-        """The slim image of the same cell (what `full` is built FROM)."""
-        return f"{self.repository}:{self.tag.removesuffix(self.flavour)}slim"
+        """The slim image of the same cell and platform (what `full` is built FROM)."""
+        slim = self.tag.removesuffix(self.flavour) + "slim"
+        return f"{self.repository}:{slim}{platform_suffix(self.platform)}"
 
 
 def matches(selectors: list[str], plan: ImagePlan) -> bool:

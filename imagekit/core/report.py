@@ -8,8 +8,9 @@ from imagekit.core.compat import CPU, CompatData
 from imagekit.core.plan import ImagePlan
 
 
-def plan_row(plan: ImagePlan) -> dict[str, Any]:
-    """One image as a flat dict (the `--format json|github` entries)."""
+def plan_row(plan: ImagePlan, platforms: int = 1) -> dict[str, Any]:
+    """One image as a flat dict (the `--format json|github` entries); `platforms`: how many
+    platforms its image has (more than one: its CI candidate carries the platform, `-arm64`)."""
     cell = plan.cell
     return {
         "image": plan.name,
@@ -21,6 +22,7 @@ def plan_row(plan: ImagePlan) -> dict[str, Any]:
         "nccl": cell.nccl or "",
         "python": cell.python,
         "os": cell.os,
+        "platform": plan.platform,
         "base": cell.base_image,
         "tag": plan.tag,
         "aliases": list(plan.aliases),
@@ -30,12 +32,13 @@ def plan_row(plan: ImagePlan) -> dict[str, Any]:
         "slim_tag": plan.slim_reference.rsplit(":", 1)[1],
         "min_driver": cell.min_driver or "",
         "gpu": cell.cuda is not None,
+        "candidate_suffix": f"-{plan.platform.split('/')[1]}" if platforms > 1 else "",
     }
 
 
 def plans_table(plans: list[ImagePlan]) -> str:
     """An aligned text table of images, one per line."""
-    header = ["IMAGE", "TORCH", "CUDA", "CUDNN", "NCCL", "PY", "OS", "TAG"]
+    header = ["IMAGE", "TORCH", "CUDA", "CUDNN", "NCCL", "PY", "OS", "PLATFORM", "TAG"]
     rows = [
         [
             p.name,
@@ -45,6 +48,7 @@ def plans_table(plans: list[ImagePlan]) -> str:
             p.cell.nccl or "-",
             p.cell.python,
             p.cell.os,
+            p.platform,
             p.tag + (f" (+{', '.join(p.aliases)})" if p.aliases else ""),
         ]
         for p in plans
