@@ -103,6 +103,42 @@ choose_image_store() {
     fi
 }
 
+# linux/arm64 on an x86_64 machine: qemu-user-static's interpreters, registered with
+# binfmt_misc, run arm64 programs (flag F: the kernel opens the interpreter at registration, so
+# it works inside containers and chroots too); arch-test is what mmdebstrap asks for before it
+# bootstraps a foreign architecture. The registration is kernel state: a restarted machine
+# needs it again, so it is checked on every run.
+# qemu comes from trixie (10.0, static, nothing else upgraded): bookworm's 7.2 segfaults or
+# hangs in `import torch` (oneDNN's start-up) for the aarch64 wheels.
+QEMU_MIN_MAJOR=10
+ensure_binfmt() {
+    [ "$(uname -m)" = aarch64 ] && return 0
+    for pkg in binfmt-support arch-test; do
+        if ! dpkg -s "$pkg" >/dev/null 2>&1; then
+            say "installing $pkg (linux/arm64 images under emulation)"
+            apt_install "$pkg"
+        fi
+    done
+    local misc=/proc/sys/fs/binfmt_misc fresh=
+    local major
+    major=$(dpkg-query -W -f '${Version}' qemu-user-static 2>/dev/null | sed -E 's/^[0-9]+://; s/\..*//')
+    if [ -z "$major" ] || [ "$major" -lt "$QEMU_MIN_MAJOR" ]; then
+        say "installing qemu-user-static $QEMU_MIN_MAJOR (trixie) for linux/arm64 under emulation"
+        install_from_trixie qemu-user-static
+        fresh=1
+    fi
+    [ -e "$misc/register" ] || mount -t binfmt_misc binfmt_misc "$misc" 2>/dev/null || true
+    # Flag F: the kernel keeps the interpreter it opened at registration, so a new qemu only
+    # takes over once registered again.
+    if [ -n "$fresh" ] && [ -e "$misc/qemu-aarch64" ]; then
+        echo -1 >"$misc/qemu-aarch64" 2>/dev/null || true
+    fi
+    if [ ! -e "$misc/qemu-aarch64" ]; then
+        update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 ||
+            say "could not register qemu-aarch64 with binfmt_misc; arm64 builds need it"
+    fi
+}
+
 # Tools beside the engine: mmdebstrap makes the locally bootstrapped base images (imagekit base
 # bootstrap); docker-registry is the real registry the publish tests start on 127.0.0.1; cosign
 # signs and attests what publish pushes (--signing-key) and checks it (imagekit attest verify).
@@ -117,6 +153,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         say "installing cosign"
         install_from_trixie cosign || say "cosign could not be installed; signing needs it"
     fi
+    ensure_binfmt
 fi
 
 if engine_answers; then

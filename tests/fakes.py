@@ -99,7 +99,7 @@ class FakeEngine:
     def history(self, image_id: str) -> list[Layer]:
         return self.layers.get(image_id, [])
 
-    def pull(self, reference: str) -> str:
+    def pull(self, reference: str, platform: str | None = None) -> str:
         self.pulls.append(reference)
         if reference not in self.pullable:
             return f"manifest for {reference} not found"
@@ -257,6 +257,9 @@ class FakeRegistry:
 
     `failures` is a queue of errors the next pushes report (a transient one is retried by
     the real adapter, not here: the fake reports what one whole push call ended as).
+    `document` answers a tag, and `repository@digest` for whatever is pushed or put under a
+    tag of that repository, as a registry does; `documents` holds what was put, and anything
+    a test gives it by reference (it is asked first).
     """
 
     engine: FakeEngine
@@ -269,6 +272,9 @@ class FakeRegistry:
     # The engine keeps images in containerd: its image ids are the manifest digests a push
     # uploads unchanged, and the config digest is another hash.
     containerd_store: bool = False
+    # The media type of the manifests a push uploads: a Docker engine's classic store
+    # pushes Docker v2 manifests (application/vnd.docker.distribution.manifest.v2+json).
+    pushed_media_type: str = OCI_MANIFEST
 
     def manifest(self, reference: str) -> RemoteManifest | None:
         if self.unreachable:
@@ -292,11 +298,23 @@ class FakeRegistry:
             raise RegistryError(f"cannot reach the registry of {reference}: connection refused")
         if reference in self.documents:
             return self.documents[reference]
+        if "@" in reference:
+            repository, _, digest = reference.partition("@")
+            reference = next(
+                (
+                    tag
+                    for tag, held in self.tags.items()
+                    if tag.rpartition(":")[0] == repository and held.digest == digest
+                ),
+                "",
+            )
+            if reference in self.documents:
+                return self.documents[reference]
         held = self.tags.get(reference)
         if held is None:
             return None
         body = json.dumps({"config": {"digest": held.config}}).encode()
-        return ManifestDocument(OCI_MANIFEST, body, held.digest, held.config)
+        return ManifestDocument(self.pushed_media_type, body, held.digest, held.config)
 
     def put(self, reference: str, document: ManifestDocument) -> str:
         if self.unreachable:

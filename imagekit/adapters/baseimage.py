@@ -35,6 +35,9 @@ DEFAULT_MIRRORS = {
     "ubuntu": "http://archive.ubuntu.com/ubuntu",
 }
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Debian's architecture name -> the machine the kernel reports, and the OCI platform variant.
+ARCHITECTURES = {"amd64": ("x86_64", ""), "arm64": ("aarch64", "v8")}
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
 
 
 class BootstrapError(ImagekitError):
@@ -54,6 +57,28 @@ class BootstrapRequest:
     variant: str = "minbase"
     source_date_epoch: int | None = None
     docs: bool = False
+    arch: str = "amd64"  # Debian's name: amd64, arm64
+
+
+def host_arch() -> str:
+    """The Debian architecture name of this machine (`amd64`, `arm64`); "" when neither."""
+    machine = os.uname().machine
+    return next((a for a, (m, _) in ARCHITECTURES.items() if m == machine), "")
+
+
+def emulation_problem(arch: str, binfmt: Path = BINFMT) -> str | None:
+    """None when this machine runs `arch` binaries (natively, or through a qemu interpreter
+    registered with binfmt_misc); else what is missing."""
+    if arch == host_arch():
+        return None
+    entry = binfmt / f"qemu-{ARCHITECTURES[arch][0]}"
+    try:
+        enabled = entry.read_text(encoding="utf-8").splitlines()[:1] == ["enabled"]
+    except OSError:
+        enabled = False
+    if enabled:
+        return None
+    return f"this {os.uname().machine} machine cannot run {arch} programs: {entry} is not enabled"
 
 
 def distribution(suite: str) -> str:
@@ -68,8 +93,10 @@ def distribution(suite: str) -> str:
 
 def image_config(request: BootstrapRequest, layer_sha: str, created: str) -> bytes:
     """The image config: one layer, a PATH, a shell; canonical JSON so it hashes stably."""
+    variant = ARCHITECTURES[request.arch][1]
     config = {
-        "architecture": "amd64",
+        "architecture": request.arch,
+        **({"variant": variant} if variant else {}),
         "os": "linux",
         "created": created,
         "config": {
@@ -142,6 +169,7 @@ def mmdebstrap_command(request: BootstrapRequest, out_tar: Path) -> list[str]:
     """The mmdebstrap command line that writes the root filesystem tar."""
     mirror = request.mirror or DEFAULT_MIRRORS[distribution(request.suite)]
     command = ["mmdebstrap", "--quiet", f"--variant={request.variant}", "--format=tar"]
+    command.append(f"--architectures={request.arch}")
     if request.include:
         command.append("--include=" + ",".join(request.include))
     if not request.docs:
@@ -159,6 +187,16 @@ def mmdebstrap_command(request: BootstrapRequest, out_tar: Path) -> list[str]:
 def bootstrap(client: docker.DockerClient, request: BootstrapRequest) -> str:
     """Make the base image `request.tag` in the engine; returns its image id."""
     distribution(request.suite)
+    if request.arch not in ARCHITECTURES:
+        raise InputError(
+            f"unknown architecture {request.arch!r}", f"known: {', '.join(ARCHITECTURES)}"
+        )
+    if (why := emulation_problem(request.arch)) is not None:
+        raise InputError(
+            why,
+            "install qemu-user-static and binfmt-support and enable their interpreters "
+            "(make engine does this on Debian/Ubuntu as root)",
+        )
     if shutil.which("mmdebstrap") is None:
         raise InputError(
             "mmdebstrap is not installed",

@@ -51,6 +51,7 @@ class SdkBuilder:
                         forcerm=True,  # intermediate containers go, even when a step fails
                         pull=False,
                         network_mode=request.network,
+                        platform=request.platform,
                         decode=True,
                     )
                     for item in stream:
@@ -130,6 +131,8 @@ class BuildxBuilder:
                 command += ["--secret", f"id=ca,src={request.ca_bundle}"]
             if request.network:
                 command += ["--network", request.network]
+            if request.platform:
+                command += ["--platform", request.platform]
             if request.cache_from:
                 command += ["--cache-from", f"type=registry,ref={request.cache_from}"]
             if request.cache_to:

@@ -167,14 +167,15 @@ def inspect_image(client: docker.DockerClient, reference: str) -> LocalImage | N
             raise
 
 
-def pull_image(client: docker.DockerClient, reference: str) -> str:
-    """Pull `reference`; "" when it worked, else the engine's reason."""
+def pull_image(client: docker.DockerClient, reference: str, platform: str | None = None) -> str:
+    """Pull `reference` (for `platform`); "" when it worked, else the engine's reason."""
     name, sep, tag = reference.rpartition(":")
     if not sep or "/" in tag:
         name, tag = reference, "latest"
     with engine_errors(f"pulling {reference}"):
         try:
-            for item in client.api.pull(name, tag, stream=True, decode=True):
+            stream = client.api.pull(name, tag, stream=True, decode=True, platform=platform)
+            for item in stream:
                 if "error" in item or "errorDetail" in item:
                     return str((item.get("errorDetail") or {}).get("message") or item["error"])
         except docker.errors.APIError as exc:
@@ -446,9 +447,9 @@ class DockerEngine:
         """The image's layers, newest first."""
         return history(self.client, image_id)
 
-    def pull(self, reference: str) -> str:
-        """Pull `reference`; "" when it worked, else the engine's reason."""
-        return pull_image(self.client, reference)
+    def pull(self, reference: str, platform: str | None = None) -> str:
+        """Pull `reference` (for `platform`); "" when it worked, else the engine's reason."""
+        return pull_image(self.client, reference, platform)
 
     def tag(self, image_id: str, repository: str, tag: str) -> None:
         """Give `image_id` the name `repository:tag`."""

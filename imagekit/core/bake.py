@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.core import labels as L
-from imagekit.core.plan import ImagePlan
+from imagekit.core.plan import ImagePlan, platform_suffix
 from imagekit.core.render import RenderedImage
 
 
@@ -34,7 +34,11 @@ def bake_file(
         target: dict[str, Any] = {
             "context": str(folder),
             "dockerfile": "Dockerfile",
-            "tags": [plan.reference, *(f"{plan.repository}:{a}" for a in plan.aliases)],
+            "tags": [
+                plan.reference,
+                *(f"{plan.repository}:{a}{platform_suffix(plan.platform)}" for a in plan.aliases),
+            ],
+            "platforms": [plan.platform],
             "args": dict(sorted(rendered.build_args.items())),
             "labels": {L.MANAGED: "true"},
         }

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from imagekit.core.compat import WHEEL_MACHINES
 from imagekit.core.plan import ImagePlan
 from imagekit.core.render import (
     FULL_FILES,
@@ -57,6 +58,17 @@ class ContextInputs:
     ca_bundle: Path | None = None
     # uv for slim's builder stage; None: the one imagekit is installed with.
     installer: Path | None = None
+    # uv for the platforms this machine runs only under emulation: (Docker platform, binary).
+    foreign_installers: tuple[tuple[str, Path], ...] = ()
+
+
+def wheel_runs_on(filename: str, machine: str) -> bool:
+    """Whether a wheel (by its file name) may install on Linux `machine` (x86_64, aarch64):
+    False only for one whose platform tags name machines imagekit builds for, none of them
+    this one (an aarch64 wheel for an x86_64 image); pure wheels and anything else stay."""
+    tags = filename.removesuffix(".whl").rsplit("-", 1)[-1].split(".")
+    named = {m for m in WHEEL_MACHINES.values() for t in tags if t.endswith(f"_{m}")}
+    return not named or machine in named
 
 
 def bundled_uv() -> Path:
@@ -77,6 +89,8 @@ def file_sha256(path: Path) -> str:
 
 def _external_files(inputs: ContextInputs) -> dict[str, Path]:
     files: dict[str, Path] = {INSTALLER: inputs.installer or bundled_uv()}
+    for platform, binary in inputs.foreign_installers:
+        files[f"{INSTALLER}@{platform}"] = binary
     if inputs.ca_bundle is not None:
         files[CA_FILE] = inputs.ca_bundle
     if inputs.wheelhouse is not None:
@@ -93,10 +107,26 @@ def _file_digests(files: dict[str, Path]) -> dict[str, str]:
 
 
 def _needed_by(rendered: RenderedImage, external: dict[str, V]) -> dict[str, V]:
-    """The external files one image's context carries: only slim's builder runs uv."""
-    if rendered.plan.flavour == "slim":
-        return dict(external)
-    return {name: value for name, value in external.items() if name != INSTALLER}
+    """The external files one image's context carries: uv only where slim's builder runs it
+    (the one for the image's platform), and only the wheels that install on its platform."""
+    plan = rendered.plan
+    machine = WHEEL_MACHINES[plan.platform]
+    needed: dict[str, V] = {}
+    for name, value in external.items():
+        if name.startswith(f"{INSTALLER}@"):
+            continue  # stands in for INSTALLER below, on its platform
+        if name == INSTALLER:
+            if plan.flavour != "slim":
+                continue
+            value = external.get(f"{INSTALLER}@{plan.platform}", value)
+        elif (
+            name.startswith(f"{WHEELHOUSE}/")
+            and name.endswith(".whl")
+            and not (wheel_runs_on(name, machine))
+        ):
+            continue
+        needed[name] = value
+    return needed
 
 
 def _text_sha256(text: str) -> str:

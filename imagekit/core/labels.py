@@ -32,6 +32,8 @@ RDMA = PREFIX + "rdma"  # "yes": the image carries the user-space RDMA stack
 # "yes": torch.compile's default backend (inductor) works in the image; "no": the image carries
 # no C++ compiler for it (slim with `compile: false`), and says so at the first torch.compile.
 TORCH_COMPILE = PREFIX + "torch-compile"
+# The Docker platform the image was built for (linux/arm64), readable before it is pulled.
+PLATFORM = PREFIX + "platform"
 
 # What imagekit marks its own things with, so that it (and `gc`) can find them again.
 INPUT_HASH = PREFIX + "input-hash"  # the build's inputs: equal hash, up to date
@@ -74,6 +76,7 @@ class ImageLabels:
     rdma: bool = False
     # None: an image from before the label (nothing promised either way).
     torch_compile: bool | None = None
+    platform: str = ""  # "" on an image from before the label
 
     @classmethod
     def parse(cls, labels: Mapping[str, str]) -> ImageLabels:
@@ -94,6 +97,7 @@ class ImageLabels:
             input_hash=get(INPUT_HASH, ""),
             rdma=get(RDMA) == "yes",
             torch_compile={"yes": True, "no": False}.get(get(TORCH_COMPILE, "")),
+            platform=get(PLATFORM, ""),
         )
 
     @property
@@ -125,6 +129,7 @@ def content_labels(
     archs: tuple[str, ...],
     rdma: bool = False,
     torch_compile: bool = True,
+    platform: str = "",
 ) -> dict[str, str]:
     """The labels that describe an image's contents; CUDA labels only on a CUDA image."""
     labels = {
@@ -140,6 +145,8 @@ def content_labels(
         GLIBC_FLOOR: glibc_floor,
         TORCH_COMPILE: "yes" if torch_compile else "no",
     }
+    if platform:
+        labels[PLATFORM] = platform
     if rdma:
         labels[RDMA] = "yes"
     if cuda:

@@ -191,8 +191,9 @@ class Engine(Protocol):
         """The image's layers, newest first."""
         ...
 
-    def pull(self, reference: str) -> str:
-        """Pull `reference`; "" when it worked, else the engine's reason."""
+    def pull(self, reference: str, platform: str | None = None) -> str:
+        """Pull `reference` (for `platform`: None, the engine's); "" when it worked, else the
+        engine's reason."""
         ...
 
     def tag(self, image_id: str, repository: str, tag: str) -> None:
@@ -228,6 +229,9 @@ class BuildRequest:
     compression: str | None = None  # None: new layers gzip, reused ones as they are
     # The network the build's RUN steps get; "none" proves a build needs no network.
     network: str | None = None
+    # The Docker platform to build for (linux/arm64 on x86_64 runs its RUN steps under qemu);
+    # None: the engine's own.
+    platform: str | None = None
 
 
 @dataclass

@@ -13,10 +13,11 @@ from functools import cache
 import jinja2
 
 from imagekit.core import labels as L
+from imagekit.core.compat import PYPI_SIMPLE
 from imagekit.core.plan import ImagePlan
 from imagekit.resources import templates_dir
 
-PYPI_INDEX_URL = "https://pypi.org/simple"
+PYPI_INDEX_URL = PYPI_SIMPLE
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
         archs=cell.archs,
         rdma=plan.rdma,
         torch_compile=plan.compile,
+        platform=plan.platform,
     )
     if plan.source:
         labels[f"{oci}source"] = plan.source

@@ -51,7 +51,22 @@ class BuildSettings:
 
     def cache_ref(self, repository: str | None, plan: ImagePlan) -> str | None:
         """The cache reference of one image in `repository` (None: no cache)."""
-        return f"{repository}:{plan.tag}" if repository else None
+        return f"{repository}:{plan.local_tag}" if repository else None
+
+
+def _platform_mismatch(parent_platform: str, plan: ImagePlan) -> str | None:
+    """Why the image a build starts FROM cannot make `plan`'s platform (None: it can, or the
+    engine did not say): an amd64 base under an arm64 image would give an amd64 image that
+    says it is arm64."""
+    found = "/".join(parent_platform.split("/")[:2])  # linux/arm64/v8 -> linux/arm64
+    if not found or found == plan.platform:
+        return None
+    parent = "base image" if plan.flavour == "slim" else "slim image"
+    return (
+        f"the {parent} is {found}, not {plan.platform}: give bases a {plan.platform} image "
+        f"(`bases: {{OS: {{{plan.platform}: IMAGE}}}}`, e.g. one `imagekit base bootstrap "
+        f"--arch {plan.platform.split('/')[1]}` makes)"
+    )
 
 
 @dataclass
@@ -146,7 +161,7 @@ class BuildRun:
         parent = self.engine.inspect_image(parent_ref)
         pulled = ""
         if parent is None and s.pull and plan.flavour == "slim":
-            pulled = self.engine.pull(parent_ref)
+            pulled = self.engine.pull(parent_ref, plan.platform)
             parent = self.engine.inspect_image(parent_ref)
         if parent is None:
             what = "base image" if plan.flavour == "slim" else "slim image of this cell"
@@ -159,6 +174,9 @@ class BuildRun:
             result.message = f"the {what} {parent_ref} is not in the engine; {hint}"
             if pulled:
                 result.message += f" (pull failed: {pulled})"
+            return result
+        if (why := _platform_mismatch(parent.platform, plan)) is not None:
+            result.message = why
             return result
         engine_inputs = {"parent_image_id": parent.id}
         if s.compression:
@@ -189,6 +207,7 @@ class BuildRun:
             cache_to=s.cache_ref(s.cache_to, plan),
             compression=s.compression,
             network=s.network,
+            platform=plan.platform,
         )
         result.log_path = str(request.log_path)
         outcome = self.builder.build(request, _step_reporter(self.events, plan.name))
