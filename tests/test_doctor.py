@@ -134,8 +134,12 @@ def no_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_doctor_checks_a_matrix_before_anything_is_built(fake_smi) -> None:
     smi = fake_smi("0, NVIDIA H200, 580.82.07, 9.0")
     result = runner.invoke(
-        app, ["doctor", "--matrix", str(CUDA_LOCAL), "--nvidia-smi", str(smi), "--json"]
-    )
+        app,
+        [
+            "doctor", "--matrix", str(CUDA_LOCAL), "--platform", "linux/amd64",
+            "--nvidia-smi", str(smi), "--json",
+        ],
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["host"]["driver"] == "580.82.07"
@@ -144,10 +148,37 @@ def test_doctor_checks_a_matrix_before_anything_is_built(fake_smi) -> None:
 
 def test_doctor_exits_7_when_the_driver_is_too_old(fake_smi) -> None:
     smi = fake_smi("0, NVIDIA H200, 570.133.20, 9.0")
-    result = runner.invoke(app, ["doctor", "--matrix", str(CUDA_LOCAL), "--nvidia-smi", str(smi)])
+    result = runner.invoke(
+        app,
+        [
+            "doctor",
+            "--matrix",
+            str(CUDA_LOCAL),
+            "--platform",
+            "linux/amd64",
+            "--nvidia-smi",
+            str(smi),
+        ],
+    )
     assert result.exit_code == 7
     assert "FAIL driver 570.133.20 is too old for CUDA 13.0" in result.stdout
     assert "2 of 2 images cannot use this host's GPUs" in result.stderr
+
+
+def test_doctor_says_an_arm64_image_gets_no_gpu_on_an_x86_64_host(
+    fake_smi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("platform.machine", lambda: "x86_64")
+    smi = fake_smi("0, NVIDIA H200, 580.82.07, 9.0")
+    result = runner.invoke(
+        app, ["doctor", "--matrix", str(CUDA_LOCAL), "--nvidia-smi", str(smi), "--json"]
+    )
+    assert result.exit_code == 7
+    verdicts = {i["image"].rsplit(":", 1)[1]: i for i in json.loads(result.stdout)["images"]}
+    assert verdicts["2.14.1-cuda13.0-cudnn9-py3.11-slim"]["verdict"] == "runs"
+    arm = verdicts["2.14.1-cuda13.0-cudnn9-py3.11-slim-arm64"]
+    assert arm["verdict"] == "cannot use the GPUs here"
+    assert "runs only under emulation (qemu-user), without the GPU" in arm["findings"][0]["text"]
 
 
 def test_doctor_without_a_gpu_says_so_and_a_cpu_matrix_passes(tmp_path: Path) -> None:
@@ -215,6 +246,9 @@ def test_doctor_exits_7_when_the_engine_cannot_hand_over_the_hosts_gpus(
     assert result.exit_code == 0, result.output
     with_cdi = replace(DOCKER_26, cdi_devices=("nvidia.com/gpu=all",))
     monkeypatch.setattr(doctor_cli, "_engine", lambda: (with_cdi, ""))
-    result = runner.invoke(app, ["doctor", "--matrix", str(CUDA_LOCAL), "--nvidia-smi", str(smi)])
+    amd64 = ["--platform", "linux/amd64"]  # the example's arm64 images get no GPU on x86_64
+    result = runner.invoke(
+        app, ["doctor", "--matrix", str(CUDA_LOCAL), *amd64, "--nvidia-smi", str(smi)]
+    )
     assert result.exit_code == 0, result.output
     assert "GPUs: CDI nvidia.com/gpu=all" in result.stdout

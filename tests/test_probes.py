@@ -326,7 +326,7 @@ def test_junit_of_a_run_that_verified_nothing_is_never_green() -> None:
 
 def test_markdown_summary_lists_what_did_not_pass_with_its_reason() -> None:
     text = markdown({"a": _record({"env": "pass", "matmul": "fail"})}, "run1")
-    assert "| a | cpu | fail | pass | FAIL | ok | 10.0 |" in text
+    assert "| a | - | cpu | fail | pass | FAIL | ok | 10.0 |" in text
     assert "- **a** `matmul` fail: why (c: d)" in text
 
 

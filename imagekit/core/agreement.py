@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from imagekit.core import labels as L
-from imagekit.core.compat import CompatData
+from imagekit.core.compat import AMD64, CompatData
 from imagekit.core.labels import ImageLabels
 from imagekit.core.plan import Cell, nvidia_require_cuda
 from imagekit.core.records import Check
@@ -114,8 +114,11 @@ def expectations(labels: ImageLabels, *, container: bool = True) -> dict[str, An
     return expected
 
 
-def label_checks(labels: dict[str, str], env: dict[str, str], data: CompatData) -> list[Check]:
-    """Checks that the CUDA labels and NVIDIA_* variables of an image match the data.
+def label_checks(
+    labels: dict[str, str], env: dict[str, str], data: CompatData, platform: str = ""
+) -> list[Check]:
+    """Checks that the CUDA labels and NVIDIA_* variables of an image match the data for
+    the image's `platform` (the engine's `linux/arm64`; "" when it did not say: amd64).
 
     A CPU image must carry neither CUDA labels nor NVIDIA_REQUIRE_CUDA.
     """
@@ -126,6 +129,14 @@ def label_checks(labels: dict[str, str], env: dict[str, str], data: CompatData) 
 
     cuda = labels.get(L.CUDA)
     torch = labels.get(L.TORCH, "")
+    platform = "/".join(platform.split("/")[:2]) or AMD64  # linux/arm64/v8 -> linux/arm64
+    # An unknown torch or CUDA is reported below, on its own; a known build on a platform it
+    # has no wheels for (a CPU torch on arm64, say) is reported here.
+    known = torch in data.torch
+    build = cuda if known and cuda in data.torch[torch].variants else None
+    if known and (why := data.check_platform(torch, build, platform)):
+        add("the compatibility data knows this build on this platform", False, why)
+        return checks
     if not cuda:
         prefix = len(L.PREFIX)
         stray = sorted(k[prefix:] for k in (L.CUDNN, L.NCCL, L.MIN_DRIVER) if labels.get(k))
@@ -140,6 +151,7 @@ def label_checks(labels: dict[str, str], env: dict[str, str], data: CompatData) 
         )
         return checks
     variant = data.torch[torch].variants[cuda]
+    archs = data.archs_for(torch, cuda, platform)
     driver = data.cuda[cuda].min_driver
 
     def agree(key: str, want: str) -> None:
@@ -151,14 +163,14 @@ def label_checks(labels: dict[str, str], env: dict[str, str], data: CompatData) 
     agree(L.CUDNN, variant.cudnn)
     agree(L.NCCL, variant.nccl)
     seen_archs = labels.get(L.CUDA_ARCHS, "").split()
-    missing = [a for a in variant.archs if a not in seen_archs]
-    extra = [a for a in seen_archs if a not in variant.archs]
+    missing = [a for a in archs if a not in seen_archs]
+    extra = [a for a in seen_archs if a not in archs]
     add(
         "label cuda-archs agrees with the data",
         not missing and not extra,
         f"label lacks {missing}, adds {extra}"
         if missing or extra
-        else f"{' '.join(seen_archs)} (torch {torch} cu{cuda.replace('.', '')})",
+        else f"{' '.join(seen_archs)} (torch {torch} cu{cuda.replace('.', '')}, {platform})",
     )
     want_require = nvidia_require_cuda(cuda)
     seen_require = env.get("NVIDIA_REQUIRE_CUDA")

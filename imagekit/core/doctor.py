@@ -141,8 +141,24 @@ def engine_findings(engine: EngineInfo | None, host: HostGpus, why_none: str = "
     return found
 
 
-def assess(image: str, labels: dict[str, str], host: HostGpus, data: CompatData) -> Assessment:
-    """Whether the image whose labels are `labels` can use this host's GPUs, and why."""
+# The machine a host reports (`uname -m`) -> the architecture a Docker platform names.
+_MACHINE_ARCHS = {"x86_64": "amd64", "aarch64": "arm64"}
+
+
+def emulated_on(platform: str, machine: str) -> bool:
+    """Whether an image of `platform` (`linux/arm64`) runs only under emulation on a host
+    whose machine is `machine` (`x86_64`); False when either is unknown."""
+    parts = platform.split("/")
+    if len(parts) < 2 or not machine:
+        return False
+    return parts[1] != _MACHINE_ARCHS.get(machine, machine)
+
+
+def assess(
+    image: str, labels: dict[str, str], host: HostGpus, data: CompatData, machine: str = ""
+) -> Assessment:
+    """Whether the image whose labels are `labels` can use the GPUs of this host (whose
+    machine is `machine`, `x86_64`; "": not checked), and why."""
     parsed = ImageLabels.parse(labels)
     cuda = parsed.cuda
     if not parsed.is_imagekit:
@@ -151,6 +167,8 @@ def assess(image: str, labels: dict[str, str], host: HostGpus, data: CompatData)
             "unknown",
             (Finding(FAIL, f"not an imagekit image (no {L.PREFIX}* labels); nothing to compare"),),
         )
+    if emulated_on(parsed.platform, machine):
+        return _emulated(image, parsed.platform, machine, cuda)
     if not cuda:
         return Assessment(
             image, "runs", (Finding(OK, "a CPU image: it runs on any host and uses no GPU"),)
@@ -222,6 +240,30 @@ def assess(image: str, labels: dict[str, str], host: HostGpus, data: CompatData)
         else "runs"
     )
     return Assessment(image, verdict, tuple(findings))
+
+
+def _emulated(image: str, platform: str, machine: str, cuda: str | None) -> Assessment:
+    """An image of another architecture than the host's: it runs through qemu-user (where
+    binfmt_misc has it), slowly and without the GPU."""
+    slow = f"a {platform} image on this {machine} host runs only under emulation (qemu-user)"
+    if not cuda:
+        return Assessment(
+            image,
+            "runs with limits",
+            (Finding(WARN, f"{slow}: many times slower than on its own architecture"),),
+        )
+    return Assessment(
+        image,
+        "cannot use the GPUs here",
+        (
+            Finding(
+                FAIL,
+                f"{slow}, without the GPU: the driver libraries the NVIDIA container toolkit "
+                f"mounts are {machine} programs. Run it on a {platform} host (GH200, GB200), "
+                f"or use the image's {_MACHINE_ARCHS.get(machine, machine)} platform here",
+            ),
+        ),
+    )
 
 
 def doctor_document(

@@ -134,6 +134,9 @@ class VerifyRecord(Record):
     size_bytes: int = 0
     # The image's platform as the engine reports it (`linux/amd64`); "" when it did not say.
     platform: str = ""
+    # Whether the probes ran through emulation (an arm64 image on an x86_64 engine): proof of
+    # the image's contents and CPU behaviour, not of its speed.
+    emulated: bool = False
     device: str
     device_reason: str = ""
     level: Reached = "none"

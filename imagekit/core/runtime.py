@@ -16,6 +16,17 @@ DEFAULT_SHM_BYTES = 2 << 30
 START_MARGIN_S = 60
 # How long the ranks of a multi-node probe wait for each other (rendezvous, process group).
 DEFAULT_INIT_TIMEOUT_S = 120
+# An image of another architecture than the engine's host (linux/arm64 on x86_64) runs through
+# qemu-user: Python and torch's CPU kernels run many times slower than natively. Every time
+# limit of such a run is stretched by this factor, so a slow run is not reported as a hang
+# (measured: README.md, "arm64 under emulation").
+EMULATION_SLOWDOWN = 10
+# What an emulated run prints that the image does not: oneDNN (under torch) reads the CPU's
+# MIDR_EL1 register from sysfs, which qemu-user does not provide; on a real arm64 CPU it is
+# there and nothing is printed. Lines holding these are not held against an emulated image.
+EMULATION_NOISE = ("Can't open MIDR_EL1 sysfs entry",)
+# The engine reports its host's machine (`docker info`: x86_64, aarch64); images say amd64/arm64.
+_HOST_ARCHS = {"x86_64": "amd64", "aarch64": "arm64"}
 
 
 class GpuChoice(StrEnum):
@@ -32,9 +43,31 @@ def use_gpus(choice: GpuChoice, gpus_available: bool) -> bool:
     return choice is GpuChoice.ALL or (choice is GpuChoice.AUTO and gpus_available)
 
 
-def time_limit_s(asked_s: float | None, probe_limits_s: Iterable[float]) -> float:
-    """The time limit of one probe run: what was asked, else the probes' limits plus a margin."""
-    return asked_s if asked_s is not None else sum(probe_limits_s) + START_MARGIN_S
+def time_limit_s(
+    asked_s: float | None, probe_limits_s: Iterable[float], slowdown: float = 1
+) -> float:
+    """The time limit of one probe run: what was asked, else the probes' limits plus a margin,
+    times `slowdown` (EMULATION_SLOWDOWN for an emulated image)."""
+    if asked_s is not None:
+        return asked_s
+    return (sum(probe_limits_s) + START_MARGIN_S) * slowdown
+
+
+def without_emulation_noise(text: str) -> str:
+    """`text` without the lines only emulation prints (`EMULATION_NOISE`)."""
+    lines = text.splitlines()
+    return "\n".join(line for line in lines if not any(n in line for n in EMULATION_NOISE))
+
+
+def runs_emulated(image_platform: str, engine_architecture: str | None) -> bool:
+    """Whether the engine runs an image of `image_platform` (`linux/arm64[/v8]`) through
+    emulation: the image's architecture is not the engine host's. False when either is
+    unknown."""
+    parts = image_platform.split("/")
+    host = engine_architecture or ""
+    if len(parts) < 2 or not host:
+        return False
+    return parts[1] != _HOST_ARCHS.get(host, host)
 
 
 def silent_gpu_drop(choice: GpuChoice, engine_name: str, gpu_mechanism: str) -> bool:

@@ -36,6 +36,12 @@ def level_text(verify: VerifyRecord) -> str:
     return f"{verify.level} ({marks})"
 
 
+def platform_text(verify: VerifyRecord) -> str:
+    """ "linux/arm64 (emulated)": where the probes ran; "-" when the engine did not say."""
+    platform = verify.platform or "-"
+    return f"{platform} (emulated)" if verify.emulated else platform
+
+
 def _verified(records: Records) -> dict[str, VerifyRecord]:
     return {name: r.verify for name, r in sorted(records.items()) if r.verify is not None}
 
@@ -46,7 +52,7 @@ def summary_rows(records: Records) -> tuple[list[str], list[list[str]]]:
     probes: list[str] = []
     for verify in verified.values():
         probes += [r.probe for r in verify.probes if r.probe not in probes]
-    header = ["image", "level", "status", *probes, "inspection", "matmul warm ms"]
+    header = ["image", "platform", "level", "status", *probes, "inspection", "matmul warm ms"]
     rows = []
     for name, verify in verified.items():
         failed = [c for c in verify.inspection if not c.ok]
@@ -62,6 +68,7 @@ def summary_rows(records: Records) -> tuple[list[str], list[list[str]]]:
         rows.append(
             [
                 name,
+                platform_text(verify),
                 level_text(verify),
                 verify.status,
                 *cells,

@@ -24,8 +24,10 @@ def run_across(
     timeout_s: float | None,
     shm_bytes: int,
     labels: Mapping[str, str],
+    slowdown: float = 1,
 ) -> ProbeRun:
-    """`run` with the multi-node probe's result, and every node's log, added."""
+    """`run` with the multi-node probe's result, and every node's log, added; `slowdown`
+    stretches the time limits (an emulated image)."""
     request = NodesRequest(
         image=image,
         probes_dir=probes_dir,
@@ -34,8 +36,8 @@ def run_across(
         nproc=1,
         device="cuda" if gpus else "cpu",
         gpus=gpus,
-        timeout_s=time_limit_s(timeout_s, (spec.timeout_s,)),
-        init_timeout_s=min(spec.timeout_s / 2, DEFAULT_INIT_TIMEOUT_S),
+        timeout_s=time_limit_s(timeout_s, (spec.timeout_s,), slowdown),
+        init_timeout_s=min(spec.timeout_s / 2, DEFAULT_INIT_TIMEOUT_S) * slowdown,
         shm_bytes=max(shm_bytes, spec.shm_bytes),
         memory_bytes=spec.memory_bytes,
         labels=labels,

@@ -37,7 +37,9 @@ from imagekit.core.probes import (
 from imagekit.core.records import LEVELS, Check, ImageRecord, Timings, VerifyRecord
 from imagekit.core.runtime import (
     DEFAULT_SHM_BYTES,
+    EMULATION_SLOWDOWN,
     GpuChoice,
+    runs_emulated,
     silent_gpu_drop,
     time_limit_s,
     use_gpus,
@@ -106,6 +108,7 @@ class VerifyRun:
                 "NVIDIA runtime or CDI, Podman 5.4+ with CDI)",
             )
         self.use_gpus = use_gpus(settings.gpus, facts.gpu_runtime)
+        self.engine_arch = facts.architecture
         self.gpu_note = facts.gpu_note
         self.records: dict[str, VerifyRecord] = {}
         self.errors: dict[str, str] = {}  # image -> why it could not be verified
@@ -127,18 +130,21 @@ class VerifyRun:
         image = self._image(target)
         chosen = self._probes_for(image)
         run_labels = {L.RUN_ID: self.store.run_id, L.IMAGE: target.name}
-        request = self._request(image, chosen, run_labels)
+        emulated = runs_emulated(image.platform, self.engine_arch)
+        slowdown = EMULATION_SLOWDOWN if emulated else 1
+        request = self._request(image, chosen, run_labels, slowdown)
         outcome = self._run(request)
         nodes = max(self.settings.nodes, target.nodes)
         across = self._across() if nodes > 1 else None
         flavour = image.imagekit.flavour
         if across is not None and (not flavour or flavour in across.flavours):
-            outcome = self._run_nodes(image, nodes, outcome, run_labels)
+            outcome = self._run_nodes(image, nodes, outcome, run_labels, slowdown)
             if target.required and across.name not in target.required:
                 target = replace(target, required=(*target.required, across.name))
         self.store.log_file(target.name, "verify").write_text(outcome.log)
         inspection = self._inspect(image, outcome, run_labels)
         record = self._record(target, image, outcome, request, inspection, started)
+        record = record.model_copy(update={"emulated": emulated})
         self.store.update_image(target.name, ImageRecord(verify=record))
         self.records[target.name] = record
         self.write_reports()
@@ -165,7 +171,11 @@ class VerifyRun:
         return [s for s in asked if not flavour or flavour in s.flavours]
 
     def _request(
-        self, image: LocalImage, chosen: Sequence[ProbeSpec], run_labels: dict[str, str]
+        self,
+        image: LocalImage,
+        chosen: Sequence[ProbeSpec],
+        run_labels: dict[str, str],
+        slowdown: float = 1,
     ) -> ProbeRequest:
         return ProbeRequest(
             image=image.id,
@@ -174,7 +184,9 @@ class VerifyRun:
             expected=expectations(image.imagekit),
             device="cuda" if self.use_gpus else "cpu",
             gpus=self.use_gpus,
-            timeout_s=time_limit_s(self.settings.timeout_s, (s.timeout_s for s in chosen)),
+            timeout_s=time_limit_s(
+                self.settings.timeout_s, (s.timeout_s for s in chosen), slowdown
+            ),
             shm_bytes=max([self.settings.shm_bytes, *(s.shm_bytes for s in chosen)]),
             memory_bytes=max(s.memory_bytes for s in chosen),
             labels=run_labels,
@@ -194,7 +206,12 @@ class VerifyRun:
         return multi_node(self.specs)
 
     def _run_nodes(
-        self, image: LocalImage, nodes: int, outcome: ProbeRun, run_labels: dict[str, str]
+        self,
+        image: LocalImage,
+        nodes: int,
+        outcome: ProbeRun,
+        run_labels: dict[str, str],
+        slowdown: float = 1,
     ) -> ProbeRun:
         """`outcome` with the multi-node probe's result (and log) added."""
         return run_across(
@@ -208,6 +225,7 @@ class VerifyRun:
             timeout_s=self.settings.timeout_s,
             shm_bytes=self.settings.shm_bytes,
             labels=run_labels,
+            slowdown=slowdown,
         )
 
     def _inspect(
@@ -221,7 +239,8 @@ class VerifyRun:
         env = next((r for r in outcome.output.results if r.probe == "env"), None)
         if env is not None and image.imagekit.is_imagekit:
             structure += compare(Identity.from_labels(image.imagekit), env.facts, "label")
-        return structure, label_checks(dict(image.labels), dict(image.env), self.compat)
+        checks = label_checks(dict(image.labels), dict(image.env), self.compat, image.platform)
+        return structure, checks
 
     def _record(
         self,
