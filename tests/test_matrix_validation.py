@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.core.compat import CompatData, load_compat
+from imagekit.core.compat import load_compat
 from imagekit.core.matrix import MAX_MATRIX_BYTES, Matrix, load_matrix, parse_matrix
 from imagekit.errors import Problem, ValidationError
+from tests.matrixdoc import FILE, at, one_problem, problems, where
 
-FILE = "matrix.yaml"
 ROOT = Path(__file__).resolve().parents[1]
 DIGEST = "@sha256:" + "0123456789abcdef" * 4
 
@@ -65,42 +65,6 @@ def with_base(os_name: str, image: str, text: str = BASE) -> str:
 def with_exclude(block: str, text: str = BASE) -> str:
     """`text` with an `exclude:` list (given as its indented items) before `releases`."""
     return edit("releases:\n", f"exclude:\n{block}releases:\n", text)
-
-
-def at(text: str, context: str, target: str | None = None) -> tuple[int, int]:
-    """1-based line/col of `target` inside the one occurrence of `context` in `text`.
-
-    Without `target`, the position of `context` itself.
-    """
-    assert text.count(context) == 1, f"{context!r} occurs {text.count(context)} times"
-    offset = text.index(context)
-    if target is not None:
-        assert target in context, f"{target!r} is not in {context!r}"
-        offset += context.index(target)
-    line = text.count("\n", 0, offset) + 1
-    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, col
-
-
-def problems(text: str, compat: CompatData | None = None) -> list[Problem]:
-    """The problems `parse_matrix` reports for `text` (it must reject it)."""
-    with pytest.raises(ValidationError) as info:
-        parse_matrix(text, FILE, compat)
-    found = info.value.problems
-    assert found, "a ValidationError must carry at least one problem"
-    assert all(p.file == FILE for p in found)
-    return found
-
-
-def one_problem(text: str, compat: CompatData | None = None) -> Problem:
-    """The single problem `parse_matrix` reports for `text`."""
-    found = problems(text, compat)
-    assert len(found) == 1, "\n".join(p.format() for p in found)
-    return found[0]
-
-
-def where(problem: Problem) -> tuple[int, int]:
-    return problem.line, problem.col
 
 
 def parse(text: str) -> Matrix:

@@ -59,7 +59,7 @@ from imagekit.core.plan import ImagePlan, platform_arch, platform_suffix
 from imagekit.core.ports import BuildOutcome, BuildRequest, LineSink, LocalImage
 from imagekit.core.render import RenderOptions, image_labels, render_image
 from imagekit.core.report import plan_row, plans_table
-from imagekit.errors import InputError, Problem, ValidationError
+from imagekit.errors import InputError
 from imagekit.events import Event
 from imagekit.orchestration.build import (
     BUILT,
@@ -71,11 +71,11 @@ from imagekit.orchestration.build import (
     _platform_mismatch,
 )
 from tests.fakes import FakeEngine, image_id
+from tests.matrixdoc import FILE, at, one_problem, problems, where
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_LOCAL = ROOT / "examples" / "cuda-local.yaml"
 CPU_EXAMPLE = ROOT / "examples" / "cpu.yaml"
-FILE = "matrix.yaml"
 DIGEST = "@sha256:" + "0123456789abcdef" * 4
 UV_VERSION = importlib.metadata.version("uv")
 
@@ -119,48 +119,13 @@ DEFAULT_PLATFORMS = "platforms: [linux/amd64, linux/arm64]"
 ENTRY_CUDA = 'cuda: ["13.0"]'
 
 
-# Helpers (as in test_matrix_validation.py) -------------------------------------------
+# Helpers ---------------------------------------------------------------------------
 
 
 def edit(old: str, new: str, text: str = BASE) -> str:
     """`text` with its one occurrence of `old` replaced by `new`."""
     assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times"
     return text.replace(old, new)
-
-
-def at(text: str, context: str, target: str | None = None) -> tuple[int, int]:
-    """1-based line/col of `target` inside the one occurrence of `context` in `text`.
-
-    Without `target`, the position of `context` itself.
-    """
-    assert text.count(context) == 1, f"{context!r} occurs {text.count(context)} times"
-    offset = text.index(context)
-    if target is not None:
-        assert target in context, f"{target!r} is not in {context!r}"
-        offset += context.index(target)
-    line = text.count("\n", 0, offset) + 1
-    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return line, col
-
-
-def problems(text: str) -> list[Problem]:
-    """The problems `parse_matrix` reports for `text` (it must reject it)."""
-    with pytest.raises(ValidationError) as info:
-        parse_matrix(text, FILE)
-    found = info.value.problems
-    assert found, "a ValidationError must carry at least one problem"
-    return found
-
-
-def one_problem(text: str) -> Problem:
-    """The single problem `parse_matrix` reports for `text`."""
-    found = problems(text)
-    assert len(found) == 1, "\n".join(p.format() for p in found)
-    return found[0]
-
-
-def where(problem: Problem) -> tuple[int, int]:
-    return problem.line, problem.col
 
 
 def parse(text: str) -> Matrix:

@@ -63,12 +63,16 @@ class ContextInputs:
 
 
 def wheel_runs_on(filename: str, machine: str) -> bool:
-    """Whether a wheel (by its file name) may install on Linux `machine` (x86_64, aarch64):
-    False only for one whose platform tags name machines imagekit builds for, none of them
-    this one (an aarch64 wheel for an x86_64 image); pure wheels and anything else stay."""
-    tags = filename.removesuffix(".whl").rsplit("-", 1)[-1].split(".")
-    named = {m for m in WHEEL_MACHINES.values() for t in tags if t.endswith(f"_{m}")}
-    return not named or machine in named
+    """Whether a wheel (by its file name) installs on Linux `machine` (x86_64, aarch64): a pure
+    wheel (`any`) or one with a Linux platform tag for that machine. A name that is not a
+    wheel's (fewer than five parts) is left for pip to judge."""
+    parts = filename.removesuffix(".whl").split("-")
+    if len(parts) < 5:
+        return True
+    return any(
+        tag == "any" or (tag.endswith(f"_{machine}") and "linux" in tag)
+        for tag in parts[-1].split(".")
+    )
 
 
 def bundled_uv() -> Path:
