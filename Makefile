@@ -18,9 +18,18 @@ CUDA_MATRIX := examples/cuda-local.yaml
 CUDA_PACKAGES := torch==2.14.1 jupyterlab==4.6.6 tensorboard==2.21.0 \
 	'nvidia-cuda-nvcc==13.0.*' 'nvidia-cuda-crt==13.0.*' 'nvidia-nvvm==13.0.*' \
 	'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-cccl==13.0.*'
+# The same example for linux/arm64 (Grace): PyPI's aarch64 torch is that CUDA 13.0 build. Its
+# wheels carry manylinux tags from 2014 (2.17) to 2.28, and pip matches --platform exactly, so
+# every tag Debian 12's glibc (2.36) runs is named. uv's aarch64 wheel is the installer the
+# builder stage runs under emulation (the host's uv is an x86_64 program).
+ARM64_WHEELHOUSE ?= $(CACHE)/wheelhouse-cu130-arm64
+ARM64_BASE := imagekit-base/debian:bookworm-arm64
+ARM64_PLATFORMS := --platform manylinux2014_aarch64 \
+	$(foreach v,17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36,\
+		--platform manylinux_2_$(v)_aarch64)
 
 .PHONY: venv lint types unit test goldens schema check clean engine base wheelhouse demo bench browser \
-	wheelhouse-cuda demo-cuda test-cuda bench-cuda
+	wheelhouse-cuda demo-cuda test-cuda bench-cuda wheelhouse-arm64
 
 $(STAMP): pyproject.toml scripts/ensure-venv.sh
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/ensure-venv.sh
@@ -38,7 +47,7 @@ types: $(STAMP)
 	$(BIN)/mypy imagekit tests/fakes.py
 
 unit: $(STAMP)
-	$(BIN)/pytest -m "not integration and not gpu and not cuda"
+	$(BIN)/pytest -m "not integration and not gpu and not cuda and not arm64"
 
 ## make engine: a Docker engine that answers (installed and started as root on Debian/Ubuntu).
 engine:
@@ -50,6 +59,13 @@ base: $(STAMP) engine
 	@test "$$(docker image inspect -f '{{ index .Config.Labels "io.imagekit.base.docs" }}' \
 		$(DEMO_BASE) 2>/dev/null)" = no || \
 		$(BIN)/imagekit base bootstrap --suite bookworm --tag $(DEMO_BASE)
+
+## make base-arm64: the Debian 12 base for linux/arm64, bootstrapped under emulation.
+.PHONY: base-arm64
+base-arm64: $(STAMP) engine
+	@test "$$(docker image inspect -f '{{ index .Config.Labels "io.imagekit.base.docs" }}' \
+		$(ARM64_BASE) 2>/dev/null)" = no || \
+		$(BIN)/imagekit base bootstrap --suite bookworm --arch arm64 --tag $(ARM64_BASE)
 
 ## make wheelhouse: the demo's wheels, downloaded once into $(WHEELHOUSE).
 wheelhouse: $(WHEELHOUSE)/.complete
@@ -69,12 +85,38 @@ $(CUDA_WHEELHOUSE)/.complete: | $(STAMP)
 		--python-version $(DEMO_PYTHON) --dest $(CUDA_WHEELHOUSE) $(CUDA_PACKAGES)
 	touch $@
 
+## make wheelhouse-arm64: the CUDA example's linux/arm64 wheels from PyPI, downloaded once.
+wheelhouse-arm64: $(ARM64_WHEELHOUSE)/.complete
+
+$(ARM64_WHEELHOUSE)/.complete: | $(STAMP)
+	mkdir -p $(ARM64_WHEELHOUSE)
+	$(BIN)/pip download --quiet --disable-pip-version-check --only-binary=:all: \
+		$(ARM64_PLATFORMS) --python-version $(DEMO_PYTHON) --dest $(ARM64_WHEELHOUSE) \
+		$(CUDA_PACKAGES) "uv==$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("uv"))')"
+	touch $@
+
 ## make demo-cuda: build the CUDA example (slim and full) and verify it without a GPU.
 demo-cuda: $(STAMP) base wheelhouse-cuda
-	$(BIN)/imagekit build --matrix $(CUDA_MATRIX) --wheelhouse $(CUDA_WHEELHOUSE)
-	$(BIN)/imagekit verify --matrix $(CUDA_MATRIX)
+	$(BIN)/imagekit build --matrix $(CUDA_MATRIX) --platform linux/amd64 \
+		--wheelhouse $(CUDA_WHEELHOUSE)
+	$(BIN)/imagekit verify --matrix $(CUDA_MATRIX) --platform linux/amd64
 	@# doctor exits 7 where these images cannot use the GPUs (here: no GPU); that is a finding.
-	$(BIN)/imagekit doctor --matrix $(CUDA_MATRIX) || [ $$? -eq 7 ]
+	$(BIN)/imagekit doctor --matrix $(CUDA_MATRIX) --platform linux/amd64 || [ $$? -eq 7 ]
+
+## make demo-arm64: the CUDA example for linux/arm64 (GH200/GB200), built and verified to the
+## `cpu` level here under emulation (qemu-user): base, wheelhouse, slim and full.
+.PHONY: demo-arm64
+demo-arm64: $(STAMP) base-arm64 wheelhouse-arm64
+	$(BIN)/imagekit build --matrix $(CUDA_MATRIX) --platform linux/arm64 \
+		--wheelhouse $(ARM64_WHEELHOUSE)
+	$(BIN)/imagekit verify --matrix $(CUDA_MATRIX) --platform linux/arm64
+
+## make test-arm64: the tests that build and verify the arm64 CUDA images under emulation, and
+## publish them with the amd64 ones as one index (not part of make test: most of an hour).
+.PHONY: test-arm64
+test-arm64: base base-arm64 wheelhouse-cuda wheelhouse-arm64
+	IMAGEKIT_CUDA_WHEELHOUSE=$(CUDA_WHEELHOUSE) IMAGEKIT_ARM64_WHEELHOUSE=$(ARM64_WHEELHOUSE) \
+		IMAGEKIT_DEMO_BASE=$(DEMO_BASE) IMAGEKIT_ARM64_BASE=$(ARM64_BASE) $(BIN)/pytest -m arm64
 
 ## make test-cuda: the tests that build and verify the CUDA images (not part of make test).
 test-cuda: base wheelhouse-cuda

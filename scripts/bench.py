@@ -70,6 +70,9 @@ def run_build(
             "build",
             "--matrix",
             str(matrix),
+            # The examples also name linux/arm64 (built under emulation: make demo-arm64).
+            "--platform",
+            "linux/amd64",
             "--wheelhouse",
             str(wheelhouse),
             *(() if ca else ("--no-ca-cert",)),

@@ -90,7 +90,8 @@ def imagekit_build(
     done = subprocess.run(
         [
             sys.executable, "-m", "imagekit", "build", "--matrix", str(matrix),
-            "--flavour", "slim", "--wheelhouse", str(wheelhouse), "--no-ca-cert",
+            "--flavour", "slim", "--platform", "linux/amd64", "--wheelhouse", str(wheelhouse),
+            "--no-ca-cert",
             "--results", str(results), "--json", *args,
         ],
         env={**os.environ, "CI": "true", **(env or {})},

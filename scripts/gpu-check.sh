@@ -28,7 +28,7 @@ PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -m imagekit probe --devi
 code=$?
 # doctor: would the CUDA example's images run on this host (driver, architectures)?
 PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -m imagekit doctor \
-    --matrix "$here/examples/cuda-local.yaml" --json >"$out/doctor.json" 2>"$out/doctor.stderr.txt"
+    --matrix "$here/examples/cuda-local.yaml" --platform linux/amd64 --json >"$out/doctor.json" 2>"$out/doctor.stderr.txt"
 doctor=$?
 set -e
 echo "gpu-check: $gpu: probes exit $code, doctor exit $doctor; results in $out" >&2

@@ -14,12 +14,12 @@ PYTEST=${PYTEST:-.venv/bin/pytest}
 CONTRACT=tests/integration/test_engine_contract.py
 log=$(mktemp -t imagekit-contract.XXXXXX.log)
 
-"$PYTEST" -p no:cacheprovider -m "contract or (not integration and not cuda)" >"$log" 2>&1 &
+"$PYTEST" -p no:cacheprovider -m "contract or (not integration and not cuda and not arm64)" >"$log" 2>&1 &
 contract=$!
 stop_contract() { kill -INT "$contract" 2>/dev/null; wait "$contract" 2>/dev/null; }
 trap 'stop_contract; rm -f "$log"; exit 130' INT TERM
 
-"$PYTEST" -m "integration and not contract and not cuda" "$@"
+"$PYTEST" -m "integration and not contract and not cuda and not arm64" "$@"
 main=$?
 wait "$contract"
 engines=$?

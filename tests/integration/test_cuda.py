@@ -62,10 +62,13 @@ def cuda_run(
     results = folder / "results"
     built = imagekit(
         "build", "--matrix", str(matrix), "--wheelhouse", str(cuda_wheelhouse),
-        "--results", str(results), "--json",
+        "--platform", "linux/amd64", "--results", str(results), "--json",
     )  # fmt: skip
     assert built.code == 0, built.stderr[-3000:]
-    checked = imagekit("verify", "--matrix", str(matrix), "--results", str(results), "--json")
+    checked = imagekit(
+        "verify", "--matrix", str(matrix), "--platform", "linux/amd64",
+        "--results", str(results), "--json",
+    )  # fmt: skip
     assert checked.code == 0, checked.stderr[-3000:]
     run = results / json.loads(checked.stdout)["run_id"]
     records = {p.stem: json.loads(p.read_text())["verify"] for p in (run / "images").glob("*.json")}
