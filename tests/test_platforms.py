@@ -56,7 +56,7 @@ from imagekit.core.context import (
 from imagekit.core.matrix import _FIELD_HINTS, Matrix, load_matrix, parse_matrix
 from imagekit.core.matrix_schema import Defaults
 from imagekit.core.plan import ImagePlan, platform_arch, platform_suffix
-from imagekit.core.ports import BuildOutcome, BuildRequest, LineSink, LocalImage
+from imagekit.core.ports import BuildOutcome, BuildRequest, EngineInfo, LineSink, LocalImage
 from imagekit.core.render import RenderOptions, image_labels, render_image
 from imagekit.core.report import plan_row, plans_table
 from imagekit.errors import InputError
@@ -946,6 +946,19 @@ def test_an_arm64_full_on_an_amd64_slim_fails_before_building(
     assert done.status() == {ARM_FULL: FAILED}
     assert done.results[ARM_FULL].message == wrong_base_message("slim image", AMD64, ARM64)
     assert done.builder.requests == []
+
+
+def test_on_an_x86_64_engine_only_the_arm64_builds_name_their_platform(
+    tmp_path: Path, local: Matrix
+) -> None:
+    # A native build asks for no platform, as before platforms existed (Podman and the classic
+    # builder differ in what they make of one); the engine did not say in the test above.
+    engine = FakeEngine(facts=EngineInfo(server_version="fake", architecture="x86_64"))
+    add_image(engine, AMD_BASE, AMD64)
+    add_image(engine, ARM_BASE, ARM64)
+    done = run_build(tmp_path, engine, list(local.plans))
+    requests = {r.name: r.platform for r in done.builder.requests}
+    assert requests == {AMD_SLIM: None, AMD_FULL: None, ARM_SLIM: ARM64, ARM_FULL: ARM64}
 
 
 @dataclass

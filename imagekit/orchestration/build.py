@@ -22,6 +22,7 @@ from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import Builder, BuildRequest, Engine, RunStore
 from imagekit.core.records import BuildRecord, ImageRecord, PlanRecord
 from imagekit.core.render import RenderOptions, render_image
+from imagekit.core.runtime import runs_emulated
 from imagekit.events import Event, EventSink
 
 LARGEST_LAYERS = 5
@@ -135,6 +136,14 @@ class BuildRun:
         self.run = run
         self.events = events
         self.results: dict[str, ImageResult] = {}
+        self.host_arch = engine.info().architecture
+
+    def _platform(self, plan: ImagePlan) -> str | None:
+        """The platform to ask the builder (and a pull) for: none for the engine's own, so a
+        native build is the same request as ever (engines differ in what they do with it);
+        the plan's for any other, or where the engine did not say what it runs on."""
+        native = self.host_arch is not None and not runs_emulated(plan.platform, self.host_arch)
+        return None if native else plan.platform
 
     # One image ------------------------------------------------------------------
 
@@ -161,7 +170,7 @@ class BuildRun:
         parent = self.engine.inspect_image(parent_ref)
         pulled = ""
         if parent is None and s.pull and plan.flavour == "slim":
-            pulled = self.engine.pull(parent_ref, plan.platform)
+            pulled = self.engine.pull(parent_ref, self._platform(plan))
             parent = self.engine.inspect_image(parent_ref)
         if parent is None:
             what = "base image" if plan.flavour == "slim" else "slim image of this cell"
@@ -207,7 +216,7 @@ class BuildRun:
             cache_to=s.cache_ref(s.cache_to, plan),
             compression=s.compression,
             network=s.network,
-            platform=plan.platform,
+            platform=self._platform(plan),
         )
         result.log_path = str(request.log_path)
         outcome = self.builder.build(request, _step_reporter(self.events, plan.name))
