@@ -265,12 +265,12 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     # have no passwd entry).
     cache = tempfile.mkdtemp(prefix="imagekit-inductor-", dir=tempfile.gettempdir())
     try:
-        return compile_apart(device, cache)
+        return compile_apart(device, cache, float(expected.get("time_scale") or 1))
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
 
-def compile_apart(device: str, cache: str) -> dict[str, Any]:
+def compile_apart(device: str, cache: str, time_scale: float = 1) -> dict[str, Any]:
     """The checks, run by this file in a child Python process; its report, or why there is none.
 
     The runner runs every probe in one process, and what inductor leaves in a process stays:
@@ -285,7 +285,8 @@ def compile_apart(device: str, cache: str) -> dict[str, Any]:
         "TORCHINDUCTOR_CACHE_DIR": cache,
         "TRITON_CACHE_DIR": os.path.join(cache, "triton"),
     }
-    limit_s = float(PROBE["timeout_s"]) - 10  # report our own timeout before the runner's
+    # Report our own timeout before the runner's (`time_scale`: an emulated image's limits).
+    limit_s = float(PROBE["timeout_s"]) * time_scale - 10
     try:
         done = subprocess.run(
             [sys.executable, os.path.abspath(__file__), CHILD, device],

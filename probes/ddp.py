@@ -218,7 +218,10 @@ def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     rec.facts |= {"backend": backend, "world_size": world}
     if device.startswith("cuda") and gpus < 2:
         rec.facts["note"] = "one GPU: NCCL needs a GPU per rank, so the ranks use gloo on the CPU"
-    init_timeout_s = float(expected.get("ddp_init_timeout_s") or DEFAULT_INIT_TIMEOUT_S)
+    init_timeout_s = float(
+        expected.get("ddp_init_timeout_s")
+        or DEFAULT_INIT_TIMEOUT_S * float(expected.get("time_scale") or 1)
+    )
     # For the runner's own tests: start one rank fewer than the world, to prove a rank that
     # never joins ends in `timeout` instead of a hang.
     started_ranks = world - int(os.environ.get("IMAGEKIT_DDP_DROP_RANKS", "0"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +11,10 @@ import pytest
 from imagekit.core.compat import load_compat
 from imagekit.core.matrix import load_matrix
 from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import ProbeRequest, ProbeRun
+from imagekit.core.ports import EngineInfo, ProbeRequest, ProbeRun
 from imagekit.core.records import Check, Level, LevelState, ProbeResult, Status
 from imagekit.core.render import RenderOptions, image_labels
-from imagekit.core.runtime import START_MARGIN_S, GpuChoice
+from imagekit.core.runtime import EMULATION_SLOWDOWN, START_MARGIN_S, GpuChoice
 from imagekit.errors import EngineError, EngineUnavailableError, GpuUnavailableError, InputError
 from imagekit.orchestration.verify import Target, VerifyRun, VerifySettings
 from imagekit.resources import probes_dir
@@ -283,6 +284,30 @@ def test_the_time_limit_is_the_probes_own_plus_one_margin(tmp_path: Path, slim: 
     limits = sum(verify.specs[p].timeout_s for p in ("env", "autograd"))
     assert runner.requests[0].timeout_s == limits + START_MARGIN_S
     assert runner.requests[0].probes == ("env", "autograd")
+
+
+@pytest.mark.parametrize(
+    ("image_platform", "emulated"),
+    [("linux/arm64", True), ("linux/arm64/v8", True), ("linux/amd64", False), ("", False)],
+)
+def test_an_image_of_another_architecture_is_verified_emulated_with_stretched_limits(
+    tmp_path: Path, slim: ImagePlan, image_platform: str, emulated: bool
+) -> None:
+    engine = FakeEngine(facts=EngineInfo(server_version="fake", architecture="x86_64"))
+    local = engine.add(
+        slim.reference, image_id(slim.reference), image_labels(slim, RenderOptions())
+    )
+    engine.images[slim.reference] = replace(local, platform=image_platform)
+    runner = FakeProbeRunner(env_facts=CPU_FACTS)
+    verify, _ = make_run(tmp_path, engine, runner, probes=("env", "autograd"))
+    record = verify.execute([target(slim)])[slim.name]
+    scale = EMULATION_SLOWDOWN if emulated else 1
+    limits = sum(verify.specs[p].timeout_s for p in ("env", "autograd"))
+    assert runner.requests[0].timeout_s == (limits + START_MARGIN_S) * scale
+    # The probes stretch their own limits (compile's child, ddp's rendezvous) by as much.
+    assert runner.requests[0].expected.get("time_scale", 1) == scale
+    assert record.emulated is emulated and record.platform == image_platform
+    assert record.timings.timeout_s == (limits + START_MARGIN_S) * scale
 
 
 @pytest.mark.parametrize("timeout", ["0", "-5"])

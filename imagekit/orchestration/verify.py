@@ -181,7 +181,9 @@ class VerifyRun:
             image=image.id,
             probes_dir=self.settings.probes_dir,
             probes=tuple(s.name for s in chosen),
-            expected=expectations(image.imagekit),
+            # A probe's own time limits (compile's child, ddp's rendezvous) stretch as ours do.
+            expected=expectations(image.imagekit)
+            | ({"time_scale": slowdown} if slowdown != 1 else {}),
             device="cuda" if self.use_gpus else "cpu",
             gpus=self.use_gpus,
             timeout_s=time_limit_s(
