@@ -11,7 +11,7 @@ from imagekit.adapters.results import RunFolder, verify_evidence
 from imagekit.core.agreement import Identity, disagreements
 from imagekit.core.gate import decide
 from imagekit.core.matrix import load_matrix
-from imagekit.core.plan import ImagePlan
+from imagekit.core.plan import ImagePlan, retarget
 from imagekit.core.records import (
     BuildRecord,
     Check,
@@ -22,7 +22,7 @@ from imagekit.core.records import (
     ProbeResult,
     Status,
 )
-from imagekit.orchestration.publish import candidate_tag, retarget
+from imagekit.orchestration.publish import candidate_tag
 from tests.fakes import verify_record
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -386,7 +386,7 @@ def test_the_index_record_is_named_for_the_image_not_its_amd64_platform_whicheve
         world.engine, world.registry, FakeSbom(), world.store,
         world.evidence(), PublishSettings(), world.events,
     )  # fmt: skip
-    records = run.publish_index([arm, amd])
+    records = run.publish([ImageGroup((arm, amd), 2)])
     assert [r.name for r in records] == [arm.name, amd.name, "2.14.1-cu130-py3.11-slim-index"]
     assert amd.name == "2.14.1-cu130-py3.11-slim"  # the index's record is not amd64's
     assert records[2].status is PublishStatus.PUBLISHED, records[2].reasons

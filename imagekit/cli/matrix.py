@@ -344,8 +344,8 @@ def tags_command(
 def tags(request: TagsRequest) -> None:
     """Every tag of every selected image."""
     from imagekit.core.multiarch import platform_tag
+    from imagekit.core.plan import retarget
     from imagekit.core.report import table
-    from imagekit.orchestration.publish import retarget
 
     matrix = request.selection.load()
     platforms = Counter((p.repository, p.tag) for p in matrix.plans)

@@ -61,6 +61,15 @@ def platform_suffix(platform: str) -> str:
     return "" if platform == AMD64 else f"-{platform_arch(platform)}"
 
 
+def retarget(repository: str, registry: str | None) -> str:
+    """`repository` on another registry: ghcr.io/team/pytorch -> REGISTRY/team/pytorch."""
+    if not registry:
+        return repository
+    first, _, rest = repository.partition("/")
+    has_host = "." in first or ":" in first or first == "localhost"
+    return f"{registry.rstrip('/')}/{rest if has_host and rest else repository}"
+
+
 def nvidia_require_cuda(cuda: str) -> str:
     """NVIDIA_REQUIRE_CUDA of an image built for `cuda`: the container toolkit refuses to
     start it on a driver that cannot run that CUDA."""

@@ -276,11 +276,15 @@ class PublishStatus(StrEnum):
         return self in (PublishStatus.PUBLISHED, PublishStatus.UNCHANGED, PublishStatus.DRY_RUN)
 
 
+# The tags publish pushes: a versioned (immutable) one, a moving alias, a CI candidate.
+TagKind = Literal["versioned", "alias", "candidate"]
+
+
 class TagRecord(Record):
     """One tag of a publish: pushed, unchanged, failed or a dry run."""
 
     tag: str
-    kind: Literal["versioned", "alias", "candidate"]
+    kind: TagKind
     status: PublishStatus
     digest: str | None = None
     attempts: int = 0

@@ -15,37 +15,19 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from imagekit.core.gate import GateDecision, decide
 from imagekit.core.inventory import DPKG_FORMAT, cuda_stack, inventory
-from imagekit.core.multiarch import ImageGroup, PlatformManifest, index_document, platform_tag
-from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import (
-    Engine,
-    ManifestDocument,
-    Registry,
-    RemoteManifest,
-    RunStore,
-    SbomMaker,
-    Signer,
-)
-from imagekit.core.records import Evidence, PublishRecord, PublishStatus, TagRecord
+from imagekit.core.multiarch import ImageGroup, platform_tag
+from imagekit.core.plan import ImagePlan, retarget
+from imagekit.core.ports import Engine, Registry, RemoteManifest, RunStore, SbomMaker, Signer
+from imagekit.core.records import Evidence, PublishRecord, PublishStatus, TagKind, TagRecord
 from imagekit.errors import EngineError, RegistryError
 from imagekit.events import Event, EventSink
 from imagekit.orchestration.attest import sign_and_attest, with_attestation
 from imagekit.orchestration.promote import Promotion, candidate_tag, said
-
-TagKind = Literal["versioned", "alias", "candidate"]
-
-
-def retarget(repository: str, registry: str | None) -> str:
-    """`repository` on another registry: ghcr.io/team/pytorch -> REGISTRY/team/pytorch."""
-    if not registry:
-        return repository
-    first, _, rest = repository.partition("/")
-    has_host = "." in first or ":" in first or first == "localhost"
-    return f"{registry.rstrip('/')}/{rest if has_host and rest else repository}"
+from imagekit.orchestration.publish_index import IndexPublish
 
 
 @dataclass(frozen=True)
@@ -104,8 +86,10 @@ class PublishRun:
                 done += [self.publish_one(plan) for plan in group.plans]
             elif self.settings.candidate:
                 done += [self.publish_one(plan, one_platform=True) for plan in group.plans]
+            elif self.settings.from_candidate:
+                done.append(IndexPublish(self).promote(group.plans))
             else:
-                done += self.publish_index(group.plans)
+                done += IndexPublish(self).publish(group.plans)
         return done
 
     def publish_one(self, plan: ImagePlan, *, one_platform: bool = False) -> PublishRecord:
@@ -120,183 +104,15 @@ class PublishRun:
             record = PublishRecord(
                 name=plan.name, status=PublishStatus.FAILED, reasons=(said(exc),)
             )
-        return self._finished(plan.name, record)
+        return self.finished(plan.name, record)
 
-    def _finished(self, name: str, record: PublishRecord) -> PublishRecord:
+    def finished(self, name: str, record: PublishRecord) -> PublishRecord:
         """Record `record` in publish.json and report it."""
         self.done.append(record)
         self.store.write_publish(self.done)
         message = record.status + (": " + "; ".join(record.reasons) if record.reasons else "")
         self.events(Event("finished", name, message, {"status": record.status}))
         return record
-
-    def publish_index(self, plans: Sequence[ImagePlan]) -> list[PublishRecord]:
-        """The platforms of one image: each gated on its own verify record and pushed under
-        its platform tag, then one index of their manifests put under the image's tags
-        (nothing of the index when a platform is refused or fails). A promotion copies the
-        candidate's index whole, gated per platform, as for a single image."""
-        first = plans[0]
-        if self.settings.from_candidate:
-            return [self._promote_index(plans)]
-        done = [self.publish_one(plan, one_platform=True) for plan in plans]
-        # Not the amd64 image's name (`<cell>-<flavour>`): the index is a record of its own.
-        name = f"{first.cell.shared_id}-{first.flavour}-index"
-        try:
-            record = self._index(plans, done, name)
-        except RegistryError as exc:
-            record = PublishRecord(name=name, status=PublishStatus.FAILED, reasons=(said(exc),))
-        return [*done, self._finished(name, record)]
-
-    def _promote_index(self, plans: Sequence[ImagePlan]) -> PublishRecord:
-        """The platforms' candidates (`{candidate}-{arch}`, each pushed by its own CI job)
-        joined in one index under the image's candidate tag, then promoted as any candidate:
-        each platform gated on its own records, the index's bytes copied to the final tags."""
-        first = plans[0]
-        repository = retarget(first.repository, self.settings.registry)
-        candidate = candidate_tag(first.tag, self.settings.from_candidate or "")
-        try:
-            manifests = []
-            for plan in plans:
-                source = f"{repository}:{platform_tag(candidate, plan.platform)}"
-                document = self.registry.document(source)
-                if document is None:
-                    why = f"no candidate {source}; its platform's job pushes it with --candidate"
-                    record = PublishRecord(
-                        name=first.name, status=PublishStatus.FAILED, reasons=(why,)
-                    )
-                    return self._finished(first.name, record)
-                manifests.append(self._platform_manifest(repository, plan, document))
-            index = index_document(manifests)
-            target = f"{repository}:{candidate}"
-            held = self.registry.document(target)
-            if self.settings.dry_run:
-                record = PublishRecord(name=first.name, status=PublishStatus.DRY_RUN)
-                return self._finished(first.name, record)
-            if held is None or held.digest != index.digest:
-                self.registry.put(target, index)
-        except RegistryError as exc:
-            record = PublishRecord(
-                name=first.name, status=PublishStatus.FAILED, reasons=(said(exc),)
-            )
-            return self._finished(first.name, record)
-        return self.publish_one(first)
-
-    def _index(
-        self, plans: Sequence[ImagePlan], done: Sequence[PublishRecord], name: str
-    ) -> PublishRecord:
-        s = self.settings
-        first = plans[0]
-        repository = retarget(first.repository, s.registry)
-        todo = self._todo(first)
-        record = PublishRecord(name=name, status=PublishStatus.REFUSED)
-        missing = [r.name for r in done if not r.status.ok]
-        if missing:
-            why = f"the index needs every platform; not published: {', '.join(missing)}"
-            return record.model_copy(update=dict(reasons=(why,)))
-        if s.dry_run:
-            planned = tuple(
-                TagRecord(tag=f"{repository}:{t}", kind=k, status=PublishStatus.DRY_RUN)
-                for t, k in todo
-            )
-            return record.model_copy(update=dict(status=PublishStatus.DRY_RUN, tags=planned))
-        index = index_document(
-            [self._manifest(repository, p, r) for p, r in zip(plans, done, strict=True)]
-        )
-        tags: list[TagRecord] = []
-        for tag, kind in todo:
-            reference = f"{repository}:{tag}"
-            try:
-                entry = self._put_index(reference, kind, index)
-            except RegistryError as exc:
-                update = dict(status=PublishStatus.FAILED, reasons=(said(exc),), tags=tuple(tags))
-                return record.model_copy(update=update)
-            if entry is None:
-                why = (
-                    f"{reference} already exists with other content; versioned tags are never "
-                    f"overwritten (this index is {index.digest})"
-                )
-                return record.model_copy(update=dict(reasons=(why,), tags=tuple(tags)))
-            tags.append(entry)
-        pushed = any(t.status is PublishStatus.PUBLISHED for t in tags)
-        result = record.model_copy(
-            update=dict(
-                status=PublishStatus.PUBLISHED if pushed else PublishStatus.UNCHANGED,
-                image_id=index.digest,
-                tags=tuple(tags),
-            )
-        )
-        if self.signer is None:
-            return result
-        # The index is what a pull of the tag resolves first: it carries each platform's
-        # verify record (the attestation names the platform), as a promoted index does.
-        passing = [
-            d.passing
-            for p, r in zip(plans, done, strict=True)
-            if (d := decide(p, r.image_id or "", self.evidence, force=s.force)).passing
-        ]
-        attested = sign_and_attest(self.signer, repository, index.digest, passing, None)
-        return with_attestation(result, attested)
-
-    def _put_index(
-        self, reference: str, kind: TagKind, index: ManifestDocument
-    ) -> TagRecord | None:
-        """Put `index` under `reference`: unchanged where it is there already, moved where an
-        alias held something else; None where a versioned tag holds other content (never
-        overwritten)."""
-        held = self.registry.document(reference)
-        if held is not None and held.digest == index.digest:
-            return TagRecord(
-                tag=reference, kind=kind, status=PublishStatus.UNCHANGED, digest=held.digest
-            )
-        if held is not None and kind == "versioned":
-            return None
-        digest = self.registry.put(reference, index)
-        if digest != index.digest:
-            raise RegistryError(
-                f"{reference} holds {digest} after the put, not the index's {index.digest}",
-                "the registry rewrote the index; publish through a registry that keeps it",
-            )
-        return TagRecord(
-            tag=reference,
-            kind=kind,
-            status=PublishStatus.PUBLISHED,
-            digest=digest,
-            moved_from=held.digest if held is not None and kind == "alias" else None,
-        )
-
-    def _manifest(
-        self, repository: str, plan: ImagePlan, record: PublishRecord
-    ) -> PlatformManifest:
-        """The registry's manifest of one platform's pushed image."""
-        digest = next(t.digest for t in record.tags if t.digest)
-        document = self.registry.document(f"{repository}@{digest}")
-        if document is None:
-            raise RegistryError(
-                f"{repository}@{digest} ({plan.platform}) is not on the registry after its push",
-                "publish again; if it persists, check the registry's storage",
-            )
-        return self._platform_manifest(repository, plan, document)
-
-    def _platform_manifest(
-        self, repository: str, plan: ImagePlan, document: ManifestDocument
-    ) -> PlatformManifest:
-        """One platform's manifest as an index entry: `document` itself, or, where the engine
-        pushed an index of its own (the containerd store), its entry for this platform."""
-        if document.is_index:
-            arch = plan.platform.split("/")[1]
-            child = next(
-                (d for d, p in document.images() if p.split("/")[:2] == ["linux", arch]), None
-            )
-            found = self.registry.document(f"{repository}@{child}") if child else None
-            if found is None:
-                raise RegistryError(
-                    f"{repository}@{document.digest} holds no {plan.platform} manifest",
-                    "push that platform's image again",
-                )
-            document = found
-        return PlatformManifest(
-            plan.platform, document.digest, len(document.body), document.media_type
-        )
 
     def _publish_one(self, plan: ImagePlan, one_platform: bool = False) -> PublishRecord:
         s = self.settings
@@ -323,12 +139,14 @@ class PublishRun:
         )
         if not decision.allowed:
             return record
-        todo = self._todo(plan)
+        todo = self.tags_for(plan)
         if one_platform:
             todo = [(platform_tag(todo[0][0], plan.platform), todo[0][1])]
         return self._push_all(plan, repository, local.id, record, decision, todo)
 
-    def _todo(self, plan: ImagePlan) -> list[tuple[str, TagKind]]:
+    def tags_for(self, plan: ImagePlan) -> list[tuple[str, TagKind]]:
+        """The tags `plan` is published under, in order: a candidate's one, or the versioned
+        tag and the aliases."""
         if self.settings.candidate:
             return [(candidate_tag(plan.tag, self.settings.candidate), "candidate")]
         return [(plan.tag, "versioned"), *((a, "alias") for a in plan.aliases)]
