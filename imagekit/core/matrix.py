@@ -848,8 +848,10 @@ def _pick_latest(spec: MatrixFile, cells: list[Cell], report: _Report) -> Cell |
     This is the only place `latest` is decided; step 6 gives its aliases to this cell.
     """
     # One image may be several cells, one per platform: the first stands for them all.
-    found = list({c.shared_id: c for c in reversed(cells) if _selects(spec.latest, c)}.values())
-    found.reverse()
+    found: list[Cell] = []
+    for cell in cells:
+        if _selects(spec.latest, cell) and all(c.shared_id != cell.shared_id for c in found):
+            found.append(cell)
     if len(found) == 1:
         return found[0]
     sel = spec.latest
