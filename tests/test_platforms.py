@@ -1301,3 +1301,18 @@ def test_matrix_command_refuses_a_platform_it_does_not_build_for() -> None:
     assert result.exit_code == 2
     assert result.stdout == ""
     assert "--platform" in result.stderr
+
+
+def test_rendering_arm64_slim_on_x86_64_needs_the_aarch64_uv_wheel_but_full_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("imagekit.adapters.baseimage.host_arch", lambda: "amd64")
+    base = ["render", "--matrix", str(CUDA_LOCAL), "--platform", ARM64, "--no-ca-cert"]
+    # full installs with its slim's pip: it runs no uv, so no wheelhouse is needed for it.
+    full = runner.invoke(app, [*base, "--flavour", "full", "--out", str(tmp_path / "full")])
+    assert full.exit_code == 0, full.output
+    assert (tmp_path / "full" / "2.14.1-cu130-py3.11-arm64-full" / "Dockerfile").is_file()
+    slim = runner.invoke(app, [*base, "--flavour", "slim", "--out", str(tmp_path / "slim")])
+    assert slim.exit_code == 2
+    assert "building linux/arm64 on this" in slim.output
+    assert "needs uv" in slim.output and "make wheelhouse-arm64" in slim.output

@@ -43,6 +43,7 @@ from imagekit.cli.requests import (
     Selection,
     duration_s,
     pairs,
+    uv_platforms,
 )
 from imagekit.errors import BuildFailedError, EngineUnavailableError, InputError
 
@@ -176,7 +177,7 @@ def build(request: BuildCommand) -> None:
     # Bad inputs are reported before the engine is asked anything (checked again below if the
     # engine rules BuildKit out).
     guess = request.builder == "buildx" or (request.builder == "auto" and buildx_available())
-    platforms = {p.platform for p in plans}
+    platforms = uv_platforms(plans)
     options, inputs = request.inputs.resolve(buildkit=guess, platforms=platforms)
     RunFolder.check_writable(request.results)
     engine = DockerEngine(connect())
@@ -295,7 +296,7 @@ def bake(request: BakeRequest) -> None:
     from imagekit.core.render import render_image
 
     plans = request.selection.plans()
-    options, inputs = request.inputs.resolve(buildkit=True, platforms={p.platform for p in plans})
+    options, inputs = request.inputs.resolve(buildkit=True, platforms=uv_platforms(plans))
     images = []
     for plan in plans:
         rendered = render_image(plan, options)

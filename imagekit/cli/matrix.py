@@ -41,6 +41,7 @@ from imagekit.cli.requests import (
     SchemaRequest,
     Selection,
     TagsRequest,
+    uv_platforms,
 )
 from imagekit.errors import InputError
 
@@ -186,7 +187,7 @@ def render(request: RenderRequest) -> None:
 
     plans = request.selection.plans()
     options, inputs = request.inputs.resolve(
-        buildkit=request.buildkit, platforms={p.platform for p in plans}
+        buildkit=request.buildkit, platforms=uv_platforms(plans)
     )
     if request.check:
         differences = compare_tree(plans, options, inputs, request.out)

@@ -63,6 +63,12 @@ def pairs(option: str, items: tuple[str, ...], example: str) -> tuple[tuple[str,
     return tuple(found)
 
 
+def uv_platforms(plans: Iterable[ImagePlan]) -> set[str]:
+    """The platforms whose builder stage runs uv: those of the slim images (full installs its
+    packages with its slim's own pip)."""
+    return {p.platform for p in plans if p.flavour == "slim"}
+
+
 @dataclass(frozen=True)
 class RenderInputs:
     """The options that shape a rendered Dockerfile and its context (render, build, bake)."""
