@@ -1316,3 +1316,14 @@ def test_rendering_arm64_slim_on_x86_64_needs_the_aarch64_uv_wheel_but_full_does
     assert slim.exit_code == 2
     assert "building linux/arm64 on this" in slim.output
     assert "needs uv" in slim.output and "make wheelhouse-arm64" in slim.output
+
+
+def test_the_ci_matrix_tells_each_platform_job_its_candidate_suffix() -> None:
+    two = runner.invoke(app, ["matrix", "--matrix", str(CUDA_LOCAL), "--format", "github"])
+    assert two.exit_code == 0, two.output
+    rows = {r["image"]: r for r in json.loads(two.stdout)["include"]}
+    assert rows["2.14.1-cu130-py3.11-slim"]["candidate_suffix"] == "-amd64"
+    assert rows["2.14.1-cu130-py3.11-arm64-slim"]["candidate_suffix"] == "-arm64"
+    assert rows["2.14.1-cu130-py3.11-arm64-slim"]["platform"] == ARM64
+    one = runner.invoke(app, ["matrix", "--matrix", str(CPU_EXAMPLE), "--format", "github"])
+    assert {r["candidate_suffix"] for r in json.loads(one.stdout)["include"]} == {""}

@@ -72,7 +72,11 @@ def test_images_workflow_is_fail_slow_and_publishes_only_after_verification() ->
     jobs = load(IMAGES)["jobs"]
     for name in ("slim", "full", "gpu"):
         assert jobs[name]["strategy"]["fail-fast"] is False
-    assert jobs["gpu"]["runs-on"] == ["self-hosted", "gpu"]
+    # An arm64 image's GPU verification needs a runner labelled arm64 too.
+    assert jobs["gpu"]["runs-on"] == (
+        "${{ fromJSON(matrix.platform == 'linux/arm64' && "
+        """'["self-hosted","gpu","arm64"]' || '["self-hosted","gpu"]') }}"""
+    )
     assert "vars.GPU_RUNNERS == 'true'" in jobs["gpu"]["if"]
     assert set(jobs["publish"]["needs"]) >= {"slim", "full", "gpu"}
     condition = jobs["publish"]["if"]
@@ -82,7 +86,10 @@ def test_images_workflow_is_fail_slow_and_publishes_only_after_verification() ->
 
 # Destructive on a developer's machine or a self-hosted runner: only GitHub's hosted runners
 # may run these, and never act (which sets ACT=true and leaves runner.environment empty).
-DESTRUCTIVE = re.compile(r"\brm\s+-\w*r\w*f|\bdocker\s+system\s+prune|\bdocker\s+\w+\s+prune")
+# Steps that remove files or images, or change the kernel's state (binfmt_misc).
+DESTRUCTIVE = re.compile(
+    r"\brm\s+-\w*r\w*f|\bdocker\s+system\s+prune|\bdocker\s+\w+\s+prune|--privileged"
+)
 HOSTED_ONLY = ("!env.ACT", "runner.environment == 'github-hosted'")
 
 DESTRUCTIVE_STEPS = [
@@ -176,8 +183,12 @@ def test_the_full_job_pulls_its_slim_candidate_from_the_configured_registry() ->
     ]
     script = fetch["run"]
     assert re.search(r"imagekit tags .*--flavour slim .*\"\$\{registry\[@\]\}\"", script)
-    assert 'docker pull "$slim-candidate-$CANDIDATE"' in script
-    assert 'docker tag "$slim-candidate-$CANDIDATE" "${{ matrix.slim_reference }}"' in script
+    # A multi-platform image's candidates carry their platform (`-arm64`).
+    assert 'docker pull "$slim-candidate-$CANDIDATE${{ matrix.candidate_suffix }}"' in script
+    assert (
+        'docker tag "$slim-candidate-$CANDIDATE${{ matrix.candidate_suffix }}" '
+        '"${{ matrix.slim_reference }}"'
+    ) in script
 
 
 def test_the_publish_job_promotes_inside_the_registry_and_needs_no_engine() -> None:
@@ -290,3 +301,22 @@ def test_every_imagekit_command_in_a_workflow_exists_with_its_options(
         if word.startswith("--"):
             option = word.split("=")[0]
             assert option in options, f"{workflow}: imagekit {command.name} has no {option}"
+
+
+def test_every_image_job_names_its_platform_and_each_platform_its_candidate() -> None:
+    jobs = load(IMAGES)["jobs"]
+    for name in ("slim", "full"):
+        for step in jobs[name]["steps"]:
+            script = step.get("run", "")
+            for call in ("imagekit build", "imagekit verify", "imagekit publish", "imagekit tags"):
+                if call in script:
+                    assert "--platform ${{ matrix.platform }}" in script, (name, step.get("name"))
+        runs_on = jobs[name]["runs-on"]
+        assert "matrix.platform == 'linux/arm64' && vars.ARM64_RUNNERS == 'true'" in runs_on
+        assert '\'["self-hosted","arm64"]\'' in runs_on and "'\"ubuntu-24.04\"'" in runs_on
+        emulate = next(s for s in jobs[name]["steps"] if s.get("name") == "Emulate arm64")
+        assert "runner.arch != 'ARM64'" in emulate["if"]
+    gpu = next(s for s in jobs["gpu"]["steps"] if s.get("id") == "candidate")["run"]
+    assert "$tag-candidate-$CANDIDATE${{ matrix.candidate_suffix }}" in gpu
+    plan = next(s for s in jobs["plan"]["steps"] if s.get("id") == "plan")["run"]
+    assert '.platform != "linux/arm64" or $arm == "true"' in plan
