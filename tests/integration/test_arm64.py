@@ -96,6 +96,7 @@ def arm64_run(
         )  # fmt: skip
         assert checked.code == 0, checked.stderr[-3000:]
         verify |= _records(results, checked.stdout, "verify")
+    (folder / "registry").mkdir()
     with running_registry(folder / "registry") as host:
         done = imagekit(
             "publish", "--matrix", str(matrix), "--registry", host,
