@@ -121,7 +121,7 @@ def test_results_files_are_written_and_valid(demo_verify: dict, demo_build: Demo
     # skipped: cudnn and cuda_stack twice, cuda_extension once.
     assert 'tests="21"' in junit and 'failures="0"' in junit and 'skipped="5"' in junit
     summary = (run / "summary.md").read_text()
-    assert f"| {SLIM} | cpu (static ok, cpu ok, gpu n/a) | pass |" in summary
+    assert f"| {SLIM} | linux/amd64 | cpu (static ok, cpu ok, gpu n/a) | pass |" in summary
 
 
 def test_report_shows_the_run_and_compares_two(demo_verify: dict, demo_build: DemoBuild) -> None:
