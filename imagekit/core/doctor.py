@@ -14,6 +14,7 @@ from imagekit.core import labels as L
 from imagekit.core.compat import CompatData, version_key
 from imagekit.core.labels import ImageLabels
 from imagekit.core.ports import EngineInfo
+from imagekit.core.runtime import docker_arch, runs_emulated
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -141,19 +142,6 @@ def engine_findings(engine: EngineInfo | None, host: HostGpus, why_none: str = "
     return found
 
 
-# The machine a host reports (`uname -m`) -> the architecture a Docker platform names.
-_MACHINE_ARCHS = {"x86_64": "amd64", "aarch64": "arm64"}
-
-
-def emulated_on(platform: str, machine: str) -> bool:
-    """Whether an image of `platform` (`linux/arm64`) runs only under emulation on a host
-    whose machine is `machine` (`x86_64`); False when either is unknown."""
-    parts = platform.split("/")
-    if len(parts) < 2 or not machine:
-        return False
-    return parts[1] != _MACHINE_ARCHS.get(machine, machine)
-
-
 def assess(
     image: str, labels: dict[str, str], host: HostGpus, data: CompatData, machine: str = ""
 ) -> Assessment:
@@ -167,7 +155,7 @@ def assess(
             "unknown",
             (Finding(FAIL, f"not an imagekit image (no {L.PREFIX}* labels); nothing to compare"),),
         )
-    if emulated_on(parsed.platform, machine):
+    if runs_emulated(parsed.platform, machine):
         return _emulated(image, parsed.platform, machine, cuda)
     if not cuda:
         return Assessment(
@@ -260,7 +248,7 @@ def _emulated(image: str, platform: str, machine: str, cuda: str | None) -> Asse
                 FAIL,
                 f"{slow}, without the GPU: the driver libraries the NVIDIA container toolkit "
                 f"mounts are {machine} programs. Run it on a {platform} host (GH200, GB200), "
-                f"or use the image's {_MACHINE_ARCHS.get(machine, machine)} platform here",
+                f"or use the image's {docker_arch(machine)} platform here",
             ),
         ),
     )

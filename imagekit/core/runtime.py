@@ -59,6 +59,11 @@ def without_emulation_noise(text: str) -> str:
     return "\n".join(line for line in lines if not any(n in line for n in EMULATION_NOISE))
 
 
+def docker_arch(machine: str) -> str:
+    """The architecture a Docker platform names for a host's machine: x86_64 -> amd64."""
+    return _HOST_ARCHS.get(machine, machine)
+
+
 def runs_emulated(image_platform: str, engine_architecture: str | None) -> bool:
     """Whether the engine runs an image of `image_platform` (`linux/arm64[/v8]`) through
     emulation: the image's architecture is not the engine host's. False when either is
@@ -67,7 +72,7 @@ def runs_emulated(image_platform: str, engine_architecture: str | None) -> bool:
     host = engine_architecture or ""
     if len(parts) < 2 or not host:
         return False
-    return parts[1] != _HOST_ARCHS.get(host, host)
+    return parts[1] != docker_arch(host)
 
 
 def silent_gpu_drop(choice: GpuChoice, engine_name: str, gpu_mechanism: str) -> bool:
