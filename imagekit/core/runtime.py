@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
+from imagekit.core.compat import WHEEL_MACHINES
+
 # Docker's default /dev/shm is 64 MB; NCCL and DataLoader workers need more.
 MIN_SHM_BYTES = 1 << 30
 DEFAULT_SHM_BYTES = 2 << 30
@@ -26,7 +28,7 @@ EMULATION_SLOWDOWN = 10
 # there and nothing is printed. Lines holding these are not held against an emulated image.
 EMULATION_NOISE = ("Can't open MIDR_EL1 sysfs entry",)
 # The engine reports its host's machine (`docker info`: x86_64, aarch64); images say amd64/arm64.
-_HOST_ARCHS = {"x86_64": "amd64", "aarch64": "arm64"}
+_HOST_ARCHS = {machine: p.split("/")[1] for p, machine in WHEEL_MACHINES.items()}
 
 
 class GpuChoice(StrEnum):
