@@ -60,6 +60,8 @@ from imagekit.core.plan import ImagePlan, platform_arch, platform_suffix
 from imagekit.core.ports import BuildOutcome, BuildRequest, EngineInfo, LineSink, LocalImage
 from imagekit.core.render import RenderOptions, image_labels, render_image
 from imagekit.core.report import plan_row, plans_table
+from imagekit.core.runtime import EMULATION_SLOWDOWN, NATIVE, Emulation, emulation_for
+from imagekit.core.summary import platform_text
 from imagekit.errors import InputError
 from imagekit.events import Event
 from imagekit.orchestration.build import (
@@ -1179,6 +1181,46 @@ def test_no_emulation_is_needed_for_this_machines_own_architecture(
     assert emulation_problem("amd64", binfmt=tmp_path / "nothing") is not None
     (tmp_path / "qemu-x86_64").write_text("enabled\n")
     assert emulation_problem("amd64", binfmt=tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    ("image_platform", "engine", "cpu", "environment"),
+    [
+        # Grace's ISA (Armv9.0-A, SVE2 at 128 bits): on qemu's `max` CPU inductor compiles for
+        # 256-bit SVE, which g++ 12 cannot (README, "arm64 under emulation").
+        ("linux/arm64", "x86_64", "neoverse-n2", {"QEMU_CPU": "neoverse-n2"}),
+        ("linux/arm64/v8", "x86_64", "neoverse-n2", {"QEMU_CPU": "neoverse-n2"}),
+        # An architecture without a chosen CPU runs on qemu's default, saying nothing.
+        ("linux/amd64", "aarch64", "", {}),
+    ],
+)
+def test_an_emulated_run_asks_qemu_for_the_cpu_the_images_are_for(
+    image_platform: str, engine: str, cpu: str, environment: dict[str, str]
+) -> None:
+    emulation = emulation_for(image_platform, engine)
+    assert emulation == Emulation(
+        emulated=True, cpu=cpu, slowdown=EMULATION_SLOWDOWN, environment=environment
+    )
+
+
+@pytest.mark.parametrize(
+    ("image_platform", "engine"),
+    [("linux/amd64", "x86_64"), ("linux/arm64", "aarch64"), ("linux/arm64", None), ("", "x86")],
+)
+def test_a_native_or_unknown_run_is_not_emulated_and_sets_nothing(
+    image_platform: str, engine: str | None
+) -> None:
+    assert emulation_for(image_platform, engine) == NATIVE
+    assert NATIVE.environment == {} and NATIVE.slowdown == 1
+
+
+def test_the_report_names_the_emulated_cpu_of_an_emulated_run() -> None:
+    def text(**fields: Any) -> str:
+        return platform_text(SimpleNamespace(platform="linux/arm64", **fields))  # type: ignore[arg-type]
+
+    assert text(emulated=True, emulated_cpu="neoverse-n2") == "linux/arm64 (emulated neoverse-n2)"
+    assert text(emulated=True, emulated_cpu="") == "linux/arm64 (emulated)"
+    assert text(emulated=False, emulated_cpu="") == "linux/arm64"
 
 
 class FakeApi:

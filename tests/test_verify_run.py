@@ -308,6 +308,11 @@ def test_an_image_of_another_architecture_is_verified_emulated_with_stretched_li
     assert runner.requests[0].expected.get("time_scale", 1) == scale
     assert record.emulated is emulated and record.platform == image_platform
     assert record.timings.timeout_s == (limits + START_MARGIN_S) * scale
+    # Emulated, the probes run on the CPU the arm64 images are for (Grace's ISA), not qemu's
+    # `max`, and the record says which.
+    cpu = "neoverse-n2" if emulated else ""
+    assert runner.requests[0].environment == ({"QEMU_CPU": cpu} if emulated else {})
+    assert record.emulated_cpu == cpu
 
 
 @pytest.mark.parametrize("timeout", ["0", "-5"])

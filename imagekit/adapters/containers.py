@@ -173,6 +173,7 @@ class ContainerProbeRunner:
                     entrypoint=entrypoint,
                     user=image_user(self.client, request.image),
                     labels=dict(request.labels),
+                    environment=dict(request.environment),
                     shm_size=request.shm_bytes,
                     # An init as PID 1: it reaps the DDP ranks, and a probe process that is
                     # killed dies (signals to PID 1 itself would be ignored).
@@ -291,7 +292,7 @@ class NodesInContainers:
                     hostname=name,  # torchrun keeps the store where the endpoint names itself
                     user=user,
                     labels={**request.labels, L.NODE: str(node)},
-                    environment={"IMAGEKIT_PROBE_NONCE": nonce},
+                    environment={**request.environment, "IMAGEKIT_PROBE_NONCE": nonce},
                     shm_size=request.shm_bytes,
                     init=True,
                     network=prefix,

@@ -26,7 +26,7 @@ from imagekit.adapters.engine import (
 from imagekit.core import labels as L
 from imagekit.core.labels import ImageLabels
 from imagekit.core.records import Check
-from imagekit.core.runtime import runs_emulated, without_emulation_noise
+from imagekit.core.runtime import emulation_for, without_emulation_noise
 
 SERVICES = {
     "jupyter": "/opt/venv/bin/jupyter",
@@ -58,24 +58,27 @@ class DockerInspector:
         import testinfra  # imported here: only verify needs it
 
         with engine_errors(f"starting a structure-check container of {image_id[:19]}"):
+            attrs = self.client.images.get(image_id).attrs
+            platform = f"{attrs.get('Os', '')}/{attrs.get('Architecture', '')}"
+            # Under emulation, as the probes run: on the CPU the image is for (QEMU_CPU).
+            emulation = emulation_for(platform, self.client.info().get("Architecture"))
             container = started_container(
                 self.client,
                 image_id,
                 ["sleep", "600"],
                 network_mode="none",
                 labels=dict(labels_run),
+                environment=dict(emulation.environment),
                 **self.limits,
             )
         try:
-            configured = self.client.images.get(image_id).attrs["Config"].get("User") or "root"
+            configured = attrs["Config"].get("User") or "root"
             workload = L.workload_user(configured, labels)
             # testinfra names the user before '@'; a uid alone keeps its passwd group.
             user_host = testinfra.get_host(f"docker://{workload.split(':')[0]}@{container.id}")
             root_host = testinfra.get_host(f"docker://root@{container.id}")
             parsed = ImageLabels.parse(labels)
-            attrs = self.client.images.get(image_id).attrs
-            platform = f"{attrs.get('Os', '')}/{attrs.get('Architecture', '')}"
-            emulated = runs_emulated(platform, self.client.info().get("Architecture"))
+            emulated = emulation.emulated
             return [
                 *_user_checks(configured, workload, user_host),
                 *_cleanliness_checks(root_host),

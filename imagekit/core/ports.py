@@ -271,6 +271,7 @@ class ProbeRequest:
     shm_bytes: int
     labels: Mapping[str, str] = field(default_factory=dict)
     memory_bytes: int = 4 << 30  # what the probes need, shared memory and scratch not counted
+    environment: Mapping[str, str] = field(default_factory=dict)  # for the container (QEMU_CPU)
 
 
 @dataclass(frozen=True)
@@ -328,6 +329,7 @@ class NodesRequest:
     shm_bytes: int
     memory_bytes: int
     labels: Mapping[str, str] = field(default_factory=dict)
+    environment: Mapping[str, str] = field(default_factory=dict)  # for every node (QEMU_CPU)
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,8 @@ class VerifyRecord(Record):
     # Whether the probes ran through emulation (an arm64 image on an x86_64 engine): proof of
     # the image's contents and CPU behaviour, not of its speed.
     emulated: bool = False
+    # The CPU qemu emulated (`neoverse-n2`, as Grace): what torch and inductor saw.
+    emulated_cpu: str = ""
     device: str
     device_reason: str = ""
     level: Reached = "none"

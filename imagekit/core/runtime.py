@@ -6,7 +6,8 @@ container, and how long a set of probes may take.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from imagekit.core.compat import WHEEL_MACHINES
@@ -27,6 +28,15 @@ EMULATION_SLOWDOWN = 10
 # MIDR_EL1 register from sysfs, which qemu-user does not provide; on a real arm64 CPU it is
 # there and nothing is printed. Lines holding these are not held against an emulated image.
 EMULATION_NOISE = ("Can't open MIDR_EL1 sysfs entry",)
+# The CPU qemu-user emulates for an image's architecture. Left to itself qemu emulates its
+# `max` CPU: every feature it knows, SVE up to 2048 bits. Torch picks its CPU kernels, and
+# inductor its C++ flags, by the CPU it sees, so an emulated run asks for the CPU the images
+# are for. Grace (GH200, GB200) is an Arm Neoverse V2: Armv9.0-A, SVE2 at 128 bits, BF16,
+# I8MM. qemu (10.0) has no V2; its Neoverse N2 is the same ISA with the same vector length
+# (qemu 8.2 and later). On `max`, inductor compiles for 256-bit SVE, which no Grace has, and
+# Debian 12's g++ 12 crashes on torch's precompiled header for it (README, "arm64 under
+# emulation"): the run would fail on what a Grace never does.
+EMULATED_CPUS = {"arm64": "neoverse-n2"}
 # The engine reports its host's machine (`docker info`: x86_64, aarch64); images say amd64/arm64.
 _HOST_ARCHS = {machine: p.split("/")[1] for p, machine in WHEEL_MACHINES.items()}
 
@@ -75,6 +85,35 @@ def runs_emulated(image_platform: str, engine_architecture: str | None) -> bool:
     if len(parts) < 2 or not host:
         return False
     return parts[1] != docker_arch(host)
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """How the probes of one image run: natively, or through qemu-user as `cpu` with every
+    time limit stretched by `slowdown`."""
+
+    emulated: bool = False
+    cpu: str = ""  # the qemu CPU model; "" for qemu's default
+    slowdown: float = 1
+    # What the containers get: qemu-user reads its CPU model from QEMU_CPU.
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+
+NATIVE = Emulation()
+
+
+def emulation_for(image_platform: str, engine_architecture: str | None) -> Emulation:
+    """How an engine on `engine_architecture` runs an image of `image_platform`: natively, or
+    emulated as the CPU the images are for (`EMULATED_CPUS`), `EMULATION_SLOWDOWN` slower."""
+    if not runs_emulated(image_platform, engine_architecture):
+        return NATIVE
+    cpu = EMULATED_CPUS.get(image_platform.split("/")[1], "")
+    return Emulation(
+        emulated=True,
+        cpu=cpu,
+        slowdown=EMULATION_SLOWDOWN,
+        environment={"QEMU_CPU": cpu} if cpu else {},
+    )
 
 
 def silent_gpu_drop(choice: GpuChoice, engine_name: str, gpu_mechanism: str) -> bool:

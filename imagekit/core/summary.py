@@ -37,9 +37,12 @@ def level_text(verify: VerifyRecord) -> str:
 
 
 def platform_text(verify: VerifyRecord) -> str:
-    """ "linux/arm64 (emulated)": where the probes ran; "-" when the engine did not say."""
+    """ "linux/arm64 (emulated neoverse-n2)": where the probes ran, and on which emulated CPU;
+    "-" when the engine did not say."""
     platform = verify.platform or "-"
-    return f"{platform} (emulated)" if verify.emulated else platform
+    if not verify.emulated:
+        return platform
+    return f"{platform} (emulated {verify.emulated_cpu})".replace(" )", ")")
 
 
 def _verified(records: Records) -> dict[str, VerifyRecord]:

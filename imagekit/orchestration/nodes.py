@@ -9,7 +9,7 @@ from pathlib import Path
 
 from imagekit.core.ports import NodesRequest, ProbeRun, ProbeRunner
 from imagekit.core.probes import ProbeSpec, combine_nodes
-from imagekit.core.runtime import DEFAULT_INIT_TIMEOUT_S, time_limit_s
+from imagekit.core.runtime import DEFAULT_INIT_TIMEOUT_S, NATIVE, Emulation, time_limit_s
 
 
 def run_across(
@@ -24,10 +24,10 @@ def run_across(
     timeout_s: float | None,
     shm_bytes: int,
     labels: Mapping[str, str],
-    slowdown: float = 1,
+    emulation: Emulation = NATIVE,
 ) -> ProbeRun:
-    """`run` with the multi-node probe's result, and every node's log, added; `slowdown`
-    stretches the time limits (an emulated image)."""
+    """`run` with the multi-node probe's result, and every node's log, added; `emulation`
+    stretches the time limits and sets the emulated CPU (an image of another architecture)."""
     request = NodesRequest(
         image=image,
         probes_dir=probes_dir,
@@ -36,11 +36,12 @@ def run_across(
         nproc=1,
         device="cuda" if gpus else "cpu",
         gpus=gpus,
-        timeout_s=time_limit_s(timeout_s, (spec.timeout_s,), slowdown),
-        init_timeout_s=min(spec.timeout_s / 2, DEFAULT_INIT_TIMEOUT_S) * slowdown,
+        timeout_s=time_limit_s(timeout_s, (spec.timeout_s,), emulation.slowdown),
+        init_timeout_s=min(spec.timeout_s / 2, DEFAULT_INIT_TIMEOUT_S) * emulation.slowdown,
         shm_bytes=max(shm_bytes, spec.shm_bytes),
         memory_bytes=spec.memory_bytes,
         labels=labels,
+        environment=emulation.environment,
     )
     across = runner.run_nodes(request)
     result = combine_nodes(

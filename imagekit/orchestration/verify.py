@@ -37,9 +37,10 @@ from imagekit.core.probes import (
 from imagekit.core.records import LEVELS, Check, ImageRecord, Timings, VerifyRecord
 from imagekit.core.runtime import (
     DEFAULT_SHM_BYTES,
-    EMULATION_SLOWDOWN,
+    NATIVE,
+    Emulation,
     GpuChoice,
-    runs_emulated,
+    emulation_for,
     silent_gpu_drop,
     time_limit_s,
     use_gpus,
@@ -130,21 +131,22 @@ class VerifyRun:
         image = self._image(target)
         chosen = self._probes_for(image)
         run_labels = {L.RUN_ID: self.store.run_id, L.IMAGE: target.name}
-        emulated = runs_emulated(image.platform, self.engine_arch)
-        slowdown = EMULATION_SLOWDOWN if emulated else 1
-        request = self._request(image, chosen, run_labels, slowdown)
+        emulation = emulation_for(image.platform, self.engine_arch)
+        request = self._request(image, chosen, run_labels, emulation)
         outcome = self._run(request)
         nodes = max(self.settings.nodes, target.nodes)
         across = self._across() if nodes > 1 else None
         flavour = image.imagekit.flavour
         if across is not None and (not flavour or flavour in across.flavours):
-            outcome = self._run_nodes(image, nodes, outcome, run_labels, slowdown)
+            outcome = self._run_nodes(image, nodes, outcome, run_labels, emulation)
             if target.required and across.name not in target.required:
                 target = replace(target, required=(*target.required, across.name))
         self.store.log_file(target.name, "verify").write_text(outcome.log)
         inspection = self._inspect(image, outcome, run_labels)
         record = self._record(target, image, outcome, request, inspection, started)
-        record = record.model_copy(update={"emulated": emulated})
+        record = record.model_copy(
+            update={"emulated": emulation.emulated, "emulated_cpu": emulation.cpu}
+        )
         self.store.update_image(target.name, ImageRecord(verify=record))
         self.records[target.name] = record
         self.write_reports()
@@ -175,7 +177,7 @@ class VerifyRun:
         image: LocalImage,
         chosen: Sequence[ProbeSpec],
         run_labels: dict[str, str],
-        slowdown: float = 1,
+        emulation: Emulation = NATIVE,
     ) -> ProbeRequest:
         return ProbeRequest(
             image=image.id,
@@ -183,15 +185,16 @@ class VerifyRun:
             probes=tuple(s.name for s in chosen),
             # A probe's own time limits (compile's child, ddp's rendezvous) stretch as ours do.
             expected=expectations(image.imagekit)
-            | ({"time_scale": slowdown} if slowdown != 1 else {}),
+            | ({"time_scale": emulation.slowdown} if emulation.slowdown != 1 else {}),
             device="cuda" if self.use_gpus else "cpu",
             gpus=self.use_gpus,
             timeout_s=time_limit_s(
-                self.settings.timeout_s, (s.timeout_s for s in chosen), slowdown
+                self.settings.timeout_s, (s.timeout_s for s in chosen), emulation.slowdown
             ),
             shm_bytes=max([self.settings.shm_bytes, *(s.shm_bytes for s in chosen)]),
             memory_bytes=max(s.memory_bytes for s in chosen),
             labels=run_labels,
+            environment=emulation.environment,
         )
 
     def _run(self, request: ProbeRequest) -> ProbeRun:
@@ -213,7 +216,7 @@ class VerifyRun:
         nodes: int,
         outcome: ProbeRun,
         run_labels: dict[str, str],
-        slowdown: float = 1,
+        emulation: Emulation = NATIVE,
     ) -> ProbeRun:
         """`outcome` with the multi-node probe's result (and log) added."""
         return run_across(
@@ -227,7 +230,7 @@ class VerifyRun:
             timeout_s=self.settings.timeout_s,
             shm_bytes=self.settings.shm_bytes,
             labels=run_labels,
-            slowdown=slowdown,
+            emulation=emulation,
         )
 
     def _inspect(

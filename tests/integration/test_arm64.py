@@ -122,6 +122,20 @@ def test_both_arm64_images_reach_the_cpu_level_under_emulation(arm64_run: Arm64R
         assert arm64_run.verify[name]["platform"] == "linux/amd64"
 
 
+def test_torch_compile_works_in_the_arm64_full_image_on_graces_instruction_set(
+    arm64_run: Arm64Run,
+) -> None:
+    record = arm64_run.verify[ARM_FULL]
+    # qemu emulates a Neoverse N2 (Grace's Armv9.0-A with 128-bit SVE2), not its `max` CPU.
+    assert record["emulated_cpu"] == "neoverse-n2"
+    compiled = probe(record, "compile")
+    assert compiled["status"] == "pass", compiled["checks"]
+    # Inductor compiled its C++ kernels for 128-bit SVE, as it does on a Grace.
+    assert compiled["facts"]["isa_bit_width"] == 128, compiled["facts"]
+    # slim carries no compiler and says so; its compile probe is skipped, not failed.
+    assert probe(arm64_run.verify[ARM_SLIM], "compile")["status"] == "skip"
+
+
 def test_the_arm64_cuda_stack_is_the_sbsa_build_for_grace_hopper_and_blackwell(
     arm64_run: Arm64Run,
 ) -> None:
