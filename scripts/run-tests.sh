@@ -6,27 +6,36 @@
 #   unit tests.
 # Both spend much of their time waiting on engines, registries and services, so together they
 # take about as long as the integration tests alone. The background session's output is
-# printed when both are done; the exit status is the first failure's. pytest's "no tests ran"
-# (5) is a failure like any other.
+# printed when both are done, then the foreground session's short summary again, so that the
+# last lines of the output (all a CI log may keep) name what failed in either session. The
+# exit status is the first failure's. pytest's "no tests ran" (5) is a failure like any other.
 set -uo pipefail
 
 PYTEST=${PYTEST:-.venv/bin/pytest}
 CONTRACT=tests/integration/test_engine_contract.py
 log=$(mktemp -t imagekit-contract.XXXXXX.log)
+mainlog=$(mktemp -t imagekit-main.XXXXXX.log)
 
 "$PYTEST" -p no:cacheprovider -m "contract or (not integration and not cuda and not arm64)" >"$log" 2>&1 &
 contract=$!
 stop_contract() { kill -INT "$contract" 2>/dev/null; wait "$contract" 2>/dev/null; }
-trap 'stop_contract; rm -f "$log"; exit 130' INT TERM
+trap 'stop_contract; rm -f "$log" "$mainlog"; exit 130' INT TERM
 
-"$PYTEST" -m "integration and not contract and not cuda and not arm64" "$@"
-main=$?
+"$PYTEST" -m "integration and not contract and not cuda and not arm64" "$@" 2>&1 | tee "$mainlog"
+main=${PIPESTATUS[0]}
 wait "$contract"
 engines=$?
 trap - INT TERM
 
 echo "---- engine contract ($CONTRACT: Docker classic store over tcp, Podman), unit tests ----"
 cat "$log"
-rm -f "$log"
+# pytest's own summary section (-ra) of the foreground session, from its header to the end.
+echo "---- integration tests, again: ----"
+if grep -q 'short test summary info' "$mainlog"; then
+    sed -n '/short test summary info/,$p' "$mainlog"
+else
+    tail -n 1 "$mainlog"
+fi
+rm -f "$log" "$mainlog"
 [ "$main" -ne 0 ] && exit "$main"
 exit "$engines"
