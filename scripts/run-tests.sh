@@ -12,20 +12,30 @@
 set -uo pipefail
 
 PYTEST=${PYTEST:-.venv/bin/pytest}
+PYTHON=$(dirname "$PYTEST")/python
 CONTRACT=tests/integration/test_engine_contract.py
 log=$(mktemp -t imagekit-contract.XXXXXX.log)
 mainlog=$(mktemp -t imagekit-main.XXXXXX.log)
+stages=$(mktemp -t imagekit-dangling.XXXXXX)
+
+# Both sessions build on the default engine: neither sweeps the dangling build stages at its
+# end, where it would take those of a build the other is in the middle of; this script does,
+# once both are done (tests/integration/sweep.py).
+export IMAGEKIT_TEST_SWEEP=0
+"$PYTHON" -m tests.integration.sweep before "$stages" || exit 1
+sweep() { "$PYTHON" -m tests.integration.sweep after "$stages"; rm -f "$stages"; }
 
 "$PYTEST" -p no:cacheprovider -m "contract or (not integration and not cuda and not arm64)" >"$log" 2>&1 &
 contract=$!
 stop_contract() { kill -INT "$contract" 2>/dev/null; wait "$contract" 2>/dev/null; }
-trap 'stop_contract; rm -f "$log" "$mainlog"; exit 130' INT TERM
+trap 'stop_contract; sweep; rm -f "$log" "$mainlog"; exit 130' INT TERM
 
 "$PYTEST" -m "integration and not contract and not cuda and not arm64" "$@" 2>&1 | tee "$mainlog"
 main=${PIPESTATUS[0]}
 wait "$contract"
 engines=$?
 trap - INT TERM
+sweep
 
 echo "---- engine contract ($CONTRACT: Docker classic store over tcp, Podman), unit tests ----"
 cat "$log"

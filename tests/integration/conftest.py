@@ -2,8 +2,9 @@
 
 Every image these tests build goes to a repository unique to the session
 (`imagekit-it-<hex>/pytorch`), and the session removes those images, the
-containers it made and the dangling build-stage images that appeared while it
-ran. A missing engine fails the tests: CI must never pass by skipping them.
+containers it made and (when it runs alone on the engine: tests/integration/sweep.py) the
+dangling build-stage images that appeared while it ran. A missing engine fails the
+tests: CI must never pass by skipping them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import docker
 import pytest
+
+from tests.integration.sweep import dangling, session_sweeps, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_MATRIX = ROOT / "examples" / "cpu.yaml"
@@ -74,7 +77,7 @@ class Session:
 @pytest.fixture(scope="session")
 def session(engine: docker.DockerClient) -> Iterator[Session]:
     repository = f"imagekit-it-{secrets.token_hex(4)}/pytorch"
-    before = {i.id for i in engine.images.list(all=True, filters={"dangling": True})}
+    before = dangling(engine)
     made = Session(repository, before)
     yield made
     for container in engine.containers.list(all=True, filters={"label": "io.imagekit.test"}):
@@ -98,38 +101,11 @@ def session(engine: docker.DockerClient) -> Iterator[Session]:
                 engine.api.remove_image(tag, force=not ours)
     # Build stages, and images left untagged above, that appeared during this session, with
     # the untagged steps under them: the legacy builder keeps an image per step, and only the
-    # steps after a stage's LABEL carry it (on the containerd store, about 1 GB each).
-    left = []
-    for image in engine.images.list(all=True, filters={"dangling": True}):
-        labels = image.labels
-        if image.id not in before and (
-            labels.get("io.imagekit.stage") or labels.get("io.imagekit.cell")
-        ):
-            left += remove_with_ancestors(engine, image.id, before)
+    # steps after a stage's LABEL carry it. Not where another session shares the engine
+    # (tests/integration/sweep.py): its script sweeps once both are done.
+    left = sweep(engine, before) if session_sweeps() else []
     if left:
         print(f"\nimagekit tests: could not remove {len(left)} images: {left[:5]}", file=sys.stderr)
-
-
-def remove_with_ancestors(engine: docker.DockerClient, image_id: str, keep: set[str]) -> list[str]:
-    """Remove an untagged image and then each untagged parent not in `keep`; the ids that
-    would not go (a parent with other children stays, as it should)."""
-    left = []
-    while image_id and image_id not in keep:
-        try:
-            image = engine.images.get(image_id)
-        except docker.errors.ImageNotFound:
-            break
-        if image.tags:
-            break
-        parent = image.attrs.get("Parent") or ""
-        try:
-            engine.images.remove(image.id, force=True)
-        except docker.errors.APIError as exc:
-            if "child" not in str(exc):
-                left.append(f"{image.id[7:19]}: {exc.explanation or exc}")
-            break
-        image_id = parent
-    return left
 
 
 def default_sigint() -> None:

@@ -1,0 +1,87 @@
+"""The dangling build stages a test run leaves on the engine, and their removal.
+
+The legacy builder keeps an image per step of every stage, and those of a stage other than the
+last stay behind untagged (on the containerd store, about 1 GB each). A test session removes
+the ones that appeared while it ran. Two sessions side by side on one engine (`make test`,
+scripts/run-tests.sh) must not: the sweep at the end of one would take the stages of a build
+the other is in the middle of (seen: `COPY --from=full-builder` failing with "No such image").
+There the script takes the list before both start and sweeps once both are done:
+
+    python -m tests.integration.sweep before FILE   # the dangling images now, into FILE
+    python -m tests.integration.sweep after FILE    # remove imagekit's that are not in FILE
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import docker
+
+# Set to 0 by scripts/run-tests.sh for sessions that share the engine with another.
+SWEEP_VARIABLE = "IMAGEKIT_TEST_SWEEP"
+
+
+def session_sweeps() -> bool:
+    """Whether a test session sweeps at its end (it runs alone on its engine)."""
+    return os.environ.get(SWEEP_VARIABLE, "1") != "0"
+
+
+def dangling(engine: docker.DockerClient) -> set[str]:
+    """The ids of the dangling images on the engine."""
+    return {i.id for i in engine.images.list(all=True, filters={"dangling": True})}
+
+
+def sweep(engine: docker.DockerClient, before: set[str]) -> list[str]:
+    """Remove the dangling imagekit images (build stages, untagged images of a cell) not in
+    `before`, with the untagged steps under them; what would not go, for a message."""
+    left: list[str] = []
+    for image in engine.images.list(all=True, filters={"dangling": True}):
+        labels = image.labels
+        if image.id not in before and (
+            labels.get("io.imagekit.stage") or labels.get("io.imagekit.cell")
+        ):
+            left += remove_with_ancestors(engine, image.id, before)
+    return left
+
+
+def remove_with_ancestors(engine: docker.DockerClient, image_id: str, keep: set[str]) -> list[str]:
+    """Remove an untagged image and then each untagged parent not in `keep`; the ids that
+    would not go (a parent with other children stays, as it should)."""
+    left = []
+    while image_id and image_id not in keep:
+        try:
+            image = engine.images.get(image_id)
+        except docker.errors.ImageNotFound:
+            break
+        if image.tags:
+            break
+        parent = image.attrs.get("Parent") or ""
+        try:
+            engine.images.remove(image.id, force=True)
+        except docker.errors.APIError as exc:
+            if "child" not in str(exc):
+                left.append(f"{image.id[7:19]}: {exc.explanation or exc}")
+            break
+        image_id = parent
+    return left
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in ("before", "after"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    step, path = argv[0], Path(argv[1])
+    engine = docker.from_env(version="auto", timeout=900)
+    if step == "before":
+        path.write_text("".join(f"{i}\n" for i in sorted(dangling(engine))))
+        return 0
+    left = sweep(engine, set(path.read_text().split()))
+    if left:
+        print(f"imagekit tests: could not remove {len(left)} images: {left[:5]}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
