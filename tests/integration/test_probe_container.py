@@ -98,6 +98,7 @@ def test_a_running_probe_container_has_no_capabilities_a_read_only_root_and_limi
             time.sleep(0.3)
         assert running, "no probe container ran"
         host = running[0].attrs["HostConfig"]
+        verify_run_id = running[0].labels["io.imagekit.run-id"]
         mounts = running[0].attrs["Mounts"]
         stdout, stderr = process.communicate(timeout=180)
     finally:
@@ -116,7 +117,8 @@ def test_a_running_probe_container_has_no_capabilities_a_read_only_root_and_limi
     verify = next(iter(json.loads(stdout)["images"].values()))["verify"]
     fence = next(r for r in verify["probes"] if r["probe"] == "fence")
     assert fence["status"] == "pass", fence["checks"]
-    # The container and its volume are gone.
-    assert engine.containers.list(all=True, filters={"label": "io.imagekit.image"}) == []
+    # The container and its volume are gone (this run's: another run may share the engine).
+    mine = {"label": f"io.imagekit.run-id={verify_run_id}"}
+    assert engine.containers.list(all=True, filters=mine) == []
     with pytest.raises(docker.errors.NotFound):
         engine.volumes.get(mounts[0]["Name"])

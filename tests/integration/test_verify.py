@@ -218,7 +218,10 @@ def test_a_hanging_probe_times_out_and_its_container_is_removed(
     ]
     assert "time limit in this probe" in probes[1]["reason"]
     assert elapsed < 20 + 10 + 30  # the limit, the kill grace, start-up and bookkeeping
-    assert engine.containers.list(all=True, filters={"label": "io.imagekit.image"}) == []
+    # This run's containers only: another imagekit run on the engine must not set it off.
+    run_id = json.loads(result.stdout)["run_id"]
+    mine = {"label": f"io.imagekit.run-id={run_id}"}
+    assert engine.containers.list(all=True, filters=mine) == []
 
 
 def test_a_probe_that_kills_its_process_is_an_error_not_a_pass(
