@@ -78,13 +78,12 @@ class DockerInspector:
             user_host = testinfra.get_host(f"docker://{workload.split(':')[0]}@{container.id}")
             root_host = testinfra.get_host(f"docker://root@{container.id}")
             parsed = ImageLabels.parse(labels)
-            emulated = emulation.emulated
             return [
                 *_user_checks(configured, workload, user_host),
                 *_cleanliness_checks(root_host),
                 *_label_checks(labels),
                 *_flavour_checks(parsed, root_host),
-                *_python_checks(parsed, user_host, emulated),
+                *_python_checks(parsed, user_host, emulation.emulated),
                 *self._entrypoint_checks(image_id, parsed, workload, labels_run),
             ]
         finally:

@@ -42,7 +42,8 @@ def platform_text(verify: VerifyRecord) -> str:
     platform = verify.platform or "-"
     if not verify.emulated:
         return platform
-    return f"{platform} (emulated {verify.emulated_cpu})".replace(" )", ")")
+    cpu = f" {verify.emulated_cpu}" if verify.emulated_cpu else ""
+    return f"{platform} (emulated{cpu})"
 
 
 def _verified(records: Records) -> dict[str, VerifyRecord]:
