@@ -93,14 +93,23 @@ engine_too_old() {
 }
 
 # The containerd image store (image ids are manifest digests, as on Docker 29's fresh
-# installs). A daemon.json someone wrote is theirs: it is left as it is.
+# installs), on engines that have it: Docker 26 and later. Docker 20.10 (what a Debian 12 host
+# can take alone) ignores the setting, so it is not written there, and nothing claims it is on.
+# A daemon.json someone wrote is theirs: it is left as it is.
 DAEMON_JSON=/etc/docker/daemon.json
 choose_image_store() {
-    if [ ! -e "$DAEMON_JSON" ]; then
-        mkdir -p "$(dirname "$DAEMON_JSON")"
-        echo '{"features": {"containerd-snapshotter": true}}' >"$DAEMON_JSON"
-        say "containerd image store switched on in $DAEMON_JSON"
-    fi
+    [ -e "$DAEMON_JSON" ] && return 0
+    engine_too_old && return 0
+    mkdir -p "$(dirname "$DAEMON_JSON")"
+    echo '{"features": {"containerd-snapshotter": true}}' >"$DAEMON_JSON"
+    say "containerd image store switched on in $DAEMON_JSON"
+}
+
+# What the engine is and which image store it uses, in one line (every message names both).
+engine_line() {
+    docker info --format '{{.ServerVersion}} {{range .DriverStatus}}{{index . 0}}={{index . 1}};{{end}} {{.Driver}}' 2>/dev/null |
+        awk '{ store = ($2 ~ /driver-type=io.containerd.snapshotter/) ? "containerd image store" : "classic image store";
+               print "Docker " $1 ", " store " (" $NF ")" }'
 }
 
 # linux/arm64 on an x86_64 machine: qemu-user-static's interpreters, registered with
@@ -119,7 +128,7 @@ ensure_binfmt() {
             apt_install "$pkg"
         fi
     done
-    local misc=/proc/sys/fs/binfmt_misc fresh=
+    local fresh=
     local major
     major=$(dpkg-query -W -f '${Version}' qemu-user-static 2>/dev/null | sed -E 's/^[0-9]+://; s/\..*//')
     if [ -z "$major" ] || [ "$major" -lt "$QEMU_MIN_MAJOR" ]; then
@@ -127,16 +136,10 @@ ensure_binfmt() {
         install_from_trixie qemu-user-static
         fresh=1
     fi
-    [ -e "$misc/register" ] || mount -t binfmt_misc binfmt_misc "$misc" 2>/dev/null || true
-    # Flag F: the kernel keeps the interpreter it opened at registration, so a new qemu only
-    # takes over once registered again.
-    if [ -n "$fresh" ] && [ -e "$misc/qemu-aarch64" ]; then
-        echo -1 >"$misc/qemu-aarch64" 2>/dev/null || true
-    fi
-    if [ ! -e "$misc/qemu-aarch64" ]; then
-        update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 ||
-            say "could not register qemu-aarch64 with binfmt_misc; arm64 builds need it"
-    fi
+    # Registered from qemu-user-binfmt's binfmt.d files (no systemd here to load them); a new
+    # qemu takes over only once registered again (flag F).
+    REGISTER_FRESH=$fresh "$(dirname "$0")/register-binfmt.sh" qemu-aarch64 ||
+        say "could not register qemu-aarch64 with binfmt_misc; make demo-arm64 needs it"
 }
 
 # Tools beside the engine: mmdebstrap makes the locally bootstrapped base images (imagekit base
@@ -189,7 +192,7 @@ if ! pgrep -x dockerd >/dev/null 2>&1; then
 fi
 for _ in $(seq "$WAIT_S"); do
     if engine_answers; then
-        say "engine ready: $(docker version --format '{{.Server.Version}}' 2>/dev/null)"
+        say "engine ready: $(engine_line)"
         exit 0
     fi
     sleep 1
