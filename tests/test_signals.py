@@ -13,13 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.children import default_stop_signals
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _default_sigint() -> None:
-    # A process started from a background job inherits SIGINT ignored; give the child the
-    # default disposition, as a terminal would, so this test passes under `make test &` too.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize(
@@ -49,7 +45,7 @@ def test_a_stop_signal_while_waiting_on_the_engine_ends_with_its_exit_status(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "DOCKER_HOST": f"unix://{path}"},
-        preexec_fn=_default_sigint,
+        preexec_fn=default_stop_signals,
     )
     try:
         deadline = time.monotonic() + 30

@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -106,15 +105,6 @@ def session(engine: docker.DockerClient) -> Iterator[Session]:
     left = sweep(engine, before) if session_sweeps() else []
     if left:
         print(f"\nimagekit tests: could not remove {len(left)} images: {left[:5]}", file=sys.stderr)
-
-
-def default_sigint() -> None:
-    """For a child the tests send SIGINT to: the default disposition, as under a terminal.
-
-    Started from a background job (`make test &`, nohup), a process inherits SIGINT ignored,
-    and imagekit rightly keeps it so; the tests stand in for a person at a terminal.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def matrix_text(repository: str, base: str, extra_releases: str = "") -> str:

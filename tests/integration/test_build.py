@@ -13,7 +13,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.integration.conftest import DemoBuild, Session, default_sigint, imagekit, matrix_text
+from tests.children import default_stop_signals
+from tests.integration.conftest import DemoBuild, Session, imagekit, matrix_text
 
 SLIM = "2.13.0-cpu-py3.11-slim"
 FULL = "2.13.0-cpu-py3.11-full"
@@ -301,7 +302,7 @@ def test_a_stop_signal_during_a_build_exits_with_its_status_and_leaves_no_contai
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "CI": "true"},
-        preexec_fn=default_sigint,
+        preexec_fn=default_stop_signals,
     )
     try:
         deadline = time.monotonic() + 300

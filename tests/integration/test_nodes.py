@@ -15,11 +15,11 @@ from pathlib import Path
 import docker
 import pytest
 
+from tests.children import default_stop_signals
 from tests.integration.conftest import (
     ROOT,
     DemoBuild,
     Session,
-    default_sigint,
     imagekit,
     matrix_text,
 )
@@ -137,7 +137,7 @@ def test_sigterm_during_a_multi_node_probe_leaves_no_container_and_no_network(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "CI": "true"},
-        preexec_fn=default_sigint,
+        preexec_fn=default_stop_signals,
     )
     try:
         deadline = time.monotonic() + 180

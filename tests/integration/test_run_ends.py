@@ -30,7 +30,8 @@ import pytest
 from docker.models.containers import Container
 
 from imagekit.core import labels as L
-from tests.integration.conftest import ROOT, DemoBuild, default_sigint
+from tests.children import default_stop_signals
+from tests.integration.conftest import ROOT, DemoBuild
 from tests.integration.test_workstation import free_port
 
 FULL = "2.13.0-cpu-py3.11-full"
@@ -66,7 +67,7 @@ def start_jupyter_run(image: str, workspace: Path, port: int) -> subprocess.Pope
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=default_sigint,
+        preexec_fn=default_stop_signals,
     )
 
 
@@ -128,7 +129,7 @@ def test_a_stop_signal_while_jupyter_serves_removes_the_container_and_exits_128_
 def controlling_terminal() -> None:
     """In the child: its stdin (a pty) becomes the terminal of its own session, so closing
     the pty hangs it up, as closing a terminal window does."""
-    default_sigint()
+    default_stop_signals()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
@@ -301,6 +302,7 @@ def test_a_stop_signal_while_the_engine_creates_the_container_leaves_none(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "DOCKER_HOST": f"unix://{proxy.path}"},
+        preexec_fn=default_stop_signals,
     )
     try:
         assert proxy.create_sent.wait(60), "the CLI never asked the engine to create"

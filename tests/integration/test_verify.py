@@ -17,7 +17,8 @@ import docker
 import jsonschema
 import pytest
 
-from tests.integration.conftest import ROOT, DemoBuild, Session, default_sigint, imagekit
+from tests.children import default_stop_signals
+from tests.integration.conftest import ROOT, DemoBuild, Session, imagekit
 
 SLIM = "2.13.0-cpu-py3.11-slim"
 FULL = "2.13.0-cpu-py3.11-full"
@@ -284,7 +285,7 @@ def test_a_stop_signal_keeps_finished_results_and_leaves_no_container(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "CI": "true"},
-        preexec_fn=default_sigint,
+        preexec_fn=default_stop_signals,
     )
     try:
         deadline = time.monotonic() + 120
