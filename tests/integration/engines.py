@@ -1,12 +1,20 @@
 """The engines the contract suite runs against besides the default one, each started and
 stopped by the test session on sockets and folders of its own:
 
-- `docker-classic`: a second dockerd (the same Docker 26) with the classic image store,
-  listening on 127.0.0.1:PORT as a remote engine would (and on a unix socket for what needs
-  this machine's files, `imagekit run`), on a bridge of its own. A second daemon with
-  `--bridge none` would delete the host's docker0.
+- `docker-classic`: Docker 26 with the classic image store, listening on 127.0.0.1:PORT as a
+  remote engine would (and on a unix socket for what needs this machine's files, `imagekit
+  run`), on a bridge of its own. A second daemon with `--bridge none` would delete the host's
+  docker0.
+- `docker-containerd`: the same Docker 26 with the containerd image store.
 - `podman`: Debian's Podman 4.3 serving the Docker API (`podman system service`) with its
   own storage root, as RHEL and rootless users reach it.
+
+Both Docker engines are *boxed*: dockerd runs in a container of the default engine, made from a
+Debian 13 root filesystem with trixie's docker.io 26 (`imagekit base bootstrap`, kept on the
+default engine as `BOX_DOCKER` and reused), so the engine under test does not depend on which
+Docker the host has (a Debian 12 host can take only 20.10). The box shares the host's network
+and /tmp (its sockets, data and the tests' workspaces are the same paths inside and out) and
+nothing else: its own libc, its own process tree, its containers in a cgroup of their own.
 
 Whatever the engines add to the host's network (a bridge, Podman's CNI bridge, iptables
 rules and chains) is removed when they stop: the host is left as it was found.
@@ -22,6 +30,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -31,6 +40,22 @@ from pathlib import Path
 import docker
 
 START_TIMEOUT_S = 90
+# The box Docker 26 runs in: trixie's engine with what dockerd calls (iptables for its checks,
+# ps for `docker top`). The tag's include list is the cache key: another list, another box.
+BOX_DOCKER = "imagekit-box/docker26:trixie"
+BOX_DOCKER_INCLUDE = ("docker.io", "ca-certificates", "iptables", "procps")
+BOX_LABEL = "io.imagekit.base.include"
+BOX_LOCK = Path("/tmp/imagekit-box.lock")
+# What a container needs to run an engine on these machines: `--privileged` itself fails
+# ("unable to apply caps": the host's bounding set lacks CAP_SYS_RESOURCE), and the inner
+# engine's containers need the cgroup hierarchy writable.
+BOX_RUN_OPTIONS = (
+    "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+    "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+    "--security-opt", "systempaths=unconfined",
+    "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+)  # fmt: skip
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 CNI_STATE = Path("/var/lib/cni")
 STOP_TIMEOUT_S = 60
 
@@ -45,6 +70,7 @@ class OtherEngine:
     root: Path
     process: subprocess.Popen[bytes]
     cleanups: list[list[str]] = field(default_factory=list)
+    cgroup: str = ""  # a boxed engine's cgroup parent, removed when it stops
 
     def env(self, *, local: bool = False) -> dict[str, str]:
         """The environment of a CLI call against this engine."""
@@ -52,6 +78,14 @@ class OtherEngine:
 
     def client(self) -> docker.DockerClient:
         return docker.DockerClient(base_url=self.local_host, version="auto", timeout=600)
+
+    def version(self) -> str:
+        """The engine's version, as `docker version` reports it."""
+        client = self.client()
+        try:
+            return str(client.version()["Version"])
+        finally:
+            client.close()
 
     def log_tail(self, lines: int = 30) -> str:
         log = self.root / "engine.log"
@@ -104,7 +138,8 @@ def copy_image(source: docker.DockerClient, engine: OtherEngine, reference: str)
     """Put an image of `source` into `engine` (docker save | docker load), as a pull would."""
     other = engine.client()
     try:
-        other.images.load(b"".join(source.images.get(reference).save(named=True)))
+        # Saved by the name asked for: `save(named=True)` names the image by its first tag.
+        other.images.load(b"".join(source.api.get_image(reference)))
     finally:
         other.close()
 
@@ -124,24 +159,62 @@ def _wait_until_it_answers(engine: OtherEngine) -> None:
     raise RuntimeError(f"{engine.name} did not answer:\n{engine.log_tail()}")
 
 
+def box_image(tag: str = BOX_DOCKER, include: tuple[str, ...] = BOX_DOCKER_INCLUDE) -> str:
+    """The box image `tag`, made once per machine with `imagekit base bootstrap` and kept on the
+    default engine; made again when its include list differs. Sessions running side by side
+    wait for each other (a lock file), so it is made once."""
+    import fcntl
+
+    wanted = ",".join(include)
+    with BOX_LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        client = docker.from_env(version="auto")
+        try:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                if client.images.get(tag).labels.get(BOX_LABEL) == wanted:
+                    return tag
+        finally:
+            client.close()
+        env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+        done = subprocess.run(
+            [
+                sys.executable, "-m", "imagekit", "base", "bootstrap", "--suite", "trixie",
+                "--variant", "apt", "--include", wanted, "--tag", tag,
+            ],
+            capture_output=True, text=True, env=env, timeout=900, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"could not make the box {tag}:\n{done.stderr[-3000:]}")
+    return tag
+
+
 def start_docker_classic(root: Path, bridge: str, subnet_cidr: str) -> OtherEngine:
-    """A second dockerd with the classic store on its own bridge, socket and tcp port."""
+    """Docker 26 with the classic store, boxed, on its own bridge, socket and tcp port."""
     return start_dockerd(root, bridge, subnet_cidr)
+
+
+def start_docker_containerd(
+    root: Path, bridge: str, subnet_cidr: str, *, nat: bool = True
+) -> OtherEngine:
+    """Docker 26 with the containerd image store, boxed, on its own bridge and socket."""
+    return start_dockerd(root, bridge, subnet_cidr, containerd_store=True, nat=nat)
 
 
 def start_docker_fresh(root: Path, bridge: str, subnet_cidr: str) -> OtherEngine:
     """An empty dockerd with the containerd store, as a CI runner starts: its own bridge and
     socket, and no way out (its builds must come from what they are given)."""
-    return start_dockerd(root, bridge, subnet_cidr, containerd_store=True, nat=False)
+    return start_docker_containerd(root, bridge, subnet_cidr, nat=False)
 
 
 def start_dockerd(
     root: Path, bridge: str, subnet_cidr: str, *, containerd_store: bool = False, nat: bool = True
 ) -> OtherEngine:
-    """A second dockerd on its own bridge, socket and tcp port; `nat`: its containers reach
-    the outside through rules of its own."""
-    if shutil.which("dockerd") is None:
-        raise RuntimeError("no dockerd: run `make engine`")
+    """Docker 26, boxed (see the module's docstring), on its own bridge, socket and tcp port;
+    `nat`: its containers reach the outside through rules of its own. `root` must lie under
+    /tmp, the folder the box shares with the host."""
+    if not str(root).startswith("/tmp/"):
+        raise ValueError(f"a boxed engine's folder must lie under /tmp: {root}")
+    image = box_image()
     root.mkdir(parents=True, exist_ok=True)
     gateway, prefix = subnet_cidr.split("/")
     network = gateway.rsplit(".", 1)[0] + f".0/{prefix}"
@@ -167,8 +240,13 @@ def start_dockerd(
     config.write_text(json.dumps(store) + "\n")
     sock = root / "docker.sock"
     port = free_port()
+    name = root.name
     argv = [
+        "docker", "run", "--rm", "--name", name, "--init", "--network", "host",
+        *BOX_RUN_OPTIONS, "-v", "/tmp:/tmp", "--label", "io.imagekit.test-box=1",
+        image,
         "dockerd",
+        "--cgroup-parent", f"/{name}",
         "--config-file", str(config),
         "--data-root", str(root / "data"),
         "--exec-root", str(root / "exec"),
@@ -178,8 +256,14 @@ def start_dockerd(
         "--bridge", bridge,
         "--iptables=false",
     ]  # fmt: skip
+    # The box is reached through the default engine, whatever DOCKER_HOST the caller has.
+    host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+    # The box goes first, whatever the engine left running in it.
+    cleanups.insert(0, ["docker", "rm", "--force", "--volumes", name])
     with (root / "engine.log").open("wb") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
+        process = subprocess.Popen(
+            argv, stdout=log, stderr=log, start_new_session=True, env=host_env
+        )
     engine = OtherEngine(
         "docker-containerd" if containerd_store else "docker-classic",
         f"tcp://127.0.0.1:{port}",
@@ -187,6 +271,7 @@ def start_dockerd(
         root,
         process,
         cleanups,
+        cgroup=name,
     )
     _wait_until_it_answers(engine)
     return engine
@@ -246,7 +331,22 @@ def stop(engine: OtherEngine) -> None:
         target = line.split()[1]
         if target.startswith(str(engine.root)):
             subprocess.run(["umount", "-l", target], capture_output=True, check=False)
+    if engine.cgroup:
+        remove_cgroups(engine.cgroup)
     shutil.rmtree(engine.root, ignore_errors=True)
+
+
+def remove_cgroups(name: str, root: Path = CGROUP_ROOT) -> None:
+    """Remove the cgroup `name` (a boxed engine's parent) from every hierarchy, deepest first:
+    the kernel removes only empty cgroups, and only with rmdir."""
+    for top in [root / name, *(h / name for h in root.iterdir() if h.is_dir())]:
+        if not top.is_dir():
+            continue
+        for folder in sorted((d for d in top.rglob("*") if d.is_dir()), reverse=True):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        with contextlib.suppress(OSError):
+            top.rmdir()
 
 
 @dataclass(frozen=True)

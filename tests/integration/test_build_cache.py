@@ -3,12 +3,14 @@ fresh engine, with zstd layers.
 
 - `--network none` with a wheelhouse: no build stage reaches a package mirror (pruning needs
   only Python); without a wheelhouse the same build fails, naming what it could not reach.
-- `--cache-to` on the default engine, then `--cache-from` on an empty dockerd (containerd store,
-  no way out, as a CI runner starts): the venv's layer comes from the registry, not a rebuild.
-- `--compression zstd`: the layers the engine keeps, and a push sends, are zstd; then
-  `--compression gzip` makes them gzip again.
+- `--cache-to` on Docker 26 with the containerd store, then `--cache-from` on an empty one (no
+  way out, as a CI runner starts): the venv's layer comes from the registry, not a rebuild.
+- `--compression zstd` on Docker 26 with the containerd store: the layers the engine keeps, and
+  a push sends, are zstd; then `--compression gzip` makes them gzip again.
 
-These run beside the main session (marker `contract`): they start an engine of their own.
+Both need the containerd store (the classic store refuses `--cache-to` and `--compression`), so
+they run on boxed Docker 26 engines (tests/integration/engines.py), whatever the host has. They
+run beside the main session (marker `contract`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tests.integration.engines import (
     OtherEngine,
     copy_image,
     running_registry,
+    start_docker_containerd,
     start_docker_fresh,
     stop,
 )
@@ -35,8 +38,9 @@ from tests.integration.engines import (
 pytestmark = [pytest.mark.integration, pytest.mark.contract]
 
 TAG = "2.13.0-cpu-py3.11-slim"
-# Its own bridge: the engine contract's second dockerd uses ikt-br0 at the same time.
+# Bridges of their own: the engine contract's boxed dockerd uses ikt-br0 at the same time.
 BRIDGE, SUBNET = "ikt-br1", "10.213.8.1/24"
+STORE_BRIDGE, STORE_SUBNET = "ikt-br2", "10.213.9.1/24"
 
 
 def slim_matrix(folder: Path, repository: str, base: str) -> Path:
@@ -52,6 +56,19 @@ def slim_matrix(folder: Path, repository: str, base: str) -> Path:
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with running_registry(tmp_path_factory.mktemp("cache-registry")) as host:
         yield host
+
+
+@pytest.fixture(scope="module")
+def containerd_engine(engine: docker.DockerClient, demo_base: str) -> Iterator[OtherEngine]:
+    """Docker 26 with the containerd image store, holding the base: where the cache is made."""
+    other = start_docker_containerd(
+        Path(f"/tmp/imagekit-it-store-{secrets.token_hex(3)}"), STORE_BRIDGE, STORE_SUBNET
+    )
+    try:
+        copy_image(engine, other, demo_base)
+        yield other
+    finally:
+        stop(other)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +120,7 @@ def test_a_fresh_engine_builds_from_the_registry_cache_without_rebuilding_the_ve
     demo_base: str,
     wheelhouse: Path,
     tmp_path: Path,
-    engine: docker.DockerClient,
+    containerd_engine: OtherEngine,
     registry: str,
     fresh_engine: OtherEngine,
 ) -> None:
@@ -111,7 +128,10 @@ def test_a_fresh_engine_builds_from_the_registry_cache_without_rebuilding_the_ve
     cache = f"{registry}/{repository.split('/')[0]}/cache"
     matrix = slim_matrix(tmp_path, repository, demo_base)
     common = ("--wheelhouse", str(wheelhouse), "--builder", "buildx", "--network", "none")
-    first = build(matrix, tmp_path / "first", *common, "--no-cache", "--cache-to", cache)
+    first = build(
+        matrix, tmp_path / "first", *common, "--no-cache", "--cache-to", cache,
+        env=containerd_engine.env(local=True),
+    )  # fmt: skip
     assert first["status"] == "built"
     # The registry holds one cache per image, tagged as the image is.
     assert subprocess.run(
@@ -129,38 +149,53 @@ def test_a_fresh_engine_builds_from_the_registry_cache_without_rebuilding_the_ve
     step = install.split()[0]  # "#7"
     assert f"{step} CACHED" in log, log[-3000:]
     # The venv's layer is the very layer the first engine made.
-    fresh = fresh_engine.client()
+    assert layers_of(fresh_engine, again["image_id"]) == layers_of(
+        containerd_engine, first["image_id"]
+    )
+
+
+def layers_of(engine: OtherEngine, image_id: str) -> list[str]:
+    """The diff ids of an image on `engine`."""
+    client = engine.client()
     try:
-        layers = fresh.images.get(again["image_id"]).attrs["RootFS"]["Layers"]
+        return list(client.images.get(image_id).attrs["RootFS"]["Layers"])
     finally:
-        fresh.close()
-    assert layers == engine.images.get(first["image_id"]).attrs["RootFS"]["Layers"]
+        client.close()
 
 
 def test_zstd_layers_are_what_the_engine_keeps(
-    session: Session, demo_base: str, wheelhouse: Path, tmp_path: Path, engine: docker.DockerClient
+    session: Session,
+    demo_base: str,
+    wheelhouse: Path,
+    tmp_path: Path,
+    containerd_engine: OtherEngine,
 ) -> None:
     matrix = slim_matrix(tmp_path, f"{session.repository}-zstd", demo_base)
     common = ("--wheelhouse", str(wheelhouse), "--builder", "buildx")
-    zstd = build(matrix, tmp_path / "z", *common, "--compression", "zstd")
-    zstd_types = layer_types(engine, zstd["image_id"], tmp_path)
+    env = containerd_engine.env(local=True)
+    zstd = build(matrix, tmp_path / "z", *common, "--compression", "zstd", env=env)
+    zstd_types = layer_types(containerd_engine, zstd["image_id"], tmp_path)
     assert zstd_types == {"application/vnd.oci.image.layer.v1.tar+zstd"}
     # gzip is another image: not "up to date" after a zstd build (the tag moves to it), and
     # forced: a plain build here would reuse the zstd layers the engine now holds.
-    gzip = build(matrix, tmp_path / "g", *common, "--compression", "gzip")
+    gzip = build(matrix, tmp_path / "g", *common, "--compression", "gzip", env=env)
     assert gzip["status"] == "built" and gzip["image_id"] != zstd["image_id"]
-    assert layer_types(engine, gzip["image_id"], tmp_path) <= {
+    assert layer_types(containerd_engine, gzip["image_id"], tmp_path) <= {
         "application/vnd.oci.image.layer.v1.tar+gzip",
         "application/vnd.docker.image.rootfs.diff.tar.gzip",
     }
 
 
-def layer_types(engine: docker.DockerClient, image_id: str, folder: Path) -> set[str]:
+def layer_types(engine: OtherEngine, image_id: str, folder: Path) -> set[str]:
     """The media types of an image's layers, from the OCI layout `docker save` writes."""
     archive = folder / f"{image_id.split(':')[-1][:12]}.tar"
-    with archive.open("wb") as handle:
-        for chunk in engine.images.get(image_id).save():
-            handle.write(chunk)
+    client = engine.client()
+    try:
+        with archive.open("wb") as handle:
+            for chunk in client.images.get(image_id).save():
+                handle.write(chunk)
+    finally:
+        client.close()
     with tarfile.open(archive) as tar:
 
         def blob(name: str) -> dict:

@@ -1,9 +1,10 @@
 """The engine contract: what imagekit promises on every engine its users run, run against the
-engines the default one is not (the rest of the suite runs against the default engine,
-Docker 26 with the containerd image store):
+engines the default one is not (the rest of the suite runs against the default engine, whatever
+`make engine` installed: Docker 20.10 on a Debian 12 host, 26 on Debian 13):
 
-- `docker-classic`: Docker 26 with the classic image store, reached over tcp://127.0.0.1:PORT
-  as a remote engine (a shared build box, a GPU node) is;
+- `docker-classic`: Docker 26 with the classic image store, boxed (tests/integration/engines.py:
+  it does not depend on the host's Docker), reached over tcp://127.0.0.1:PORT as a remote engine
+  (a shared build box, a GPU node) is;
 - `podman`: Podman 4.3 through its Docker API (`podman system service`).
 
 On each: `base bootstrap`, `build` (the SDK builder; buildx where the engine has BuildKit),
@@ -28,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT, CliResult, default_sigint, imagekit, matrix_text
+from tests.children import default_stop_signals
+from tests.integration.conftest import ROOT, CliResult, imagekit, matrix_text
 from tests.integration.engines import (
     NetworkState,
     OtherEngine,
@@ -258,7 +260,7 @@ def test_run_with_user_serves_jupyter_as_that_user_and_a_stop_removes_it(
         assert "Traceback" not in remote.stderr
     process = subprocess.Popen(
         argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, **contract.engine.env(local=True)}, preexec_fn=default_sigint,
+        env={**os.environ, **contract.engine.env(local=True)}, preexec_fn=default_stop_signals,
     )  # fmt: skip
     try:
         url = wait_for_url(process, port)
@@ -291,7 +293,7 @@ def test_a_stop_signal_during_verify_leaves_no_container_and_keeps_the_results(
             "--flavour", "slim", "--results", str(contract.results),
         ],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, **contract.engine.env()}, preexec_fn=default_sigint,
+        env={**os.environ, **contract.engine.env()}, preexec_fn=default_stop_signals,
     )  # fmt: skip
     client = contract.engine.client()
     deadline = time.monotonic() + 120
