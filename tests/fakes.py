@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -326,6 +326,40 @@ class FakeRegistry:
 
 
 @dataclass
+class FakePushResponse:
+    """The engine's answer to one push request: its stream of JSON lines."""
+
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self.items, self.raw = items, None
+
+    def raise_for_status(self) -> None:
+        pass
+
+    def iter_lines(self) -> Iterator[bytes]:
+        return (json.dumps(item).encode() for item in self.items)
+
+    def close(self) -> None:
+        pass
+
+
+class FakePushClient:
+    """A docker client whose push requests (docker-py's APIClient is a requests session)
+    answer with `streams` in turn; the last one answers every push after it."""
+
+    base_url, api_version = "http+docker://localhost", "1.45"
+    _auth_configs, credstore_env = None, None  # docker-py's credential lookup reads these
+
+    def __init__(self, streams: list[list[dict[str, Any]]]) -> None:
+        self.api = self
+        self.streams = list(streams)
+        self.pushes = 0
+
+    def post(self, *args: object, **kwargs: object) -> FakePushResponse:
+        self.pushes += 1
+        items = self.streams.pop(0) if len(self.streams) > 1 else self.streams[0]
+        return FakePushResponse(items)
+
+
 class FakeSbom:
     """An SBOM that lists the packages of the inventory it was given (Python, then OS), and
     keeps each inventory."""

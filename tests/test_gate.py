@@ -23,7 +23,7 @@ from imagekit.core.records import (
     Status,
 )
 from imagekit.orchestration.publish import candidate_tag
-from tests.fakes import verify_record
+from tests.fakes import FakePushClient, verify_record
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "sha256:" + "a" * 64
@@ -195,23 +195,8 @@ def test_push_failures_are_classified(message: str, kind: str) -> None:
     assert classify(message) == kind
 
 
-class FakeApi:
-    def __init__(self, streams: list[list[dict]]) -> None:
-        self.streams = streams
-        self.calls = 0
-
-    def push(self, *args: object, **kwargs: object):
-        self.calls += 1
-        return iter(self.streams.pop(0))
-
-
-class FakeClient:
-    def __init__(self, streams: list[list[dict]]) -> None:
-        self.api = FakeApi(streams)
-
-
 def test_an_error_item_in_the_push_stream_is_a_failure_even_though_nothing_raised() -> None:
-    client = FakeClient(
+    client = FakePushClient(
         [
             [
                 {"status": "Preparing"},
@@ -226,10 +211,10 @@ def test_an_error_item_in_the_push_stream_is_a_failure_even_though_nothing_raise
 def test_transient_failures_are_retried_with_backoff_a_bounded_number_of_times() -> None:
     failing = [{"error": "received unexpected HTTP status: 503 Service Unavailable"}]
     waits: list[float] = []
-    client = FakeClient([failing, failing, [{"status": "pushed"}]])
+    client = FakePushClient([failing, failing, [{"status": "pushed"}]])
     outcome = push(client, "r/a:t", backoff_s=1.0, sleep=waits.append)  # type: ignore[arg-type]
     assert outcome.ok and outcome.attempts == 3 and waits == [1.0, 2.0]
-    client = FakeClient([failing] * 4)
+    client = FakePushClient([failing] * 4)
     outcome = push(client, "r/a:t", attempts=4, sleep=waits.append)  # type: ignore[arg-type]
     assert not outcome.ok and outcome.attempts == 4 and outcome.kind == "transient"
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, ClassVar
 
 import pytest
+import requests
 
 from imagekit.adapters.registry import HttpRegistry, push
 from imagekit.core.retry import Backoff
 from imagekit.errors import RegistryError
+from tests.fakes import FakePushClient, FakePushResponse
 
 CONFIG = "sha256:" + "c" * 64
 DIGEST = "sha256:" + "d" * 64
@@ -121,20 +124,10 @@ def test_a_registry_that_is_down_is_named_with_how_to_fix_it_at_once() -> None:
     assert clock.sleeps == []
 
 
-class FlakyEngine:
-    """A docker client whose pushes always end in a transient registry error."""
-
-    def __init__(self) -> None:
-        self.api = self
-        self.pushes = 0
-
-    def push(self, *args: object, **kwargs: object) -> list[dict[str, str]]:
-        self.pushes += 1
-        return [{"errorDetail": {"message": "received unexpected HTTP status: 503"}}]
-
-
 def test_a_push_stops_retrying_when_the_deadline_would_pass() -> None:
-    client = FlakyEngine()
+    client = FakePushClient(
+        [[{"errorDetail": {"message": "received unexpected HTTP status: 503"}}]]
+    )
     clock = Clock()
     outcome = push(
         client,  # type: ignore[arg-type]
@@ -158,3 +151,35 @@ def test_backoff_doubles_and_respects_both_bounds() -> None:
     clock.now += 1.0
     assert limited.delay_after(1) == 1.0 and limited.delay_after(2) == 2.0
     assert limited.delay_after(3) is None  # 1 s gone + 4 s > 3.5 s
+
+
+class StuckPush(FakePushResponse):
+    """A push whose engine keeps retrying one layer and says nothing more until the client
+    goes away (close)."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.closed = threading.Event()
+
+    def iter_lines(self) -> Iterator[bytes]:
+        yield json.dumps({"status": "Pushed", "id": "aaaaaaaaaaaa"}).encode()
+        yield json.dumps({"status": "Retrying in 5 seconds", "id": "bbbbbbbbbbbb"}).encode()
+        self.closed.wait(30)
+        raise requests.exceptions.ConnectionError("closed")
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def test_a_push_still_running_at_the_deadline_is_cancelled_and_its_layer_named() -> None:
+    response = StuckPush()
+    client = FakePushClient([[]])
+    client.post = lambda *args, **kwargs: response  # type: ignore[method-assign]
+    started = time.monotonic()
+    outcome = push(client, "r.example/a/b:t", deadline_s=1.0)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 10
+    assert response.closed.is_set()  # the connection is closed: the engine cancels the push
+    assert not outcome.ok and outcome.kind == "permanent" and outcome.attempts == 1
+    assert outcome.error.startswith("deadline: the push of r.example/a/b:t was still running")
+    assert "bbbbbbbbbbbb: Retrying in 5 seconds" in outcome.error
+    assert "aaaaaaaaaaaa" not in outcome.error

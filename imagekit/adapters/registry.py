@@ -27,6 +27,7 @@ import docker.errors
 import requests.exceptions
 
 from imagekit.adapters.engine import engine_errors
+from imagekit.adapters.pushstream import push_within
 from imagekit.core.ports import ManifestDocument, PushOutcome, RemoteManifest
 from imagekit.core.retry import Backoff
 from imagekit.errors import RegistryError
@@ -89,20 +90,18 @@ def registry_auth(host: str, environ: dict[str, str] | None = None) -> dict[str,
     return None
 
 
-def _push_once(client: docker.DockerClient, repository: str, tag: str, auth: Any) -> str | None:
-    """One push; None when it worked, else the error the stream (or the engine) reported."""
+def _push_once(
+    client: docker.DockerClient, repository: str, tag: str, auth: Any, left_s: float | None
+) -> str | None:
+    """One push, within `left_s` seconds when given; None when it worked, else the error the
+    stream (or the engine) reported, or the deadline that stopped it."""
     with engine_errors(f"pushing {repository}:{tag}"):
         try:
-            stream = client.api.push(repository, tag, stream=True, decode=True, auth_config=auth)
-            for item in stream:
-                if "error" in item or "errorDetail" in item:
-                    detail = item.get("errorDetail") or {}
-                    return str(detail.get("message") or item.get("error") or "push failed")
+            return push_within(client, repository, tag, auth, left_s)
         except docker.errors.APIError as exc:
             return str(exc.explanation or exc)
         except requests.exceptions.RequestException as exc:
             return f"connection to the engine failed: {exc}"
-    return None
 
 
 def push(
@@ -117,14 +116,15 @@ def push(
     clock: Callable[[], float] = time.monotonic,
 ) -> PushOutcome:
     """Push `reference`, retrying transient failures with exponential backoff, within
-    `deadline_s` seconds in all when given."""
+    `deadline_s` seconds in all when given: a push still running then is cancelled."""
     repository, _, tag = reference.rpartition(":")
     errors: list[str] = []
     backoff = Backoff(attempts, backoff_s, deadline_s, clock)
     attempt = 0
     while True:
         attempt += 1
-        error = _push_once(client, repository, tag, auth)
+        left_s = None if deadline_s is None else max(1.0, deadline_s - backoff.elapsed_s())
+        error = _push_once(client, repository, tag, auth, left_s)
         if error is None:
             return PushOutcome(True, attempt, errors=tuple(errors))
         errors.append(error)

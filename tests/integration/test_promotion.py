@@ -12,11 +12,11 @@ import pytest
 
 from imagekit.adapters.registry import MANIFEST_TYPES
 from tests.integration.conftest import DemoBuild, imagekit
+from tests.integration.proxies import FaultyProxy
 from tests.integration.test_publish import (  # noqa: F401 - `registry` is a fixture
     ALIAS,
     SLIM,
     SLIM_TAG,
-    FaultyProxy,
     registry,
 )
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
-import urllib.error
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +14,7 @@ import pytest
 from imagekit.adapters.registry import MANIFEST_TYPES
 from tests.integration.conftest import DemoBuild, Session, imagekit
 from tests.integration.engines import free_port, running_registry
+from tests.integration.proxies import FaultyProxy, StallingProxy
 
 SLIM = "2.13.0-cpu-py3.11-slim"
 SLIM_TAG = "2.13.0-cpu-py3.11-slim"
@@ -26,73 +25,6 @@ ALIAS = "2.13-cpu-slim"
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with running_registry(tmp_path_factory.mktemp("registry")) as host:
         yield host
-
-
-class FaultyProxy:
-    """A proxy in front of the registry that answers some manifest PUTs with a fault."""
-
-    def __init__(self, upstream: str, status: int, times: int, body: bytes = b"") -> None:
-        self.upstream, self.status, self.remaining, self.body = upstream, status, times, body
-        self.faults = 0
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def handle_one_request(self) -> None:
-                # The containerd image store tries https first and falls back to http only
-                # when the answer starts with "HTTP/", as a Go server's does; Python's answers
-                # a TLS hello as an HTTP/0.9 request, with no status line.
-                if self.rfile.peek(1)[:1] == b"\x16":
-                    self.wfile.write(b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-                    self.close_connection = True
-                    return
-                super().handle_one_request()
-
-            def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                data = self.rfile.read(length) if length else None
-                if self.command == "PUT" and "/manifests/" in self.path and proxy.remaining != 0:
-                    proxy.remaining -= 1
-                    proxy.faults += 1
-                    self.send_response(proxy.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(proxy.body)))
-                    self.end_headers()
-                    self.wfile.write(proxy.body)
-                    return
-                request = urllib.request.Request(
-                    f"http://{proxy.upstream}{self.path}",
-                    data=data,
-                    method=self.command,
-                    headers={k: v for k, v in self.headers.items() if k.lower() != "host"},
-                )
-                try:
-                    response = urllib.request.urlopen(request, timeout=120)
-                except urllib.error.HTTPError as exc:
-                    response = exc
-                body = response.read()
-                self.send_response(
-                    response.status if hasattr(response, "status") else response.code
-                )
-                for key, value in response.headers.items():
-                    if key.lower() not in ("content-length", "transfer-encoding", "connection"):
-                        if key.lower() == "location":
-                            value = value.replace(proxy.upstream, f"127.0.0.1:{proxy.port}")
-                        self.send_header(key, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -349,6 +281,38 @@ def test_a_denied_push_fails_at_once_without_retries(
     assert failed[0]["attempts"] == 1 and failed[0]["error"].startswith("permanent:")
     # The classic store quotes the registry's message; the containerd store its status.
     assert "denied" in failed[0]["error"] or "403 Forbidden" in failed[0]["error"]
+
+
+def test_a_push_the_engine_keeps_retrying_is_cancelled_at_the_deadline(
+    published: dict, demo_build: DemoBuild, registry: str
+) -> None:
+    """The registry holds every layer upload open: the engine would wait and retry for many
+    minutes; `--deadline-s` ends the publish, names the layers and the engine's last word, and
+    the engine lets go of the uploads it had open."""
+    proxy = StallingProxy(registry)
+    try:
+        result = imagekit(
+            "publish", "--matrix", str(demo_build.matrix), "--only", SLIM,
+            "--registry", f"127.0.0.1:{proxy.port}/stalled", "--deadline-s", "20",
+            "--results", str(demo_build.results), "--json",
+            timeout_s=240,
+        )  # fmt: skip
+        assert result.code == 6, result.stderr[-2000:]
+        assert proxy.held >= 1
+        # Cancelled, not abandoned: the engine closes the uploads it was making.
+        for _ in range(60):
+            if proxy.holding == 0:
+                break
+            time.sleep(0.5)
+        assert proxy.holding == 0
+    finally:
+        proxy.close()
+    image = json.loads(result.stdout)["images"][0]
+    assert image["status"] == "failed"
+    (failed,) = [t for t in image["tags"] if t["status"] == "failed"]
+    assert failed["error"].startswith("permanent: deadline: the push of"), failed
+    assert "was cancelled (" in failed["error"] and "no layer had started" not in failed["error"]
+    assert "Traceback" not in result.stderr
 
 
 def test_a_registry_that_is_down_fails_with_a_clear_error_and_nothing_pushed(
