@@ -63,23 +63,42 @@ install_from_trixie() {
 
 install_buildx() { install_from_trixie docker-buildx; }
 
-# The engine users run today: Docker 26 from trixie, if it comes alone. `apt-get -s` shows
-# what it would install; anything beyond docker.io and docker-cli (a newer libc, systemd)
-# would upgrade the machine under the user, so then bookworm's 20.10 is taken instead.
+# The engine users run today: Docker 26. Debian 13 (trixie) has it as its own docker.io. On
+# Debian 12 it would come from trixie, which the source above pins low; `apt-get -s` shows what
+# it would install, and anything beyond docker.io and docker-cli (today: trixie's libc6, dpkg,
+# containerd, runc, iptables and about 40 more) would half-upgrade the machine under the user.
+# Then bookworm's own docker.io (20.10, end of life) is taken, and said so: the test suite runs
+# the engines it needs beyond the host's (Docker 26, both stores) in boxes of their own.
 ENGINE_PACKAGES="docker.io docker-cli"
+major_of() { echo "$1" | sed -E 's/^[0-9]+://; s/^([0-9]+).*/\1/'; }
 install_engine() {
+    [ -n "${_APT_UPDATED:-}" ] || { apt-get update -qq && _APT_UPDATED=1; }
+    local own
+    own=$(apt-cache policy docker.io 2>/dev/null | awk '/Candidate:/ {print $2; exit}')
+    if [ -n "$own" ] && [ "$own" != "(none)" ] && [ "$(major_of "$own")" -ge 26 ]; then
+        say "installing Docker $(major_of "$own") (this release's docker.io $own)"
+        apt_install docker.io
+        apt_install iptables ca-certificates
+        return 0
+    fi
     local extra="no trixie source"
     if add_trixie_source; then
         [ -n "${_APT_UPDATED:-}" ] || { apt-get update -qq && _APT_UPDATED=1; }
         extra=$(apt-get -s install -t trixie --no-install-recommends $ENGINE_PACKAGES 2>/dev/null |
-            awk '$1 == "Inst" {print $2}' | grep -v -x -e docker.io -e docker-cli || true)
+            awk '$1 == "Inst" {print $2}' | grep -v -x -e docker.io -e docker-cli | xargs || true)
     fi
     if [ -z "$extra" ] && apt-cache policy docker-cli 2>/dev/null | grep -q trixie; then
         say "installing Docker 26 (trixie's docker.io and docker-cli)"
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
             -t trixie $ENGINE_PACKAGES >/dev/null
     else
-        say "trixie's engine would also bring: ${extra:-?}; installing bookworm's docker.io"
+        local why="trixie's Docker 26 would upgrade $(echo "$extra" | wc -w) more packages of this"
+        why="$why machine (${extra%% *} ...)"
+        if command -v dockerd >/dev/null 2>&1; then
+            say "keeping $(dockerd --version | cut -d, -f1): $why"
+            return 0
+        fi
+        say "installing this release's docker.io ${own:-?} (end of life): $why"
         apt_install docker.io
     fi
     apt_install iptables ca-certificates

@@ -71,6 +71,7 @@ class OtherEngine:
     process: subprocess.Popen[bytes]
     cleanups: list[list[str]] = field(default_factory=list)
     cgroup: str = ""  # a boxed engine's cgroup parent, removed when it stops
+    argv: list[str] = field(default_factory=list)  # how a boxed engine is started (again)
 
     def env(self, *, local: bool = False) -> dict[str, str]:
         """The environment of a CLI call against this engine."""
@@ -159,9 +160,12 @@ def _wait_until_it_answers(engine: OtherEngine) -> None:
     raise RuntimeError(f"{engine.name} did not answer:\n{engine.log_tail()}")
 
 
-def box_image(tag: str = BOX_DOCKER, include: tuple[str, ...] = BOX_DOCKER_INCLUDE) -> str:
-    """The box image `tag`, made once per machine with `imagekit base bootstrap` and kept on the
-    default engine; made again when its include list differs. Sessions running side by side
+def box_image(
+    tag: str = BOX_DOCKER, include: tuple[str, ...] = BOX_DOCKER_INCLUDE, suite: str = "trixie"
+) -> str:
+    """The box image `tag` (Debian `suite` with the packages `include` names), made once per
+    machine with `imagekit base bootstrap` and kept on the default engine; made again when its
+    include list differs. Sessions running side by side
     wait for each other (a lock file), so it is made once."""
     import fcntl
 
@@ -178,7 +182,7 @@ def box_image(tag: str = BOX_DOCKER, include: tuple[str, ...] = BOX_DOCKER_INCLU
         env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
         done = subprocess.run(
             [
-                sys.executable, "-m", "imagekit", "base", "bootstrap", "--suite", "trixie",
+                sys.executable, "-m", "imagekit", "base", "bootstrap", "--suite", suite,
                 "--variant", "apt", "--include", wanted, "--tag", tag,
             ],
             capture_output=True, text=True, env=env, timeout=900, check=False,
@@ -272,9 +276,36 @@ def start_dockerd(
         process,
         cleanups,
         cgroup=name,
+        argv=argv,
     )
     _wait_until_it_answers(engine)
     return engine
+
+
+def kill(engine: OtherEngine) -> None:
+    """Kill a boxed engine as a crash or an OOM kill would: SIGKILL, no clean-up of its own.
+    Its containers die with it (they live in the box's process namespace); what it had made
+    stays in its folder, as on a machine whose engine is restarted."""
+    host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+    subprocess.run(
+        ["docker", "kill", "--signal", "KILL", engine.cgroup],
+        capture_output=True, env=host_env, check=False,
+    )  # fmt: skip
+    engine.process.wait(timeout=STOP_TIMEOUT_S)
+    subprocess.run(
+        ["docker", "rm", "--force", engine.cgroup], capture_output=True, env=host_env, check=False
+    )
+
+
+def restart(engine: OtherEngine) -> None:
+    """Start a killed boxed engine again on its folder, socket and port."""
+    (engine.root / "dockerd.pid").unlink(missing_ok=True)  # another process's pid by now
+    host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+    with (engine.root / "engine.log").open("ab") as log:
+        engine.process = subprocess.Popen(
+            engine.argv, stdout=log, stderr=log, start_new_session=True, env=host_env
+        )
+    _wait_until_it_answers(engine)
 
 
 def start_podman(root: Path, insecure_registries: tuple[str, ...] = ()) -> OtherEngine:
