@@ -5,6 +5,8 @@ engines the default one is not (the rest of the suite runs against the default e
 - `docker-classic`: Docker 26 with the classic image store, boxed (tests/integration/engines.py:
   it does not depend on the host's Docker), reached over tcp://127.0.0.1:PORT as a remote engine
   (a shared build box, a GPU node) is;
+- `docker-containerd`: the same Docker 26 with the containerd image store (image ids are manifest
+  digests), boxed, over tcp too;
 - `podman`: Podman 4.3 through its Docker API (`podman system service`).
 
 On each: `base bootstrap`, `build` (the SDK builder; buildx where the engine has BuildKit),
@@ -35,6 +37,7 @@ from tests.integration.engines import (
     NetworkState,
     OtherEngine,
     start_docker_classic,
+    start_docker_containerd,
     start_podman,
     stop,
 )
@@ -47,9 +50,11 @@ SLIM = "2.13.0-cpu-py3.11-slim"
 FULL = "2.13.0-cpu-py3.11-full"
 BRIDGE = "ikt-br0"
 SUBNET = "10.213.7.1/24"
+STORE_BRIDGE, STORE_SUBNET = "ikt-br4", "10.213.11.1/24"
 PUSH_OPTIONS: dict = {}
 MARKERS = {
     "docker-classic": (BRIDGE, "10.213.7."),
+    "docker-containerd": (STORE_BRIDGE, "10.213.11."),
     "podman": ("cni-podman", "CNI-", "10.88.", "podman", "NETAVARK"),
 }
 
@@ -79,7 +84,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield host
 
 
-@pytest.fixture(scope="session", params=["docker-classic", "podman"])
+@pytest.fixture(scope="session", params=["docker-classic", "docker-containerd", "podman"])
 def contract(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
@@ -92,6 +97,8 @@ def contract(
     before = NetworkState.read()
     if name == "docker-classic":
         engine = start_docker_classic(root, BRIDGE, SUBNET)
+    elif name == "docker-containerd":
+        engine = start_docker_containerd(root, STORE_BRIDGE, STORE_SUBNET)
     else:
         # Docker treats a loopback registry as plain http by default; Podman must be told.
         engine = start_podman(root, insecure_registries=(registry,))
@@ -190,8 +197,12 @@ def test_verify_runs_the_probes_and_the_structure_checks(
     assert record["structure"] and all(c["ok"] for c in record["structure"])
     run = contract.results / verified["slim"]["run_id"]
     engine = json.loads((run / "run.json").read_text())["engine"]
-    expected = "podman" if contract.engine.name == "podman" else "classic"
-    assert engine["image_store"] == expected and engine["image_id_kind"] == "config"
+    store, kind = {
+        "podman": ("podman", "config"),
+        "docker-classic": ("classic", "config"),
+        "docker-containerd": ("containerd", "manifest"),
+    }[contract.engine.name]
+    assert engine["image_store"] == store and engine["image_id_kind"] == kind
     assert engine["endpoint"] == contract.engine.docker_host
     full = verified["full"]
     assert "Traceback" not in full.stderr, full.stderr[-2000:]
@@ -250,7 +261,7 @@ def test_run_with_user_serves_jupyter_as_that_user_and_a_stop_removes_it(
         sys.executable, "-m", "imagekit", "run", contract.reference(FULL), "--jupyter",
         "--workspace", str(workspace), "--port", f"{port}:8888", "--user", "4321:4321",
     ]  # fmt: skip
-    if contract.engine.name == "docker-classic":
+    if contract.engine.name.startswith("docker-"):
         # Over tcp the engine is another machine: its bind mounts are not this folder.
         remote = subprocess.run(
             argv, cwd=ROOT, capture_output=True, text=True, timeout=60,
@@ -314,9 +325,14 @@ def test_doctor_names_the_engine_and_gc_finds_nothing_left(contract: Contract) -
     assert doctor.code == 0, doctor.stderr[-2000:]
     expected = "engine: Podman 4.3.1" if contract.engine.name == "podman" else "engine: Docker 26."
     assert expected in doctor.stdout
-    store = "containers/storage" if contract.engine.name == "podman" else "classic image store"
-    assert store in doctor.stdout and "image ids on this engine are config digests" in doctor.stdout
-    if contract.engine.name == "docker-classic":
+    store, kind = {
+        "podman": ("containers/storage", "config"),
+        "docker-classic": ("classic image store", "config"),
+        "docker-containerd": ("containerd image store", "manifest"),
+    }[contract.engine.name]
+    assert store in doctor.stdout
+    assert f"image ids on this engine are {kind} digests" in doctor.stdout
+    if contract.engine.name.startswith("docker-"):
         assert "not the engine's" in doctor.stdout  # reached over tcp: a remote engine
     gc = contract.cli("gc", "--dry-run")
     assert gc.code == 0, gc.stderr[-2000:]
