@@ -325,7 +325,6 @@ class FakeRegistry:
         return document.digest
 
 
-@dataclass
 class FakePushResponse:
     """The engine's answer to one push request: its stream of JSON lines."""
 
@@ -360,6 +359,7 @@ class FakePushClient:
         return FakePushResponse(items)
 
 
+@dataclass
 class FakeSbom:
     """An SBOM that lists the packages of the inventory it was given (Python, then OS), and
     keeps each inventory."""
