@@ -6,8 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests.exceptions
+import typer
+import urllib3.exceptions
 
-from imagekit.adapters.engine import connect
+from imagekit.adapters.containers import ran_over
+from imagekit.adapters.engine import connect, engine_errors
+from imagekit.cli.common import guard
 from imagekit.core.ports import LocalImage
 from imagekit.errors import EngineUnavailableError, ExitCode
 
@@ -161,3 +166,52 @@ def test_an_api_error_is_one_line_with_exit_3_and_a_hint_for_what_engines_lack(
         "the engine at unix:///run/podman/podman.sock refused while creating a probe container"
     )
     assert hint in error.hint
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [
+        requests.exceptions.ChunkedEncodingError("Response ended prematurely"),
+        urllib3.exceptions.ProtocolError("Connection broken: IncompleteRead(0 bytes read)"),
+    ],
+)
+def test_an_engine_that_stops_in_the_middle_of_an_answer_is_engine_trouble(
+    raised: Exception,
+) -> None:
+    with pytest.raises(EngineUnavailableError) as caught, engine_errors("building x"):
+        raise raised
+    assert caught.value.exit_code == ExitCode.ENGINE_UNAVAILABLE
+    assert "stopped in the middle of building x" in caught.value.message
+    assert "removed by the next imagekit run" in caught.value.hint
+
+
+def test_an_engine_error_that_escaped_the_adapters_exits_3_not_as_bad_input() -> None:
+    # requests' errors are OSErrors: they once came out as "cannot use: ..." with exit 2.
+    with pytest.raises(typer.Exit) as caught, guard():
+        raise requests.exceptions.ChunkedEncodingError("Response ended prematurely")
+    assert caught.value.exit_code == ExitCode.ENGINE_UNAVAILABLE
+
+
+def test_a_results_folder_problem_is_still_bad_input() -> None:
+    with pytest.raises(typer.Exit) as caught, guard():
+        raise PermissionError(13, "Permission denied", "/results")
+    assert caught.value.exit_code == ExitCode.BAD_INPUT
+
+
+@pytest.mark.parametrize(
+    "exc,expected",
+    [
+        (requests.exceptions.ReadTimeout("read timed out"), True),
+        (
+            requests.exceptions.ConnectionError(
+                urllib3.exceptions.ReadTimeoutError(None, "/wait", "Read timed out.")  # type: ignore[arg-type]
+            ),
+            True,
+        ),
+        (requests.exceptions.ConnectionError("Connection aborted: FileNotFoundError"), False),
+    ],
+)
+def test_a_failed_wait_is_running_over_only_when_the_client_timed_out(
+    exc: Exception, expected: bool
+) -> None:
+    assert ran_over(exc) is expected

@@ -15,6 +15,7 @@ import docker.errors
 import pytest
 
 from imagekit.adapters import workstation
+from imagekit.adapters.orphans import owner
 from imagekit.adapters.workstation import RunRequest, ServiceFailedError
 from imagekit.cli.signals import Stopped
 from imagekit.core import labels as L
@@ -142,7 +143,12 @@ def test_the_container_is_named_labelled_and_removed_when_the_block_ends(
 ) -> None:
     client = FakeClient()
     with workstation.started(client, request_) as container:  # type: ignore[arg-type]
-        assert container.labels == {L.RUN_ID: request_.run_id, L.SERVICE: "jupyter"}
+        # The owner lets the next run remove it should this process die with the engine.
+        assert container.labels == {
+            L.RUN_ID: request_.run_id,
+            L.SERVICE: "jupyter",
+            L.OWNER: owner(),
+        }
         assert container.status == "running"
     assert request_.container_name == f"imagekit-{request_.run_id}"
     assert client.last is not None and client.last.calls == ["start", "stop", "remove"]

@@ -22,15 +22,20 @@ import docker
 import docker.errors
 import docker.types
 import requests.exceptions
+import urllib3.exceptions
 from docker.models.containers import Container
 
 from imagekit.adapters.engine import (
+    ENGINE_WENT_AWAY,
     container_limits,
+    endpoint,
     engine_errors,
     engine_info,
+    engine_went_away,
     gpu_device_requests,
     without_entrypoint,
 )
+from imagekit.adapters.orphans import owner
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo, NodesRequest, NodesRun, ProbeRequest, ProbeRun
 from imagekit.core.probes import RDZV_PORT, NodeOutput, nodes_command, runner_command
@@ -172,7 +177,7 @@ class ContainerProbeRunner:
                     argv,
                     entrypoint=entrypoint,
                     user=image_user(self.client, request.image),
-                    labels=dict(request.labels),
+                    labels={**request.labels, L.OWNER: owner()},
                     environment=dict(request.environment),
                     shm_size=request.shm_bytes,
                     # An init as PID 1: it reaps the DDP ranks, and a probe process that is
@@ -202,7 +207,11 @@ class ContainerProbeRunner:
             # Not under engine_errors: a read timeout here means "ran over", not "no engine".
             status = container.wait(timeout=timeout_s)
             return int(status.get("StatusCode", -1)), False
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+        except ENGINE_WENT_AWAY as exc:
+            raise engine_went_away(endpoint(), "waiting for a probe container", exc) from None
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as exc:
+            if not ran_over(exc):
+                raise engine_went_away(endpoint(), "waiting for a probe container", exc) from None
             with engine_errors("stopping a probe container that ran over"):
                 # It may have ended on its own in the meantime: then there is nothing to kill
                 # (the engine answers 409), and it still ran over its time.
@@ -210,6 +219,16 @@ class ContainerProbeRunner:
                     container.kill()
                 container.wait(timeout=KILL_GRACE_S)
             return None, True
+
+
+def ran_over(exc: BaseException) -> bool:
+    """Whether a failed wait is the client's read timeout (the container ran over), rather
+    than the engine going away: over a unix socket docker-py reports a read timeout as a
+    ConnectionError wrapping urllib3's ReadTimeoutError."""
+    if isinstance(exc, requests.exceptions.ReadTimeout):
+        return True
+    reason = exc.args[0] if exc.args else None
+    return isinstance(reason, urllib3.exceptions.ReadTimeoutError) or "timed out" in str(exc)
 
 
 class NodesInContainers:
@@ -291,7 +310,7 @@ class NodesInContainers:
                     name=name,
                     hostname=name,  # torchrun keeps the store where the endpoint names itself
                     user=user,
-                    labels={**request.labels, L.NODE: str(node)},
+                    labels={**request.labels, L.NODE: str(node), L.OWNER: owner()},
                     environment={**request.environment, "IMAGEKIT_PROBE_NONCE": nonce},
                     shm_size=request.shm_bytes,
                     init=True,

@@ -21,6 +21,7 @@ import docker.context
 import docker.errors
 import docker.types
 import requests.exceptions
+import urllib3.exceptions
 import yaml
 from docker.models.containers import Container
 
@@ -38,6 +39,23 @@ START_HINT = (
 )
 
 
+# An answer the engine had begun and never finished: it stopped (killed, restarted) under a
+# request. requests raises the first for a streamed body, urllib3 the second for a whole one.
+ENGINE_WENT_AWAY: tuple[type[BaseException], ...] = (
+    requests.exceptions.ChunkedEncodingError,
+    urllib3.exceptions.ProtocolError,
+)
+
+
+def engine_went_away(where: str, action: str, exc: BaseException) -> EngineUnavailableError:
+    """The error for an engine that stopped answering in the middle of `action`."""
+    return EngineUnavailableError(
+        f"the Docker engine at {where} stopped in the middle of {action}: {_short(exc)}",
+        "see why in the engine's log and start it again; the containers this run had on it are "
+        "removed by the next imagekit run on this machine (or `imagekit gc`)",
+    )
+
+
 @contextmanager
 def engine_errors(action: str) -> Iterator[None]:
     """Translate engine trouble while doing `action` into one line with a hint (exit 3):
@@ -50,6 +68,8 @@ def engine_errors(action: str) -> Iterator[None]:
             f"the Docker engine at {where} did not answer in time while {action}: {_short(exc)}",
             "check that it is not stuck (`docker info`); restart it if it is",
         ) from None
+    except ENGINE_WENT_AWAY as exc:
+        raise engine_went_away(where, action, exc) from None
     except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as exc:
         raise EngineUnavailableError(
             f"no Docker engine answers at {where} while {action}: {_short(exc)}", START_HINT

@@ -23,6 +23,7 @@ from imagekit.adapters.engine import (
     output_of,
     started_container,
 )
+from imagekit.adapters.orphans import owner
 from imagekit.core import labels as L
 from imagekit.core.labels import ImageLabels
 from imagekit.core.records import Check
@@ -67,7 +68,7 @@ class DockerInspector:
                 image_id,
                 ["sleep", "600"],
                 network_mode="none",
-                labels=dict(labels_run),
+                labels={**labels_run, L.OWNER: owner()},
                 environment=dict(emulation.environment),
                 **self.limits,
             )
@@ -109,7 +110,7 @@ class DockerInspector:
                 ["id", "-u"],
                 through_entrypoint=True,
                 network_mode="none",
-                labels=dict(labels_run),
+                labels={**labels_run, L.OWNER: owner()},
                 **self.limits,
             )
         seen = out.decode("utf-8", "replace").strip()

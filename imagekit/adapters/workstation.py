@@ -29,6 +29,7 @@ import docker.types
 from docker.models.containers import Container
 
 from imagekit.adapters.engine import container_limits, engine_errors, gpu_device_requests
+from imagekit.adapters.orphans import owner
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo
 from imagekit.core.runtime import DEFAULT_SHM_BYTES
@@ -243,7 +244,7 @@ def _create(client: docker.DockerClient, request: RunRequest) -> Container:
                 ports={f"{port}/tcp": ("127.0.0.1", host_port)},
                 shm_size=DEFAULT_SHM_BYTES,
                 device_requests=device_requests,
-                labels={L.RUN_ID: request.run_id, L.SERVICE: request.service},
+                labels={L.RUN_ID: request.run_id, L.SERVICE: request.service, L.OWNER: owner()},
                 **container_limits(request.engine),
             )
         except docker.errors.ImageNotFound:

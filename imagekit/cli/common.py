@@ -108,7 +108,18 @@ def guard() -> Iterator[None]:
         with contextlib.suppress(OSError):
             say(f"interrupted ({exc}); cleaned up" if str(exc) else "interrupted")
         raise typer.Exit(interrupted_code(exc)) from None
-    except OSError as exc:
+    except Exception as exc:
+        # requests' errors are OSErrors too: what an engine library raised is engine trouble
+        # that escaped the adapters' translation (exit 3), whatever its base class.
+        if type(exc).__module__.split(".")[0] in ENGINE_LIBRARIES:
+            if STATE.debug:
+                traceback.print_exc()
+            first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            say(f"error: the Docker engine failed: {first}")
+            say("    hint: check the engine (`docker info`) and run the command again")
+            raise typer.Exit(int(ExitCode.ENGINE_UNAVAILABLE)) from None
+        if not isinstance(exc, OSError):
+            raise  # a bug: its traceback is the report
         # A results folder that is a file, read-only or full, and the like: the file and the
         # reason, never a traceback.
         if STATE.debug:
@@ -117,16 +128,6 @@ def guard() -> Iterator[None]:
         say(f"error: cannot use{where}: {exc.strerror or exc}")
         say("    hint: check that the folder exists, is writable and has free space")
         raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
-    except Exception as exc:
-        if type(exc).__module__.split(".")[0] not in ENGINE_LIBRARIES:
-            raise  # a bug: its traceback is the report
-        # Engine trouble that escaped the adapters' translation is still engine trouble.
-        if STATE.debug:
-            traceback.print_exc()
-        first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-        say(f"error: the Docker engine failed: {first}")
-        say("    hint: check the engine (`docker info`) and run the command again")
-        raise typer.Exit(int(ExitCode.ENGINE_UNAVAILABLE)) from None
 
 
 def _version(value: bool) -> None:
@@ -172,12 +173,27 @@ def dispatch(make: Callable[[], object]) -> None:
         HANDLERS[type(request)](request)
 
 
+def remove_orphans(client: Any) -> None:
+    """Remove the containers of runs on this machine that ended without removing them (a run
+    killed with -9, an engine that died under a probe or a build step), saying so."""
+    from imagekit.adapters.orphans import remove_orphans as remove
+
+    removed = remove(client)
+    if removed:
+        names = ", ".join(o.name or o.id[:12] for o in removed[:3])
+        say(
+            f"removed {len(removed)} containers that ended runs left behind ({names}"
+            f"{', ...' if len(removed) > 3 else ''}: {removed[0].why})"
+        )
+
+
 def note_leftovers(client: Any) -> None:
-    """Say so when containers of earlier runs are still on the engine (a run killed with -9,
-    an engine restarted under a running probe): they are `imagekit gc`'s to remove, not this
-    run's, since another run may still be using them."""
+    """`remove_orphans`, then say so when containers of other runs are still on the engine:
+    those are `imagekit gc`'s to remove, not this run's, since another run may still be
+    using them."""
     from imagekit.adapters.engine import leftovers
 
+    remove_orphans(client)
     left = [x for x in leftovers(client) if x.kind == "container"]
     if left:
         say(

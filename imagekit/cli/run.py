@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from imagekit.cli.common import GpusOption, app, dispatch, handles, say
+from imagekit.cli.common import GpusOption, app, dispatch, handles, remove_orphans, say
 from imagekit.cli.requests import RunCommand
 from imagekit.core.runtime import GpuChoice
 from imagekit.errors import InputError
@@ -68,6 +68,7 @@ def run(request: RunCommand) -> None:
     from imagekit.errors import GpuUnavailableError
 
     client = connect()
+    remove_orphans(client)
     info = engine_info(client)
     if info.remote:
         raise InputError(

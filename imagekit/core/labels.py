@@ -43,6 +43,7 @@ RUN_ID = PREFIX + "run-id"  # a container of one imagekit run
 IMAGE = PREFIX + "image"  # the record name a probe container works for
 SERVICE = PREFIX + "service"  # the service an `imagekit run` container serves
 NODE = PREFIX + "node"  # which node of a multi-node probe a container is
+OWNER = PREFIX + "owner"  # the imagekit process that made a container: host/pid/start ticks
 
 # A base image made by `imagekit base bootstrap`.
 BASE_SUITE = PREFIX + "base.suite"
