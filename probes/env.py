@@ -47,6 +47,39 @@ def _driver() -> str | None:
         return None
 
 
+# Where a GPU's driver libraries are put into a container: the NVIDIA toolkit and CDI specs
+# mount them into the distribution's library folder (Debian/Ubuntu, RHEL) or its own.
+DRIVER_LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64")
+DRIVER_LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1")
+
+
+def gpu_plumbing() -> dict[str, Any]:
+    """What the engine handed this container for its GPUs, whatever torch makes of it: the
+    device nodes, the driver libraries mounted in, the NVIDIA_* environment. An engine that
+    drops a device request leaves all three empty; a GPU that torch cannot use leaves them
+    set."""
+    try:
+        nodes = sorted(f"/dev/{n}" for n in os.listdir("/dev") if n.startswith("nvidia"))
+    except OSError:
+        nodes = []
+    libraries = sorted(
+        f"{folder}/{name}"
+        for folder in DRIVER_LIBRARY_DIRS
+        for name in DRIVER_LIBRARIES
+        if os.path.exists(f"{folder}/{name}")
+    )
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith("NVIDIA_") or k == "CUDA_VISIBLE_DEVICES"
+    }
+    return {
+        "gpu_device_nodes": nodes,
+        "driver_libraries": libraries,
+        "gpu_environment": dict(sorted(environment.items())),
+    }
+
+
 def _version_key(text: str) -> tuple[int, ...]:
     """ "2.28" -> (2, 28); the numbers in a version, for comparing."""
     return tuple(int(part) for part in re.findall(r"\d+", text))
@@ -68,6 +101,7 @@ def read_facts(torch: Any) -> dict[str, Any]:
         "arch_list": torch._C._cuda_getArchFlags().split() if torch.version.cuda else [],
         "cudnn_compiled": cudnn_compiled_version(torch),
         **library_versions(torch),  # "cudnn" and "nccl": what the loaded libraries report
+        **gpu_plumbing(),
     }
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability(0)
@@ -83,7 +117,13 @@ def read_facts(torch: Any) -> dict[str, Any]:
 def check_torch_works(rec: Recorder, torch: Any, device: str) -> None:
     """torch imports and computes on the device."""
     rec.check("torch imports and reports a version", bool(torch.__version__), torch.__version__)
-    made = torch.ones(2, device=device).sum().item()
+    try:
+        made = torch.ones(2, device=device).sum().item()
+    except (RuntimeError, AssertionError) as exc:
+        # A failed check, not a probe error: the facts read so far (what the engine handed
+        # over for the GPU, among them) stay in the report.
+        rec.check(f"a tensor computes on {device}", False, f"{type(exc).__name__}: {exc}")
+        return
     rec.equal(f"a tensor computes on {device}", made, 2.0)
 
 

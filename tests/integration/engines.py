@@ -156,8 +156,9 @@ def _wait_until_it_answers(engine: OtherEngine) -> None:
             client.close()
             return
         time.sleep(0.5)
+    tail = engine.log_tail()  # before stop() removes its folder
     stop(engine)
-    raise RuntimeError(f"{engine.name} did not answer:\n{engine.log_tail()}")
+    raise RuntimeError(f"{engine.name} did not answer:\n{tail}")
 
 
 def box_image(
@@ -192,9 +193,12 @@ def box_image(
     return tag
 
 
-def start_docker_classic(root: Path, bridge: str, subnet_cidr: str) -> OtherEngine:
-    """Docker 26 with the classic store, boxed, on its own bridge, socket and tcp port."""
-    return start_dockerd(root, bridge, subnet_cidr)
+def start_docker_classic(
+    root: Path, bridge: str, subnet_cidr: str, *, fake_gpu: bool = False
+) -> OtherEngine:
+    """Docker 26 with the classic store, boxed, on its own bridge, socket and tcp port;
+    `fake_gpu`: with CDI on and the fake GPU of `write_fake_gpu_spec`."""
+    return start_dockerd(root, bridge, subnet_cidr, fake_gpu=fake_gpu)
 
 
 def start_docker_containerd(
@@ -210,8 +214,49 @@ def start_docker_fresh(root: Path, bridge: str, subnet_cidr: str) -> OtherEngine
     return start_docker_containerd(root, bridge, subnet_cidr, nat=False)
 
 
+# The fake GPU's marks: what a probe inside must see when the engine injected it.
+FAKE_GPU_NODE = "/dev/nvidia0"
+FAKE_GPU_LIBRARY = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+FAKE_GPU_ENV = ("NVIDIA_FAKE_GPU", "imagekit-tests")
+
+
+def write_fake_gpu_spec(folder: Path) -> None:
+    """A CDI spec of a GPU that is not there, in `folder`: `nvidia.com/gpu=0` and `=all`, each
+    a character device (/dev/null) at /dev/nvidia0, with a stub NVML library mounted where the
+    driver's would be and a variable set. An engine with CDI on injects it through the very
+    request it makes for a real GPU (`nvidia-ctk cdi generate` writes specs of this shape)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stub = folder / "libnvidia-ml.so.1"
+    stub.write_bytes(b"")  # a stub: no program may load it, the probes only look for it
+    node = {"path": FAKE_GPU_NODE, "hostPath": "/dev/null"}
+    spec = {
+        "cdiVersion": "0.6.0",
+        "kind": "nvidia.com/gpu",
+        "devices": [
+            {"name": name, "containerEdits": {"deviceNodes": [node]}} for name in ("0", "all")
+        ],
+        "containerEdits": {
+            "env": ["=".join(FAKE_GPU_ENV)],
+            "mounts": [
+                {
+                    "hostPath": str(stub),
+                    "containerPath": FAKE_GPU_LIBRARY,
+                    "options": ["ro", "nosuid", "nodev", "bind"],
+                }
+            ],
+        },
+    }
+    (folder / "fake-nvidia.json").write_text(json.dumps(spec, indent=2) + "\n")
+
+
 def start_dockerd(
-    root: Path, bridge: str, subnet_cidr: str, *, containerd_store: bool = False, nat: bool = True
+    root: Path,
+    bridge: str,
+    subnet_cidr: str,
+    *,
+    containerd_store: bool = False,
+    nat: bool = True,
+    fake_gpu: bool = False,
 ) -> OtherEngine:
     """Docker 26, boxed (see the module's docstring), on its own bridge, socket and tcp port;
     `nat`: its containers reach the outside through rules of its own. `root` must lie under
@@ -240,8 +285,15 @@ def start_dockerd(
         cleanups.append(["iptables", "-t", table, "-D", chain, *rule])
     config = root / "daemon.json"
     # The store is chosen here, whatever /etc/docker/daemon.json says.
-    store = {"features": {"containerd-snapshotter": True}} if containerd_store else {}
-    config.write_text(json.dumps(store) + "\n")
+    features = {"containerd-snapshotter": True} if containerd_store else {}
+    settings: dict[str, object] = {}
+    if fake_gpu:
+        # CDI on, its specs in a folder this machine sees too (imagekit reads the devices from
+        # the folders a local engine names).
+        features["cdi"] = True
+        settings["cdi-spec-dirs"] = [str(root / "cdi")]
+        write_fake_gpu_spec(root / "cdi")
+    config.write_text(json.dumps({"features": features, **settings} if features else {}) + "\n")
     sock = root / "docker.sock"
     port = free_port()
     name = root.name
@@ -299,7 +351,10 @@ def kill(engine: OtherEngine) -> None:
 
 def restart(engine: OtherEngine) -> None:
     """Start a killed boxed engine again on its folder, socket and port."""
-    (engine.root / "dockerd.pid").unlink(missing_ok=True)  # another process's pid by now
+    # Runtime state of the engine that died: its pid files name pids that, in the new box's
+    # process namespace, are other processes (dockerd would wait on "containerd still running").
+    (engine.root / "dockerd.pid").unlink(missing_ok=True)
+    shutil.rmtree(engine.root / "exec", ignore_errors=True)
     host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
     with (engine.root / "engine.log").open("ab") as log:
         engine.process = subprocess.Popen(

@@ -1,0 +1,211 @@
+"""Docker 26 in a box (tests/integration/engines.py), which the tests may do to what they may
+not do to the host's engine:
+
+- kill it under imagekit: the run ends with exit 3 and the engine's line, and once the engine is
+  back the next run removes what the dead one left;
+- give it a GPU that is not there: CDI on, with a spec of a fake device (a character device at
+  /dev/nvidia0, a stub driver library, a variable), so that `verify --gpus all` and `run --gpus
+  all` are shown to hand a GPU to their containers through the very request a real one takes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.children import default_stop_signals
+from tests.integration.conftest import ROOT, imagekit, matrix_text
+from tests.integration.engines import (
+    FAKE_GPU_ENV,
+    FAKE_GPU_LIBRARY,
+    FAKE_GPU_NODE,
+    OtherEngine,
+    copy_image,
+    kill,
+    restart,
+    start_docker_classic,
+    stop,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.contract]
+
+SLIM = "2.13.0-cpu-py3.11-slim"
+BRIDGE, SUBNET = "ikt-br3", "10.213.10.1/24"
+ENGINE_LINES = ("stopped in the middle of", "no Docker engine answers")
+
+
+@dataclass
+class Doomed:
+    engine: OtherEngine
+    matrix: Path
+    results: Path
+    wheelhouse: Path
+
+
+@pytest.fixture(scope="module")
+def doomed(
+    engine: docker.DockerClient,
+    demo_base: str,
+    wheelhouse: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Doomed]:
+    """A boxed Docker 26 with the fake GPU, holding the base, and the demo's slim (without
+    torch.compile) to build."""
+    other = start_docker_classic(
+        Path(f"/tmp/imagekit-it-doomed-{secrets.token_hex(3)}"), BRIDGE, SUBNET, fake_gpu=True
+    )
+    try:
+        copy_image(engine, other, demo_base)
+        folder = tmp_path_factory.mktemp("doomed")
+        matrix = folder / "matrix.yaml"
+        text = matrix_text(f"imagekit-it-{secrets.token_hex(4)}/pytorch", demo_base)
+        matrix.write_text(text.replace("  slim:\n", "  slim:\n    compile: false\n", 1))
+        yield Doomed(other, matrix, folder / "results", wheelhouse)
+    finally:
+        stop(other)
+
+
+def start(doomed: Doomed, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "imagekit", *args, "--matrix", str(doomed.matrix),
+         "--flavour", "slim", "--results", str(doomed.results)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "CI": "true", **doomed.engine.env()},
+        preexec_fn=default_stop_signals,
+    )  # fmt: skip
+
+
+def kill_when(doomed: Doomed, process: subprocess.Popen[str], label: str) -> str:
+    """Kill the engine once a running container carries `label`, start it again; the
+    command's stderr, once it ended."""
+    client = doomed.engine.client()
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and process.poll() is None:
+            if client.containers.list(filters={"label": label, "status": "running"}):
+                break
+            time.sleep(0.3)
+        else:
+            pytest.fail(f"no running container with {label} appeared: {process.communicate()}")
+    finally:
+        client.close()
+    time.sleep(1)
+    kill(doomed.engine)
+    _, stderr = process.communicate(timeout=300)
+    restart(doomed.engine)
+    assert process.returncode == 3, stderr[-3000:]
+    assert any(line in stderr for line in ENGINE_LINES), stderr[-3000:]
+    assert "Traceback" not in stderr and "cannot use" not in stderr
+    return stderr
+
+
+def containers(doomed: Doomed, label: str) -> list[str]:
+    client = doomed.engine.client()
+    try:
+        return [c.name for c in client.containers.list(all=True, filters={"label": label})]
+    finally:
+        client.close()
+
+
+def test_an_engine_that_dies_under_a_build_is_exit_3_and_the_next_build_tidies_up(
+    doomed: Doomed,
+) -> None:
+    build = ("build", "--builder", "sdk", "--wheelhouse", str(doomed.wheelhouse))
+    kill_when(doomed, start(doomed, *build), "io.imagekit.stage")
+    assert containers(doomed, "io.imagekit.stage")  # the engine kept the step's container
+    again = imagekit(
+        *build, "--matrix", str(doomed.matrix), "--flavour", "slim",
+        "--results", str(doomed.results), "--json", env=doomed.engine.env(),
+    )  # fmt: skip
+    assert again.code == 0, again.stderr[-3000:]
+    assert "containers that ended runs left behind" in again.stderr
+    assert containers(doomed, "io.imagekit.stage") == []
+
+
+def test_an_engine_that_dies_under_verify_is_exit_3_and_the_next_verify_tidies_up(
+    doomed: Doomed,
+) -> None:
+    built = imagekit(
+        "build", "--builder", "sdk", "--wheelhouse", str(doomed.wheelhouse),
+        "--matrix", str(doomed.matrix), "--flavour", "slim",
+        "--results", str(doomed.results), env=doomed.engine.env(),
+    )  # fmt: skip
+    assert built.code == 0, built.stderr[-3000:]
+    kill_when(doomed, start(doomed, "verify", "--gpus", "none"), "io.imagekit.run-id")
+    assert containers(doomed, "io.imagekit.run-id")  # the engine kept the probe container
+    again = imagekit(
+        "verify", "--matrix", str(doomed.matrix), "--flavour", "slim", "--gpus", "none",
+        "--probes", "env", "--results", str(doomed.results), "--json",
+        env=doomed.engine.env(),
+    )  # fmt: skip
+    assert again.code == 0, again.stderr[-3000:]
+    assert "containers that ended runs left behind" in again.stderr
+    assert json.loads(again.stdout)["images"][SLIM]["verify"]["status"] == "pass"
+    assert containers(doomed, "io.imagekit.run-id") == []
+
+
+def built_slim(doomed: Doomed) -> str:
+    """The slim image's reference, built once (up to date after the first time)."""
+    built = imagekit(
+        "build", "--builder", "sdk", "--wheelhouse", str(doomed.wheelhouse),
+        "--matrix", str(doomed.matrix), "--flavour", "slim",
+        "--results", str(doomed.results), "--json", env=doomed.engine.env(),
+    )  # fmt: skip
+    assert built.code == 0, built.stderr[-3000:]
+    (record,) = json.loads(built.stdout)["results"]
+    return str(record["reference"])
+
+
+def env_facts(doomed: Doomed, gpus: str) -> tuple[int, dict, dict]:
+    """verify's exit code with the env probe alone, that probe's facts, and run.json's engine."""
+    done = imagekit(
+        "verify", "--matrix", str(doomed.matrix), "--flavour", "slim", "--gpus", gpus,
+        "--probes", "env", "--results", str(doomed.results), "--json",
+        env=doomed.engine.env(local=True),  # a local engine: its CDI folders are ours to read
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    data = json.loads(done.stdout)
+    (env,) = [p for p in data["images"][SLIM]["verify"]["probes"] if p["probe"] == "env"]
+    run = json.loads((doomed.results / data["run_id"] / "run.json").read_text())
+    return done.code, env["facts"], run["engine"]
+
+
+def test_verify_with_gpus_all_hands_the_cdi_gpu_to_the_probe_container(doomed: Doomed) -> None:
+    built_slim(doomed)
+    code, facts, engine = env_facts(doomed, "all")
+    assert engine["gpu_mechanism"] == "cdi"
+    assert facts["gpu_device_nodes"] == [FAKE_GPU_NODE]
+    assert facts["driver_libraries"] == [FAKE_GPU_LIBRARY]
+    name, value = FAKE_GPU_ENV
+    assert facts["gpu_environment"][name] == value
+    # The CPU build of torch cannot use it (no GPU is really there): a probe failure, exit 5.
+    assert code == 5 and facts["cuda_available"] is False
+    # Without --gpus nothing is handed over: the device came from the request.
+    code, facts, _ = env_facts(doomed, "none")
+    assert code == 0 and facts["gpu_device_nodes"] == [] and facts["driver_libraries"] == []
+
+
+def test_run_with_gpus_all_hands_the_cdi_gpu_to_its_command(doomed: Doomed, tmp_path: Path) -> None:
+    image = built_slim(doomed)
+    name, value = FAKE_GPU_ENV
+    script = f"test -c {FAKE_GPU_NODE} && test -e {FAKE_GPU_LIBRARY} && echo ${name}"
+    argv = [
+        sys.executable, "-m", "imagekit", "run", image, "--workspace", str(tmp_path),
+        "--gpus", "all", "--", "sh", "-c", script,
+    ]  # fmt: skip
+    done = subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        env={**os.environ, **doomed.engine.env(local=True)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == value
