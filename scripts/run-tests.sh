@@ -2,7 +2,8 @@
 # The whole test suite, as `make test` runs it, in two pytest sessions at the same time:
 # - in the foreground, the integration tests against the default engine;
 # - in the background, the tests against engines they start themselves (the engine contract on
-#   Docker's classic store and Podman; the registry-cache build on a fresh dockerd), then the
+#   boxed Docker 26, both stores, and Podman; the registry-cache builds; an engine killed under
+#   build and verify, a fake CDI GPU; the set-up in pristine Debian 12 and 13 boxes), then the
 #   unit tests.
 # Both spend much of their time waiting on engines, registries and services, so together they
 # take about as long as the integration tests alone. The background session's output is
@@ -25,19 +26,22 @@ export IMAGEKIT_TEST_SWEEP=0
 "$PYTHON" -m tests.integration.sweep before "$stages" || exit 1
 sweep() { "$PYTHON" -m tests.integration.sweep after "$stages"; rm -f "$stages"; }
 
-"$PYTEST" -p no:cacheprovider -m "contract or (not integration and not cuda and not arm64)" >"$log" 2>&1 &
+# --durations: the slowest tests of each session, so that the suite's cost stays visible.
+"$PYTEST" -p no:cacheprovider --durations=25 \
+    -m "contract or (not integration and not cuda and not arm64)" >"$log" 2>&1 &
 contract=$!
 stop_contract() { kill -INT "$contract" 2>/dev/null; wait "$contract" 2>/dev/null; }
 trap 'stop_contract; sweep; rm -f "$log" "$mainlog"; exit 130' INT TERM
 
-"$PYTEST" -m "integration and not contract and not cuda and not arm64" "$@" 2>&1 | tee "$mainlog"
+"$PYTEST" --durations=25 -m "integration and not contract and not cuda and not arm64" "$@" 2>&1 |
+    tee "$mainlog"
 main=${PIPESTATUS[0]}
 wait "$contract"
 engines=$?
 trap - INT TERM
 sweep
 
-echo "---- engine contract ($CONTRACT: Docker classic store over tcp, Podman), unit tests ----"
+echo "---- tests on engines of their own ($CONTRACT and others: boxed Docker 26, Podman), unit tests ----"
 cat "$log"
 # pytest's own summary section (-ra) of the foreground session, from its header to the end.
 echo "---- integration tests, again: ----"
