@@ -14,6 +14,7 @@ from imagekit.adapters.hostgpu import parse_query, proc_driver_version, read_hos
 from imagekit.cli import app
 from imagekit.core.compat import load_compat
 from imagekit.core.doctor import (
+    WARN,
     Finding,
     Gpu,
     HostGpus,
@@ -252,3 +253,12 @@ def test_doctor_exits_7_when_the_engine_cannot_hand_over_the_hosts_gpus(
     )
     assert result.exit_code == 0, result.output
     assert "GPUs: CDI nvidia.com/gpu=all" in result.stdout
+
+
+def test_a_rootless_engine_on_cgroup_v1_is_named_and_warned_about() -> None:
+    rootless = EngineInfo(name="podman", server_version="4.3.1", rootless=True, cgroup_version="1")
+    found = engine_findings(rootless, HostGpus(None))
+    assert found[0].text.startswith("engine: rootless Podman 4.3.1")
+    assert any(f.level == WARN and "applies no memory or process limits" in f.text for f in found)
+    rootful = EngineInfo(name="podman", server_version="4.3.1", cgroup_version="1")
+    assert not any("limits" in f.text for f in engine_findings(rootful, HostGpus(None)))

@@ -288,7 +288,22 @@ def engine_info(client: docker.DockerClient) -> EngineInfo:
         cdi_devices=cdi_devices(info, podman=podman, local=where.startswith("unix://")),
         endpoint=where,
         architecture=info.get("Architecture"),
+        rootless=rootless(client, info, podman=podman),
     )
+
+
+def rootless(client: docker.DockerClient, info: Mapping[str, Any], *, podman: bool) -> bool:
+    """Whether the engine runs as a user: Docker says so among its security options; Podman's
+    Docker API does not, its own API does (`host.security.rootless`)."""
+    if any("rootless" in str(option) for option in info.get("SecurityOptions") or []):
+        return True
+    if not podman:
+        return False
+    with contextlib.suppress(Exception):  # an older Podman without it: not known, not rootless
+        answer = client.api.get(f"{client.api.base_url}/v4.0.0/libpod/info", timeout=PING_TIMEOUT_S)
+        if answer.ok:
+            return bool(answer.json().get("host", {}).get("security", {}).get("rootless"))
+    return False
 
 
 def image_store(info: Mapping[str, Any]) -> str:

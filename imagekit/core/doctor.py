@@ -121,6 +121,14 @@ def engine_findings(engine: EngineInfo | None, host: HostGpus, why_none: str = "
             f"them with the registry's {engine.image_id_kind} digest",
         )
     )
+    if engine.rootless and engine.cgroup_version == "1":
+        found.append(
+            Finding(
+                WARN,
+                "a rootless engine on cgroup v1 applies no memory or process limits: a probe "
+                "that runs away takes the machine's; cgroup v2 with systemd gives them back",
+            )
+        )
     if engine.remote:
         found.append(
             Finding(

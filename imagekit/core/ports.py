@@ -85,6 +85,9 @@ class EngineInfo:
     # Where the engine is: unix:///var/run/docker.sock, tcp://host:2375, ssh://user@host.
     endpoint: str = ""
     architecture: str | None = None  # the engine host's: x86_64, aarch64
+    # Run by a user, not root (rootless Podman or Docker): on cgroup v1 such an engine applies
+    # no memory or process limits, and its containers' root is that user.
+    rootless: bool = False
 
     @property
     def gpu_mechanism(self) -> str:
@@ -147,6 +150,8 @@ class EngineInfo:
             "podman": f"containers/storage ({self.storage_driver or '?'})",
         }.get(self.image_store, self.image_store)
         engine = "Podman" if self.name == "podman" else "Docker"
+        if self.rootless:
+            engine = f"rootless {engine}"
         gpus = self.gpu_mechanism
         if gpus == "cdi":
             gpus = "CDI " + ", ".join(d for d in self.cdi_devices if d.startswith("nvidia.com/"))
@@ -164,6 +169,7 @@ class EngineInfo:
             "endpoint": self.endpoint,
             "os": self.os,
             "architecture": self.architecture,
+            "rootless": self.rootless,
             "image_store": self.image_store,
             "image_id_kind": self.image_id_kind,
             "storage_driver": self.storage_driver,
