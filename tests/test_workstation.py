@@ -362,3 +362,18 @@ def test_the_podman_engine_gives_service_containers_explicit_limits(tmp_path: Pa
     made.clear()
     workstation._create(client, replace(request, engine=EngineInfo()))  # type: ignore[arg-type]
     assert "ulimits" not in made
+
+
+def test_on_a_rootless_engine_the_users_own_folder_is_served_as_the_containers_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rootless engine maps its user to the container's root: the user's folder looks root's
+    # inside, and only root there writes it as the user outside.
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    monkeypatch.setattr(os, "getuid", lambda: folder.stat().st_uid)
+    why = workstation.why_root_serves("jupyter", folder, rootless=True)
+    assert why is not None and why.startswith("the engine is rootless")
+    assert not workstation.root_must_serve("ssh", folder, rootless=True)
+    monkeypatch.setattr(os, "getuid", lambda: folder.stat().st_uid + 1)  # someone else's
+    assert not workstation.root_must_serve("jupyter", folder, rootless=True)

@@ -97,13 +97,33 @@ def host_user() -> str | None:
     return None if uid == 0 else f"{uid}:{gid}"
 
 
-def root_must_serve(service: str, workspace: Path) -> bool:
-    """Whether a service can save into `workspace` only as root: imagekit runs as root and
-    the folder is root's. A full image's entrypoint otherwise becomes the folder's owner by
-    itself; sshd never runs as root (it refuses root logins anyway)."""
-    if service not in ("jupyter", "tensorboard") or os.getuid() != 0:
-        return False
-    return workspace.resolve().stat().st_uid == 0
+def root_must_serve(service: str, workspace: Path, *, rootless: bool = False) -> bool:
+    """Whether a service can save into `workspace` only as the container's root (see
+    `why_root_serves`)."""
+    return why_root_serves(service, workspace, rootless=rootless) is not None
+
+
+def why_root_serves(service: str, workspace: Path, *, rootless: bool = False) -> str | None:
+    """Why a service can save into `workspace` only as the container's root, or None when it
+    need not. Either imagekit runs as root and the folder is root's, or the engine is rootless
+    and the folder is the engine's user's, which the container sees as root's (a rootless
+    engine maps its user to the container's root). A full image's entrypoint otherwise becomes
+    the folder's owner by itself; sshd never runs as root (it refuses root logins anyway)."""
+    if service not in ("jupyter", "tensorboard"):
+        return None
+    owner = workspace.resolve().stat().st_uid
+    if rootless and owner == os.getuid():
+        return (
+            f"the engine is rootless: its containers' root is you, so {service} runs as root in "
+            f"the container (IMAGEKIT_ALLOW_ROOT=1) and what it saves in {workspace} is yours"
+        )
+    if not rootless and os.getuid() == 0 and owner == 0:
+        return (
+            f"you are root and {workspace} is root's: {service} runs as root in the container "
+            "(IMAGEKIT_ALLOW_ROOT=1), so what it saves is yours; use --workspace with a folder "
+            "of a non-root user to run as that user"
+        )
+    return None
 
 
 def default_public_key() -> Path | None:

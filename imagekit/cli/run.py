@@ -88,6 +88,11 @@ def run(request: RunCommand) -> None:
     keys = request.authorized_keys
     if keys is None and request.service == "ssh":
         keys = workstation.default_public_key()
+    as_root = None
+    if request.user is None:
+        as_root = workstation.why_root_serves(
+            request.service, request.workspace, rootless=info.rootless
+        )
     service = workstation.RunRequest(
         image=request.image,
         service=request.service,
@@ -97,17 +102,12 @@ def run(request: RunCommand) -> None:
         # Without --user the full image's entrypoint becomes the owner of the workspace, so
         # what the service saves belongs to whoever owns that folder.
         user=request.user,
-        allow_root=request.user is None
-        and workstation.root_must_serve(request.service, request.workspace),
+        allow_root=as_root is not None,
         authorized_keys=keys,
         engine=info,
     )
-    if service.allow_root:
-        say(
-            f"you are root and {request.workspace} is root's: {request.service} runs as root "
-            "in the container (IMAGEKIT_ALLOW_ROOT=1), so what it saves is yours; "
-            "use --workspace with a folder of a non-root user to run as that user"
-        )
+    if as_root is not None:
+        say(as_root)
     say(
         f"starting {request.image} ({request.service}) in container {service.container_name}; "
         "waiting for it to answer ..."
