@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What the engine-contract tests need besides the default engine (make test): Debian 12's
 # Podman 4.3 (its Docker API, started by the tests on a socket of their own) with catatonit,
-# the init it runs as PID 1 (Debian does not pull it in when tini is installed), and iproute2
-# for the second dockerd's bridge. The tests start and stop the extra engines themselves.
+# the init it runs as PID 1 (Debian does not pull it in when tini is installed), iproute2
+# for the boxed dockerd's bridge, and what rootless Podman needs for a non-root account:
+# newuidmap/newgidmap (uidmap) and slirp4netns for its network.
+# The tests start and stop the extra engines themselves.
 # Root on Debian/Ubuntu installs what is missing; anywhere else, say what to install.
 set -euo pipefail
 
@@ -12,6 +14,8 @@ missing=()
 command -v podman >/dev/null 2>&1 || missing+=(podman)
 [ -x /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null 2>&1 || missing+=(catatonit)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)
+command -v slirp4netns >/dev/null 2>&1 || missing+=(slirp4netns)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then

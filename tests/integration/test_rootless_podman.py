@@ -1,0 +1,261 @@
+"""Rootless Podman, as a non-root user of a GPU server runs it: a real host account (made by
+the test, with the subordinate ids Debian's useradd gives it), its own imagekit install and its
+own `podman system service` on a socket in its runtime folder. As that account, imagekit builds
+the demo's slim and full, verifies slim, and serves JupyterLab from full with `imagekit run`:
+the notebook saved through it belongs to the account.
+
+Rootless Podman needs uidmap (newuidmap) and slirp4netns (make test-engines installs them) and
+a /dev/net/tun the account may open: udev makes it 0666 on a Debian install; a machine without
+udev (these) has it 0600, so the test opens it up and puts it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import stat
+import subprocess
+import tarfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.integration.conftest import matrix_text
+from tests.integration.engines import free_port
+from tests.integration.test_fresh_setup import checkout_tar
+from tests.integration.test_run_ends import answers_with_token, wait_for_url
+
+pytestmark = [pytest.mark.integration, pytest.mark.contract]
+
+SLIM = "2.13.0-cpu-py3.11-slim"
+FULL = "2.13.0-cpu-py3.11-full"
+TUN = Path("/dev/net/tun")
+# The kernel's own overlay, which user namespaces may mount (Linux 5.13+): without it Podman
+# 4.3 falls back to vfs, a full copy of every layer.
+STORAGE_CONF = """[storage]
+driver = "overlay"
+"""
+
+
+@dataclass
+class Account:
+    """A host account with its own imagekit and its own rootless Podman service."""
+
+    name: str
+    uid: int
+    gid: int
+    home: Path
+    runtime: Path  # its XDG_RUNTIME_DIR
+    imagekit: Path  # its imagekit command
+
+    @property
+    def socket(self) -> Path:
+        return self.runtime / "podman.sock"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "HOME": str(self.home),
+            "USER": self.name,
+            "LOGNAME": self.name,
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "XDG_RUNTIME_DIR": str(self.runtime),
+            "DOCKER_HOST": f"unix://{self.socket}",
+            "CI": "true",
+            "LANG": "C.UTF-8",
+        }
+
+    def become(self) -> Callable[[], None]:
+        """A `preexec_fn` that makes the child this account (groups, gid, uid), with the
+        default disposition of the signals the tests send."""
+
+        def child() -> None:
+            os.setgroups([])
+            os.setgid(self.gid)
+            os.setuid(self.uid)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)
+
+        return child
+
+    def run(self, *argv: str, timeout_s: int = 1800) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            list(argv), cwd=self.home, env=self.env(), preexec_fn=self.become(),
+            capture_output=True, text=True, timeout=timeout_s, check=False,
+        )  # fmt: skip
+
+
+def free_uid(start: int = 1600) -> int:
+    uid = start
+    while True:
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+        uid += 1
+
+
+@contextlib.contextmanager
+def tun_open_to_all() -> Iterator[None]:
+    mode = stat.S_IMODE(TUN.stat().st_mode)
+    TUN.chmod(0o666)
+    try:
+        yield
+    finally:
+        TUN.chmod(mode)
+
+
+@pytest.fixture(scope="module")
+def account(
+    engine: docker.DockerClient, demo_base: str, wheelhouse: Path
+) -> Iterator[tuple[Account, Path, Path]]:
+    """The account, its Podman service (holding the demo's base), the matrix and wheelhouse it
+    builds from."""
+    for tool in ("newuidmap", "slirp4netns", "podman"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is missing: run `make test-engines`")
+    name = f"ikt{secrets.token_hex(3)}"
+    uid = free_uid()
+    subprocess.run(
+        ["useradd", "--create-home", "--uid", str(uid), "--shell", "/bin/bash", name], check=True
+    )
+    entry = pwd.getpwnam(name)
+    home = Path(entry.pw_dir)
+    shared = Path(f"/tmp/imagekit-it-{name}")  # what the account may read of ours
+    service: subprocess.Popen[bytes] | None = None
+    try:
+        subuids = Path("/etc/subuid").read_text()
+        if f"\n{name}:" not in f"\n{subuids}":
+            subprocess.run(["usermod", "--add-subuids", "200000-265535", name], check=True)
+            subprocess.run(["usermod", "--add-subgids", "200000-265535", name], check=True)
+        runtime = shared / "run"
+        runtime.mkdir(parents=True)
+        os.chown(runtime, uid, entry.pw_gid)
+        runtime.chmod(0o700)
+        shared.chmod(0o755)
+        # Its own imagekit, from what a clone of this checkout holds, with the system's Python.
+        with tarfile.open(fileobj=io.BytesIO(checkout_tar())) as tar:
+            tar.extractall(shared / "src", filter="data")
+        subprocess.run(["chmod", "-R", "a+rX", str(shared / "src")], check=True)
+        # The wheels, linked (same file system), where the account can reach them.
+        subprocess.run(["cp", "-al", str(wheelhouse), str(shared / "wheelhouse")], check=True)
+        subprocess.run(["chmod", "-R", "a+rX", str(shared / "wheelhouse")], check=True)
+        base_tar = shared / "base.tar"
+        with base_tar.open("wb") as handle:
+            for chunk in engine.api.get_image(demo_base):
+                handle.write(chunk)
+        base_tar.chmod(0o644)
+        me = Account(name, uid, entry.pw_gid, home, runtime, home / "venv" / "bin" / "imagekit")
+        config = home / ".config" / "containers"
+        made = me.run("mkdir", "-p", str(config))
+        assert made.returncode == 0, made.stderr
+        me.run("sh", "-c", f"cat > {config}/storage.conf <<'EOF'\n{STORAGE_CONF}EOF")
+        venv = me.run(
+            "sh", "-c",
+            f"python3 -m venv ~/venv && ~/venv/bin/pip install --quiet {shared}/src/imagekit",
+        )  # fmt: skip
+        assert venv.returncode == 0, venv.stderr[-3000:]
+        loaded = me.run("podman", "load", "--input", str(base_tar))
+        assert loaded.returncode == 0, loaded.stderr[-2000:]
+        service = subprocess.Popen(
+            ["podman", "system", "service", "--time=0", f"unix://{me.socket}"],
+            cwd=home, env=me.env(), preexec_fn=me.become(), start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not me.socket.exists() and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert me.socket.exists(), "the account's Podman service did not start"
+        matrix = shared / "matrix.yaml"
+        text = matrix_text(f"{name}/pytorch", demo_base)
+        matrix.write_text(text.replace("  slim:\n", "  slim:\n    compile: false\n", 1))
+        matrix.chmod(0o644)
+        with tun_open_to_all():
+            yield me, matrix, shared / "wheelhouse"
+    finally:
+        if service is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(service.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                service.wait(timeout=30)
+        # Everything the account runs (conmon, fuse-overlayfs, the service's children), then
+        # what it mounted, then the account and its home with its containers and images.
+        subprocess.run(["pkill", "-KILL", "-u", str(uid)], capture_output=True, check=False)
+        time.sleep(1)
+        for line in reversed(Path("/proc/mounts").read_text().splitlines()):
+            target = line.split()[1]
+            if target.startswith((str(home), str(shared))):
+                subprocess.run(["umount", "-l", target], capture_output=True, check=False)
+        subprocess.run(["userdel", "--remove", name], capture_output=True, check=False)
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_a_non_root_account_builds_and_verifies_on_its_rootless_podman(
+    account: tuple[Account, Path, Path],
+) -> None:
+    me, matrix, wheelhouse = account
+    results = me.home / "results"
+    built = me.run(
+        str(me.imagekit), "build", "--matrix", str(matrix), "--builder", "sdk",
+        "--wheelhouse", str(wheelhouse), "--results", str(results), "--json",
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    verified = me.run(
+        str(me.imagekit), "verify", "--matrix", str(matrix), "--flavour", "slim",
+        "--results", str(results), "--json",
+    )  # fmt: skip
+    assert verified.returncode == 0, verified.stderr[-3000:]
+    record = json.loads(verified.stdout)["images"][SLIM]["verify"]
+    assert record["status"] == "pass" and record["level"] == "cpu"
+    run = results / json.loads(verified.stdout)["run_id"]
+    engine = json.loads((run / "run.json").read_text())["engine"]
+    assert engine["name"] == "podman" and engine["endpoint"] == f"unix://{me.socket}"
+    doctor = me.run(str(me.imagekit), "doctor")
+    assert "rootless" in doctor.stdout, doctor.stdout[-2000:]
+
+
+def test_a_notebook_saved_through_imagekit_run_belongs_to_the_account(
+    account: tuple[Account, Path, Path],
+) -> None:
+    me, _, _ = account
+    workspace = me.home / "work"
+    assert me.run("mkdir", "-p", str(workspace)).returncode == 0
+    reference = f"{me.name}/pytorch:{FULL}"
+    port = free_port()
+    process = subprocess.Popen(
+        [str(me.imagekit), "run", reference, "--jupyter", "--workspace", str(workspace),
+         "--port", f"{port}:8888"],
+        cwd=me.home, env=me.env(), preexec_fn=me.become(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        url = wait_for_url(process, port)
+        assert answers_with_token(url)
+        base, token = url.split("/lab?token=")
+        body = json.dumps({"type": "notebook", "format": "json", "content": {
+            "cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}}).encode()  # fmt: skip
+        put = urllib.request.Request(
+            f"{base}/api/contents/saved.ipynb", data=body, method="PUT",
+            headers={"Authorization": f"token {token}"},
+        )  # fmt: skip
+        with urllib.request.urlopen(put, timeout=30) as answer:
+            assert answer.status == 201
+        saved = workspace / "saved.ipynb"
+        assert saved.stat().st_uid == me.uid and saved.stat().st_gid == me.gid
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-2000:]
+    left = me.run("podman", "ps", "--all", "--quiet", "--filter", "label=io.imagekit.run-id")
+    assert left.stdout.strip() == ""
