@@ -344,6 +344,19 @@ def test_run_user_is_passed_as_given_instead_of_the_host_user(tmp_path: Path) ->
     assert argv[argv.index("--user") + 1] == "4321:4321"
 
 
+def test_on_a_rootless_engine_a_command_runs_as_the_containers_root_which_is_the_user(
+    tmp_path: Path,
+) -> None:
+    argv = workstation.docker_run_argv(
+        "docker", "img:1", ["shell"], tmp_path, False, False, rootless=True
+    )
+    assert argv[argv.index("--user") + 1] == "0:0"
+    given = workstation.docker_run_argv(
+        "docker", "img:1", ["shell"], tmp_path, False, False, user="7:7", rootless=True
+    )
+    assert given[given.index("--user") + 1] == "7:7"
+
+
 def test_the_podman_engine_gives_service_containers_explicit_limits(tmp_path: Path) -> None:
     from imagekit.core.ports import EngineInfo
 

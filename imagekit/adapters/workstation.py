@@ -387,8 +387,11 @@ def docker_run_argv(
     tty: bool,
     gpu_mechanism: str = "nvidia-runtime",
     user: str | None = None,
+    rootless: bool = False,
 ) -> list[str]:
-    """The `docker run` command line of an interactive shell or command in `image`."""
+    """The `docker run` command line of an interactive shell or command in `image`: as
+    `user`, else as the person running imagekit, so /workspace files stay theirs (on a rootless
+    engine that person is the container's root)."""
     argv = [
         docker_cli,
         "run",
@@ -403,7 +406,7 @@ def docker_run_argv(
     ]
     if tty:
         argv.append("-t")
-    if (chosen := user or host_user()) is not None:
+    if (chosen := user or ("0:0" if rootless else host_user())) is not None:
         argv += ["--user", chosen]
     if gpus:
         argv += ["--device", "nvidia.com/gpu=all"] if gpu_mechanism == "cdi" else ["--gpus", "all"]

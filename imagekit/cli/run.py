@@ -84,7 +84,7 @@ def run(request: RunCommand) -> None:
         )
     gpus = use_gpus(request.gpus, info.gpu_runtime)
     if request.service in ("shell", "command"):
-        _exec_docker_run(request, gpus, info.gpu_mechanism)
+        _exec_docker_run(request, gpus, info.gpu_mechanism, info.rootless)
     keys = request.authorized_keys
     if keys is None and request.service == "ssh":
         keys = workstation.default_public_key()
@@ -123,7 +123,9 @@ def run(request: RunCommand) -> None:
     workstation.serve(client, service, ready, log)
 
 
-def _exec_docker_run(request: RunCommand, gpus: bool, gpu_mechanism: str) -> None:
+def _exec_docker_run(
+    request: RunCommand, gpus: bool, gpu_mechanism: str, rootless: bool = False
+) -> None:
     """Interactive runs belong to the docker CLI, which owns the terminal; replace this process."""
     import shutil
 
@@ -142,5 +144,6 @@ def _exec_docker_run(request: RunCommand, gpus: bool, gpu_mechanism: str) -> Non
         sys.stdin.isatty(),
         gpu_mechanism,
         request.user,
+        rootless,
     )
     os.execvp(docker_cli, argv)

@@ -259,3 +259,18 @@ def test_a_notebook_saved_through_imagekit_run_belongs_to_the_account(
     assert process.returncode == 130, stderr[-2000:]
     left = me.run("podman", "ps", "--all", "--quiet", "--filter", "label=io.imagekit.run-id")
     assert left.stdout.strip() == ""
+
+
+def test_a_command_run_through_imagekit_run_writes_the_workspace_as_the_account(
+    account: tuple[Account, Path, Path],
+) -> None:
+    me, _, _ = account
+    workspace = me.home / "cmd"
+    assert me.run("mkdir", "-p", str(workspace)).returncode == 0
+    done = me.run(
+        str(me.imagekit), "run", f"{me.name}/pytorch:{SLIM}", "--workspace", str(workspace),
+        "--", "python", "-c", "open('/workspace/written.txt', 'w').write('x')",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = workspace / "written.txt"
+    assert written.stat().st_uid == me.uid and written.stat().st_gid == me.gid
