@@ -92,6 +92,7 @@ class Account:
         return subprocess.run(
             list(argv), cwd=self.home, env=self.env(), preexec_fn=self.become(),
             capture_output=True, text=True, timeout=timeout_s, check=False,
+            stdin=subprocess.DEVNULL,
         )  # fmt: skip
 
 
