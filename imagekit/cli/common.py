@@ -182,7 +182,8 @@ def remove_orphans(client: Any) -> None:
     if removed:
         names = ", ".join(o.name or o.id[:12] for o in removed[:3])
         say(
-            f"removed {len(removed)} containers that ended runs left behind ({names}"
+            f"removed {len(removed)} container{'s' if len(removed) > 1 else ''} that ended "
+            f"runs left behind ({names}"
             f"{', ...' if len(removed) > 3 else ''}: {removed[0].why})"
         )
 
