@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import http.server
 import threading
-import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -153,18 +152,18 @@ class StallingProxy(RegistryProxy):
             self.holding += 1
             self.held += 1
         try:
-            # Read what the client sends, slowly and never answer; a read that returns nothing
-            # means the client closed its side.
+            # Take all the client sends and never answer: it waits for an answer that does
+            # not come. A read that returns nothing means the client closed its side (read at
+            # once, not slowly: a slow reader would see that only after draining megabytes).
             handler.connection.settimeout(1.0)
             while True:
                 try:
-                    if not handler.connection.recv(65536):
+                    if not handler.connection.recv(1 << 20):
                         break
                 except TimeoutError:
                     continue
                 except OSError:
                     break
-                time.sleep(0.5)
         finally:
             with self.lock:
                 self.holding -= 1

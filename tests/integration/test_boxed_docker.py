@@ -3,6 +3,7 @@ not do to the host's engine:
 
 - kill it under imagekit: the run ends with exit 3 and the engine's line, and once the engine is
   back the next run removes what the dead one left;
+- let a registry hold its pushes open: `--deadline-s` cancels them, as on the host's engine;
 - give it a GPU that is not there: CDI on, with a spec of a fake device (a character device at
   /dev/nvidia0, a stub driver library, a variable), so that `verify --gpus all` and `run --gpus
   all` are shown to hand a GPU to their containers through the very request a real one takes.
@@ -33,9 +34,11 @@ from tests.integration.engines import (
     copy_image,
     kill,
     restart,
+    running_registry,
     start_docker_classic,
     stop,
 )
+from tests.integration.proxies import StallingProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.contract]
 
@@ -209,3 +212,31 @@ def test_run_with_gpus_all_hands_the_cdi_gpu_to_its_command(doomed: Doomed, tmp_
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == value
+
+
+def test_a_push_docker_26_keeps_retrying_is_cancelled_at_the_deadline(
+    doomed: Doomed, tmp_path: Path
+) -> None:
+    """The deadline test of test_publish.py (the host's engine) on Docker 26: the registry
+    holds every layer upload open, and `--deadline-s` ends the publish with exit 6, naming the
+    layer. (Docker 26, like 20.10, cancels the push but leaves the upload it was making open
+    until its transport gives up.)"""
+    built_slim(doomed)  # without torch.compile, which the gate asks for: --force
+    with running_registry(tmp_path) as registry:
+        proxy = StallingProxy(registry)
+        started = time.monotonic()
+        try:
+            done = imagekit(
+                "publish", "--matrix", str(doomed.matrix), "--only", SLIM,
+                "--registry", f"127.0.0.1:{proxy.port}/stalled", "--deadline-s", "20",
+                "--force", "--results", str(doomed.results), "--json",
+                env=doomed.engine.env(), timeout_s=240,
+            )  # fmt: skip
+        finally:
+            proxy.close()
+    assert done.code == 6, done.stderr[-2000:]
+    image = json.loads(done.stdout)["images"][0]
+    failed = [t for t in image["tags"] if t["status"] == "failed"]
+    assert failed and failed[0]["error"].startswith("permanent: deadline: the push of"), done.stdout
+    assert "was cancelled (" in failed[0]["error"]
+    assert proxy.held >= 1 and time.monotonic() - started < 180

@@ -287,9 +287,14 @@ def test_a_push_the_engine_keeps_retrying_is_cancelled_at_the_deadline(
     published: dict, demo_build: DemoBuild, registry: str
 ) -> None:
     """The registry holds every layer upload open: the engine would wait and retry for many
-    minutes; `--deadline-s` ends the publish, names the layers and the engine's last word, and
-    the engine lets go of the uploads it had open."""
+    minutes; `--deadline-s` ends the publish, names the layers and the engine's last word.
+
+    The engine's push is cancelled (Docker 20.10 logs "Not continuing with push after error:
+    context canceled"), but 20.10 leaves the upload it was making open until its transport
+    gives up: its blob upload is not tied to the push's context. So what is asserted here is
+    the bound; Docker 26 letting go of its uploads is asserted in test_boxed_docker.py."""
     proxy = StallingProxy(registry)
+    started = time.monotonic()
     try:
         result = imagekit(
             "publish", "--matrix", str(demo_build.matrix), "--only", SLIM,
@@ -299,12 +304,8 @@ def test_a_push_the_engine_keeps_retrying_is_cancelled_at_the_deadline(
         )  # fmt: skip
         assert result.code == 6, result.stderr[-2000:]
         assert proxy.held >= 1
-        # Cancelled, not abandoned: the engine closes the uploads it was making.
-        for _ in range(60):
-            if proxy.holding == 0:
-                break
-            time.sleep(0.5)
-        assert proxy.holding == 0
+        # 20 s of deadline, then the cancel; the rest is the CLI's start and the gate.
+        assert time.monotonic() - started < 180  # an unbounded push took 13 minutes
     finally:
         proxy.close()
     image = json.loads(result.stdout)["images"][0]
