@@ -145,6 +145,19 @@ def copy_image(source: docker.DockerClient, engine: OtherEngine, reference: str)
         other.close()
 
 
+@contextlib.contextmanager
+def holding(
+    source: docker.DockerClient, reference: str, started: OtherEngine
+) -> Iterator[OtherEngine]:
+    """The engine `started`, with the image `reference` of `source` put into it (as a pull
+    would); stopped, with all it holds, when the block ends."""
+    try:
+        copy_image(source, started, reference)
+        yield started
+    finally:
+        stop(started)
+
+
 def _wait_until_it_answers(engine: OtherEngine) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:

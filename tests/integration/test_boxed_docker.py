@@ -31,12 +31,11 @@ from tests.integration.engines import (
     FAKE_GPU_LIBRARY,
     FAKE_GPU_NODE,
     OtherEngine,
-    copy_image,
+    holding,
     kill,
     restart,
     running_registry,
     start_docker_classic,
-    stop,
 )
 from tests.integration.proxies import StallingProxy
 
@@ -64,18 +63,14 @@ def doomed(
 ) -> Iterator[Doomed]:
     """A boxed Docker 26 with the fake GPU, holding the base, and the demo's slim (without
     torch.compile) to build."""
-    other = start_docker_classic(
-        Path(f"/tmp/imagekit-it-doomed-{secrets.token_hex(3)}"), BRIDGE, SUBNET, fake_gpu=True
-    )
-    try:
-        copy_image(engine, other, demo_base)
+    root = Path(f"/tmp/imagekit-it-doomed-{secrets.token_hex(3)}")
+    started = start_docker_classic(root, BRIDGE, SUBNET, fake_gpu=True)
+    with holding(engine, demo_base, started) as other:
         folder = tmp_path_factory.mktemp("doomed")
         matrix = folder / "matrix.yaml"
         text = matrix_text(f"imagekit-it-{secrets.token_hex(4)}/pytorch", demo_base)
         matrix.write_text(text.replace("  slim:\n", "  slim:\n    compile: false\n", 1))
         yield Doomed(other, matrix, folder / "results", wheelhouse)
-    finally:
-        stop(other)
 
 
 def start(doomed: Doomed, *args: str) -> subprocess.Popen[str]:

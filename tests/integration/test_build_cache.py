@@ -28,11 +28,10 @@ import pytest
 from tests.integration.conftest import Session, imagekit, matrix_text
 from tests.integration.engines import (
     OtherEngine,
-    copy_image,
+    holding,
     running_registry,
     start_docker_containerd,
     start_docker_fresh,
-    stop,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.contract]
@@ -61,27 +60,18 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def containerd_engine(engine: docker.DockerClient, demo_base: str) -> Iterator[OtherEngine]:
     """Docker 26 with the containerd image store, holding the base: where the cache is made."""
-    other = start_docker_containerd(
-        Path(f"/tmp/imagekit-it-store-{secrets.token_hex(3)}"), STORE_BRIDGE, STORE_SUBNET
-    )
-    try:
-        copy_image(engine, other, demo_base)
+    root = Path(f"/tmp/imagekit-it-store-{secrets.token_hex(3)}")
+    started = start_docker_containerd(root, STORE_BRIDGE, STORE_SUBNET)
+    with holding(engine, demo_base, started) as other:
         yield other
-    finally:
-        stop(other)
 
 
 @pytest.fixture(scope="module")
 def fresh_engine(engine: docker.DockerClient, demo_base: str) -> Iterator[OtherEngine]:
     """An empty dockerd with the containerd store, holding only the base (a runner's pull)."""
-    other = start_docker_fresh(
-        Path(f"/tmp/imagekit-it-fresh-{secrets.token_hex(3)}"), BRIDGE, SUBNET
-    )
-    try:
-        copy_image(engine, other, demo_base)
+    root = Path(f"/tmp/imagekit-it-fresh-{secrets.token_hex(3)}")
+    with holding(engine, demo_base, start_docker_fresh(root, BRIDGE, SUBNET)) as other:
         yield other
-    finally:
-        stop(other)
 
 
 def build(matrix: Path, results: Path, *args: str, env: dict[str, str] | None = None) -> dict:
