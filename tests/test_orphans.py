@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.adapters.orphans import is_failed_build_step, owner, owner_gone
+from imagekit.adapters.orphans import (
+    Orphan,
+    is_failed_build_step,
+    owner,
+    owner_gone,
+    removed_line,
+)
 from imagekit.core import labels as L
 
 
@@ -56,3 +62,15 @@ def test_only_a_builder_stage_step_that_ended_badly_is_a_build_orphan(
     labels: dict[str, str], state: str, exit_code: int, expected: bool
 ) -> None:
     assert is_failed_build_step(labels, state, exit_code) is expected
+
+
+def test_what_was_removed_is_one_line_naming_up_to_three() -> None:
+    one = [Orphan("a" * 64, "imagekit-run-1", "its run ended without removing it")]
+    assert removed_line(one) == (
+        "removed 1 container that ended runs left behind "
+        "(imagekit-run-1: its run ended without removing it)"
+    )
+    many = [Orphan(f"{n}" * 64, "", "a build step that ended (255)") for n in range(5)]
+    line = removed_line(many)
+    assert line.startswith("removed 5 containers") and line.count(", ") == 3 and "..." in line
+    assert removed_line([]) == ""

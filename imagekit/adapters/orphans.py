@@ -105,6 +105,19 @@ def remove_orphans(client: docker.DockerClient, host: str | None = None) -> list
     return removed
 
 
+def removed_line(removed: list[Orphan]) -> str:
+    """One line for people on what `remove_orphans` removed; "" when nothing."""
+    if not removed:
+        return ""
+    names = ", ".join(o.name or o.id[:12] for o in removed[:3])
+    more = ", ..." if len(removed) > 3 else ""
+    plural = "s" if len(removed) > 1 else ""
+    return (
+        f"removed {len(removed)} container{plural} that ended runs left behind "
+        f"({names}{more}: {removed[0].why})"
+    )
+
+
 def _name(container: dict[str, object]) -> str:
     names = container.get("Names") or []
     return str(names[0]).lstrip("/") if isinstance(names, list) and names else ""

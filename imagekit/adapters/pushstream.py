@@ -15,6 +15,7 @@ import json
 import socket
 import threading
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ class PushProgress:
     error: str | None = None
     finished: bool = False
 
-    def read(self, item: dict[str, Any]) -> None:
+    def read(self, item: Mapping[str, Any]) -> None:
         """Take one item of the stream."""
         if "error" in item or "errorDetail" in item:
             detail = item.get("errorDetail") or {}

@@ -32,7 +32,7 @@ from imagekit.adapters.engine import container_limits, engine_errors, gpu_device
 from imagekit.adapters.orphans import owner
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo
-from imagekit.core.runtime import DEFAULT_SHM_BYTES
+from imagekit.core.runtime import DEFAULT_SHM_BYTES, root_serves
 from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError, InputError
 
 NO_GPU_HINT = (
@@ -105,25 +105,9 @@ def root_must_serve(service: str, workspace: Path, *, rootless: bool = False) ->
 
 def why_root_serves(service: str, workspace: Path, *, rootless: bool = False) -> str | None:
     """Why a service can save into `workspace` only as the container's root, or None when it
-    need not. Either imagekit runs as root and the folder is root's, or the engine is rootless
-    and the folder is the engine's user's, which the container sees as root's (a rootless
-    engine maps its user to the container's root). A full image's entrypoint otherwise becomes
-    the folder's owner by itself; sshd never runs as root (it refuses root logins anyway)."""
-    if service not in ("jupyter", "tensorboard"):
-        return None
+    need not (`core.runtime.root_serves`, for this process and that folder's owner)."""
     owner = workspace.resolve().stat().st_uid
-    if rootless and owner == os.getuid():
-        return (
-            f"the engine is rootless: its containers' root is you, so {service} runs as root in "
-            f"the container (IMAGEKIT_ALLOW_ROOT=1) and what it saves in {workspace} is yours"
-        )
-    if not rootless and os.getuid() == 0 and owner == 0:
-        return (
-            f"you are root and {workspace} is root's: {service} runs as root in the container "
-            "(IMAGEKIT_ALLOW_ROOT=1), so what it saves is yours; use --workspace with a folder "
-            "of a non-root user to run as that user"
-        )
-    return None
+    return root_serves(service, str(workspace), owner, os.getuid(), rootless=rootless)
 
 
 def default_public_key() -> Path | None:

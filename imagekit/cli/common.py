@@ -177,15 +177,10 @@ def remove_orphans(client: Any) -> None:
     """Remove the containers of runs on this machine that ended without removing them (a run
     killed with -9, an engine that died under a probe or a build step), saying so."""
     from imagekit.adapters.orphans import remove_orphans as remove
+    from imagekit.adapters.orphans import removed_line
 
-    removed = remove(client)
-    if removed:
-        names = ", ".join(o.name or o.id[:12] for o in removed[:3])
-        say(
-            f"removed {len(removed)} container{'s' if len(removed) > 1 else ''} that ended "
-            f"runs left behind ({names}"
-            f"{', ...' if len(removed) > 3 else ''}: {removed[0].why})"
-        )
+    if line := removed_line(remove(client)):
+        say(line)
 
 
 def note_leftovers(client: Any) -> None:

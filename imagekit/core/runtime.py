@@ -120,3 +120,28 @@ def silent_gpu_drop(choice: GpuChoice, engine_name: str, gpu_mechanism: str) -> 
     """Whether `--gpus all` would be dropped without a word: Podman's Docker API ignores
     device requests it cannot pass (before 5.4, every one), where Docker refuses them."""
     return choice is GpuChoice.ALL and engine_name == "podman" and gpu_mechanism == "none"
+
+
+def root_serves(
+    service: str, workspace: str, owner_uid: int, my_uid: int, *, rootless: bool
+) -> str | None:
+    """Why `service` can save into `workspace` (owned by `owner_uid`) only as the container's
+    root, run by `my_uid`; None when it need not. Either the person is root and the folder is
+    root's, or the engine is rootless and the folder is the person's, which the container sees
+    as root's (a rootless engine maps its user to the container's root). A full image's
+    entrypoint otherwise becomes the folder's owner by itself; sshd never runs as root (it
+    refuses root logins anyway)."""
+    if service not in ("jupyter", "tensorboard"):
+        return None
+    if rootless and owner_uid == my_uid:
+        return (
+            f"the engine is rootless: its containers' root is you, so {service} runs as root in "
+            f"the container (IMAGEKIT_ALLOW_ROOT=1) and what it saves in {workspace} is yours"
+        )
+    if not rootless and my_uid == 0 and owner_uid == 0:
+        return (
+            f"you are root and {workspace} is root's: {service} runs as root in the container "
+            "(IMAGEKIT_ALLOW_ROOT=1), so what it saves is yours; use --workspace with a folder "
+            "of a non-root user to run as that user"
+        )
+    return None
