@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 import secrets
+import shutil
 import subprocess
 import tarfile
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.contract]
 # A fresh machine of this kind: Debian with Python and make; the docker CLI comes from the
 # host, as these machines come with it (a static binary).
 PRISTINE_INCLUDE = ("python3", "python3-venv", "make", "ca-certificates", "procps")
-DOCKER_CLI = Path("/usr/local/bin/docker")
+DOCKER_CLI = Path(shutil.which("docker") or "/usr/local/bin/docker")
 # The CA bundle pip is told about on the host (a TLS-intercepting proxy's CA), as a corporate
 # user sets PIP_CERT: the box trusts what the host trusts.
 HOST_CA = Path(os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt")
