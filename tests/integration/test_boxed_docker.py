@@ -31,6 +31,7 @@ from tests.integration.engines import (
     FAKE_GPU_LIBRARY,
     FAKE_GPU_NODE,
     OtherEngine,
+    free_port,
     holding,
     kill,
     restart,
@@ -42,6 +43,7 @@ from tests.integration.proxies import StallingProxy
 pytestmark = [pytest.mark.integration, pytest.mark.contract]
 
 SLIM = "2.13.0-cpu-py3.11-slim"
+FULL = "2.13.0-cpu-py3.11-full"
 BRIDGE, SUBNET = "ikt-br3", "10.213.10.1/24"
 ENGINE_LINES = ("stopped in the middle of", "no Docker engine answers")
 
@@ -150,6 +152,41 @@ def test_an_engine_that_dies_under_verify_is_exit_3_and_the_next_verify_tidies_u
     assert "that ended runs left behind" in again.stderr
     assert json.loads(again.stdout)["images"][SLIM]["verify"]["status"] == "pass"
     assert containers(doomed, "io.imagekit.run-id") == []
+
+
+def test_an_engine_that_dies_under_imagekit_run_is_exit_3_and_the_next_run_tidies_up(
+    doomed: Doomed, tmp_path: Path
+) -> None:
+    built = imagekit(
+        "build", "--builder", "sdk", "--wheelhouse", str(doomed.wheelhouse),
+        "--matrix", str(doomed.matrix), "--results", str(doomed.results), "--json",
+        env=doomed.engine.env(),
+    )  # fmt: skip
+    assert built.code == 0, built.stderr[-3000:]
+    (full,) = [r for r in json.loads(built.stdout)["results"] if r["name"] == FULL]
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "imagekit", "run", str(full["reference"]), "--jupyter",
+         "--workspace", str(tmp_path), "--port", f"{port}:8888"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **doomed.engine.env(local=True)}, preexec_fn=default_stop_signals,
+    )  # fmt: skip
+    assert process.stdout is not None
+    url = process.stdout.readline().strip()  # printed once JupyterLab answers
+    assert url.startswith(f"http://127.0.0.1:{port}/lab?token="), process.stderr.read()
+    kill(doomed.engine)
+    _, stderr = process.communicate(timeout=300)
+    restart(doomed.engine)
+    assert process.returncode == 3, stderr[-3000:]
+    assert "Traceback" not in stderr and "cannot use" not in stderr
+    assert containers(doomed, "io.imagekit.service")  # the engine kept the service's container
+    again = imagekit(
+        "verify", "--matrix", str(doomed.matrix), "--flavour", "slim", "--gpus", "none",
+        "--probes", "env", "--results", str(doomed.results), env=doomed.engine.env(),
+    )  # fmt: skip
+    assert again.code == 0, again.stderr[-3000:]
+    assert "that ended runs left behind" in again.stderr
+    assert containers(doomed, "io.imagekit.service") == []
 
 
 def built_slim(doomed: Doomed) -> str:
