@@ -73,33 +73,30 @@ ENGINE_PACKAGES="docker.io docker-cli"
 major_of() { echo "$1" | sed -E 's/^[0-9]+://; s/^([0-9]+).*/\1/'; }
 install_engine() {
     [ -n "${_APT_UPDATED:-}" ] || { apt-get update -qq && _APT_UPDATED=1; }
-    local own
+    local own extra="no trixie source"
     own=$(apt-cache policy docker.io 2>/dev/null | awk '/Candidate:/ {print $2; exit}')
     if [ -n "$own" ] && [ "$own" != "(none)" ] && [ "$(major_of "$own")" -ge 26 ]; then
         say "installing Docker $(major_of "$own") (this release's docker.io $own)"
         apt_install docker.io
-        apt_install iptables ca-certificates
-        return 0
-    fi
-    local extra="no trixie source"
-    if add_trixie_source; then
-        [ -n "${_APT_UPDATED:-}" ] || { apt-get update -qq && _APT_UPDATED=1; }
-        extra=$(apt-get -s install -t trixie --no-install-recommends $ENGINE_PACKAGES 2>/dev/null |
-            awk '$1 == "Inst" {print $2}' | grep -v -x -e docker.io -e docker-cli | xargs || true)
-    fi
-    if [ -z "$extra" ] && apt-cache policy docker-cli 2>/dev/null | grep -q trixie; then
-        say "installing Docker 26 (trixie's docker.io and docker-cli)"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            -t trixie $ENGINE_PACKAGES >/dev/null
     else
+        if add_trixie_source; then
+            [ -n "${_APT_UPDATED:-}" ] || { apt-get update -qq && _APT_UPDATED=1; }
+            extra=$(apt-get -s install -t trixie --no-install-recommends $ENGINE_PACKAGES 2>/dev/null |
+                awk '$1 == "Inst" {print $2}' | grep -v -x -e docker.io -e docker-cli | xargs || true)
+        fi
         local why="trixie's Docker 26 would upgrade $(echo "$extra" | wc -w) more packages of this"
         why="$why machine (${extra%% *} ...)"
-        if command -v dockerd >/dev/null 2>&1; then
+        if [ -z "$extra" ] && apt-cache policy docker-cli 2>/dev/null | grep -q trixie; then
+            say "installing Docker 26 (trixie's docker.io and docker-cli)"
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+                -t trixie $ENGINE_PACKAGES >/dev/null
+        elif command -v dockerd >/dev/null 2>&1; then
             say "keeping $(dockerd --version | cut -d, -f1): $why"
             return 0
+        else
+            say "installing this release's docker.io ${own:-?} (end of life): $why"
+            apt_install docker.io
         fi
-        say "installing this release's docker.io ${own:-?} (end of life): $why"
-        apt_install docker.io
     fi
     apt_install iptables ca-certificates
 }

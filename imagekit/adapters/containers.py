@@ -207,9 +207,7 @@ class ContainerProbeRunner:
             # Not under engine_errors: a read timeout here means "ran over", not "no engine".
             status = container.wait(timeout=timeout_s)
             return int(status.get("StatusCode", -1)), False
-        except ENGINE_WENT_AWAY as exc:
-            raise engine_went_away(endpoint(), "waiting for a probe container", exc) from None
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as exc:
+        except WAIT_FAILED as exc:
             if not ran_over(exc):
                 raise engine_went_away(endpoint(), "waiting for a probe container", exc) from None
             with engine_errors("stopping a probe container that ran over"):
@@ -219,6 +217,15 @@ class ContainerProbeRunner:
                     container.kill()
                 container.wait(timeout=KILL_GRACE_S)
             return None, True
+
+
+# How a probe container's wait can fail: it ran over (the client's read timed out), or the
+# engine went away (`ran_over` tells which).
+WAIT_FAILED: tuple[type[BaseException], ...] = (
+    *ENGINE_WENT_AWAY,
+    requests.exceptions.ReadTimeout,
+    requests.exceptions.ConnectionError,
+)
 
 
 def ran_over(exc: BaseException) -> bool:

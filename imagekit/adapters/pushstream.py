@@ -30,11 +30,10 @@ DONE = frozenset({"Pushed", "Layer already exists", "Mounted from"})
 
 @dataclass
 class PushProgress:
-    """What the engine's stream said so far: each layer's last status, and how it ended."""
+    """What the engine's stream said so far: each layer's last status, and its error."""
 
     layers: dict[str, str] = field(default_factory=dict)  # layer id -> last status
     error: str | None = None
-    finished: bool = False
 
     def read(self, item: Mapping[str, Any]) -> None:
         """Take one item of the stream."""
@@ -114,10 +113,7 @@ def push_within(
                     with contextlib.suppress(ValueError):
                         progress.read(json.loads(line))
         except (requests.exceptions.RequestException, OSError, AttributeError, ValueError):
-            if progress.error is None and not progress.finished:
-                progress.error = "the engine's push stream broke off"
-            return
-        progress.finished = True
+            progress.error = progress.error or "the engine's push stream broke off"
 
     reader = threading.Thread(target=read, name=f"push {repository}:{tag}", daemon=True)
     reader.start()
