@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -46,11 +47,38 @@ BOX_DOCKER = "imagekit-box/docker26:trixie"
 BOX_DOCKER_INCLUDE = ("docker.io", "ca-certificates", "iptables", "procps")
 BOX_LABEL = "io.imagekit.base.include"
 BOX_LOCK = Path("/tmp/imagekit-box.lock")
-# What a container needs to run an engine on these machines: `--privileged` itself fails
-# ("unable to apply caps": the host's bounding set lacks CAP_SYS_RESOURCE), and the inner
-# engine's containers need the cgroup hierarchy writable.
+# The capabilities an engine in a container is given: each one the host's bounding set holds,
+# by name. Neither `--privileged` nor `--cap-add ALL` works everywhere: where the bounding set
+# lacks one (these machines lack CAP_SYS_RESOURCE), runc fails to apply it under Docker 20.10
+# ("unable to apply caps"), and Docker 26 refuses to drop it ("invalid CapDrop: capability not
+# supported"). Names up to CAP_AUDIT_READ (37): what both engines know; none later is needed.
+CAPABILITY_NAMES = (
+    "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
+    "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW",
+    "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT",
+    "SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD",
+    "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG",
+    "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ",
+)  # fmt: skip
+
+
+def bounding_capabilities(status: str) -> list[str]:
+    """The capability names a /proc/PID/status text's bounding set (CapBnd) holds."""
+    match = re.search(r"^CapBnd:\s*([0-9a-f]+)$", status, re.MULTILINE)
+    mask = int(match.group(1), 16) if match else 0
+    return [name for bit, name in enumerate(CAPABILITY_NAMES) if mask >> bit & 1]
+
+
+def _capability_options() -> tuple[str, ...]:
+    status = Path("/proc/self/status").read_text()
+    return tuple(option for name in bounding_capabilities(status) for option in ("--cap-add", name))
+
+
+# What a container needs to run an engine on these machines: the capabilities above, no
+# seccomp or AppArmor filter, and the cgroup hierarchy writable for the inner engine's
+# containers.
 BOX_RUN_OPTIONS = (
-    "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+    *_capability_options(),
     "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
     "--security-opt", "systempaths=unconfined",
     "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
