@@ -28,7 +28,7 @@ ARM64_PLATFORMS := --platform manylinux2014_aarch64 \
 	$(foreach v,17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36,\
 		--platform manylinux_2_$(v)_aarch64)
 
-.PHONY: venv lint types unit test goldens schema check clean engine base wheelhouse demo bench browser \
+.PHONY: venv lint types unit test goldens docs schema check clean engine base wheelhouse demo bench browser \
 	wheelhouse-cuda demo-cuda test-cuda bench-cuda wheelhouse-arm64
 
 $(STAMP): pyproject.toml scripts/ensure-venv.sh
@@ -41,6 +41,15 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	@# The layer contract: core imports no adapter, orchestration only the ports.
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_layers.py
+	@# The shape ratchet: its figures may only go down (scripts/shape-limits.toml).
+	$(BIN)/python scripts/shape.py
+	@# The generated reference pages match the code they are made from.
+	$(BIN)/python scripts/gen_reference.py --check
+
+## make docs: regenerate docs/reference/ (CLI, labels, records, matrix schema) from the code.
+
+docs: $(STAMP)
+	$(BIN)/python scripts/gen_reference.py
 
 types: $(STAMP)
 	@# The shared test fakes are checked against the ports they stand in for.

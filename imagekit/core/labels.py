@@ -13,21 +13,21 @@ from dataclasses import dataclass
 PREFIX = "io.imagekit."
 
 # What an image says about its contents (written by render, read by verify, gate and doctor).
-SCHEMA = PREFIX + "schema"
-CELL = PREFIX + "cell"
-TORCH = PREFIX + "torch"
-VARIANT = PREFIX + "variant"
-PYTHON = PREFIX + "python"
-OS = PREFIX + "os"
-FLAVOUR = PREFIX + "flavour"
-USER = PREFIX + "user"
-REPOSITORY = PREFIX + "repository"
-GLIBC_FLOOR = PREFIX + "glibc-floor"
-CUDA = PREFIX + "cuda"
-CUDNN = PREFIX + "cudnn"
-NCCL = PREFIX + "nccl"
-MIN_DRIVER = PREFIX + "min-driver"
-CUDA_ARCHS = PREFIX + "cuda-archs"
+SCHEMA = PREFIX + "schema"  # the version of this label set: "1"
+CELL = PREFIX + "cell"  # the matrix cell the image was built for (e.g. 2.13.0-cpu)
+TORCH = PREFIX + "torch"  # the PyTorch version it carries
+VARIANT = PREFIX + "variant"  # the wheel variant: cpu, or the CUDA build (cu130)
+PYTHON = PREFIX + "python"  # the Python version of its /opt/venv
+OS = PREFIX + "os"  # the base operating system release
+FLAVOUR = PREFIX + "flavour"  # slim (runtime only) or full (the workstation)
+USER = PREFIX + "user"  # the non-root account its workload runs as
+REPOSITORY = PREFIX + "repository"  # the repository its tags are made for
+GLIBC_FLOOR = PREFIX + "glibc-floor"  # the oldest glibc its wheels need
+CUDA = PREFIX + "cuda"  # CUDA images only: the CUDA version
+CUDNN = PREFIX + "cudnn"  # CUDA images only: the cuDNN version
+NCCL = PREFIX + "nccl"  # CUDA images only: the NCCL version
+MIN_DRIVER = PREFIX + "min-driver"  # CUDA images only: the oldest NVIDIA driver it runs on
+CUDA_ARCHS = PREFIX + "cuda-archs"  # CUDA images only: the GPU architectures (sm_90 ...)
 RDMA = PREFIX + "rdma"  # "yes": the image carries the user-space RDMA stack
 # "yes": torch.compile's default backend (inductor) works in the image; "no": the image carries
 # no C++ compiler for it (slim with `compile: false`), and says so at the first torch.compile.
@@ -46,10 +46,10 @@ NODE = PREFIX + "node"  # which node of a multi-node probe a container is
 OWNER = PREFIX + "owner"  # the imagekit process that made a container: host/pid/start ticks
 
 # A base image made by `imagekit base bootstrap`.
-BASE_SUITE = PREFIX + "base.suite"
-BASE_INCLUDE = PREFIX + "base.include"
-BASE_VARIANT = PREFIX + "base.variant"
-BASE_DOCS = PREFIX + "base.docs"
+BASE_SUITE = PREFIX + "base.suite"  # the Debian suite it was bootstrapped from
+BASE_INCLUDE = PREFIX + "base.include"  # the extra packages it holds (its cache key)
+BASE_VARIANT = PREFIX + "base.variant"  # mmdebstrap's variant (apt, minbase ...)
+BASE_DOCS = PREFIX + "base.docs"  # whether documentation was kept
 
 # Labels the template writes literally into builder stages (`LABEL io.imagekit.stage=...`);
 # tests/test_labels.py checks the template against these names.
