@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from imagekit.adapters.results import RunFolder
+from imagekit.cli.views import PlainView
 from imagekit.core import labels as L
 from imagekit.core.build_stream import BuildLog
 from imagekit.core.context import ContextInputs
@@ -26,7 +27,7 @@ from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import BuildOutcome, BuildRequest, Layer, LineSink
 from imagekit.core.records import ImageRecord
 from imagekit.core.render import RenderOptions
-from imagekit.events import Event, PlainView
+from imagekit.events import Event
 from imagekit.orchestration.build import (
     BUILT,
     FAILED,

@@ -7,8 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from imagekit import events
-from imagekit.events import Event, PlainView
+from imagekit.cli import views
+from imagekit.cli.views import PlainView
+from imagekit.events import Event
 
 SLIM = "2.13.0-cpu-py3.11-slim"
 LOG = ["Step 1/2 : FROM imagekit-base/debian:bookworm", "Successfully built 0123456789ab"]
@@ -16,10 +17,10 @@ LOG = ["Step 1/2 : FROM imagekit-base/debian:bookworm", "Successfully built 0123
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
-    """A clock the test moves by hand, in place of time.monotonic in imagekit.events."""
+    """A clock the test moves by hand, in place of time.monotonic in imagekit.cli.views."""
     fake = SimpleNamespace(now=1000.0)
     fake.monotonic = lambda: fake.now
-    monkeypatch.setattr(events, "time", fake)
+    monkeypatch.setattr(views, "time", fake)
     return fake
 
 

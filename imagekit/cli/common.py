@@ -248,7 +248,7 @@ TimeoutOption = Annotated[
 @contextmanager
 def event_view() -> Iterator[Any]:
     """A live table on a terminal, plain lines otherwise."""
-    from imagekit.events import LiveView, PlainView
+    from imagekit.cli.views import LiveView, PlainView
 
     if sys.stderr.isatty() and os.environ.get("CI") is None:
         with LiveView() as view:
@@ -258,6 +258,6 @@ def event_view() -> Iterator[Any]:
 
 
 def plain_view() -> Any:
-    from imagekit.events import PlainView
+    from imagekit.cli.views import PlainView
 
     return PlainView()
