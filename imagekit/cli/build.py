@@ -77,7 +77,7 @@ def build_command(
         typer.Option(help="sdk: Docker SDK; buildx: BuildKit; auto: buildx if present."),
     ] = BuilderChoice.sdk,
     jobs: Annotated[int, typer.Option(min=1, max=32, help="Images built at once.")] = 1,
-    no_cache: Annotated[bool, typer.Option(help="Rebuild every step.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild every step.")] = False,
     fail_fast: Annotated[bool, typer.Option(help="Stop at the first failed image.")] = False,
     pull: Annotated[
         bool, typer.Option(help="Pull a base image the engine lacks (needs a registry).")

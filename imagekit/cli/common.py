@@ -215,7 +215,7 @@ CaCertOption = Annotated[
         "Default: $PIP_CERT, $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE."
     ),
 ]
-NoCaCertOption = Annotated[bool, typer.Option(help="Use no extra CA bundle.")]
+NoCaCertOption = Annotated[bool, typer.Option("--no-ca-cert", help="Use no extra CA bundle.")]
 PipIndexOption = Annotated[str | None, typer.Option(help="Mirror for every package index.")]
 ExtraIndexOption = Annotated[
     list[str] | None, typer.Option(help="Additional package index (repeatable).")
