@@ -32,10 +32,11 @@ from imagekit.core.integrity import seal, seal_problem
 from imagekit.core.inventory import cuda_stack, distro, inventory, os_packages
 from imagekit.core.labels import ImageLabels
 from imagekit.core.matrix import load_matrix
+from imagekit.core.multiarch import ImageGroup
 from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import ManifestDocument
 from imagekit.core.records import Evidence, ImageRecord, PublishStatus, Status
-from imagekit.orchestration.publish import PublishRun, PublishSettings, candidate_tag
+from imagekit.orchestration.publish import PublishPorts, candidate_tag, publish_images
 from tests.fakes import (
     OCI_MANIFEST,
     Events,
@@ -48,7 +49,7 @@ from tests.fakes import (
     passing,
     store,
 )
-from tests.test_publish_run import CPU_FACTS, verified
+from tests.test_publish_run import CPU_FACTS, settings, verified
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_FILE = ROOT / "imagekit" / "data" / "verify-predicate.schema.json"
@@ -278,18 +279,17 @@ class World:
         self.store = store(tmp_path)
         self.plan = plan
 
-    def publish(self, evidence: list[Evidence], signer: bool = True, **settings: Any) -> Any:
-        run = PublishRun(
-            self.engine,
+    def publish(self, evidence: list[Evidence], signer: bool = True, **options: Any) -> Any:
+        ports = PublishPorts(
             self.registry,
-            self.sbom,
             self.store,
             evidence,
-            PublishSettings(**settings),
             Events(),
+            self.sbom,
             signer=self.signer if signer else None,
         )
-        return run.publish_one(self.plan)
+        group = ImageGroup((self.plan,), 1)
+        return publish_images(settings(**options), [group], ports, self.engine).records[0]
 
 
 def test_publish_signs_the_digest_and_attests_the_gating_record_and_the_sbom(
@@ -375,17 +375,17 @@ def test_a_candidate_is_attested_and_its_promotion_attests_the_gating_records(
     world.registry.documents[source] = ManifestDocument(OCI_MANIFEST, body, digest, world.image)
     gpu_run = verified(world.image, slim)
     gpu_run = Evidence("20261201T000000Z-bbbb", gpu_run.name, gpu_run.record)
-    run = PublishRun(
-        None,
+    ports = PublishPorts(
         world.registry,
-        world.sbom,
         world.store,
         [gpu_run, verified(world.image, slim)],
-        PublishSettings(from_candidate="7"),
         Events(),
+        world.sbom,
         signer=world.signer,
     )
-    promoted = run.publish_one(slim)
+    promoted = publish_images(
+        settings(from_candidate="7"), [ImageGroup((slim,), 1)], ports, None
+    ).records[0]
     assert promoted.status is PublishStatus.PUBLISHED, promoted.reasons
     assert promoted.signed_digest == digest and promoted.attestations == (VERIFY_PREDICATE,)
     # Same digest, same repository: the candidate's attestations are the promoted image's.

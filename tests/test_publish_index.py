@@ -6,14 +6,15 @@ holds only some platforms of an image, unless `partial` (CI candidates); `platfo
 the tag each platform's manifest is pushed under; `index_document` writes the index
 canonically, so the same manifests always make the same bytes and digest.
 
-`PublishRun.publish` pushes each platform only under its platform tag, gated on its own verify
-record, then puts one index of their manifests (a record of its own, `<shared id>-<flavour>-index`)
-under the versioned tag and the aliases; the versioned tag stays immutable for indexes, an alias
-moves, a dry run puts nothing, a registry that rewrites the index or fails part-way fails it,
-and with a signer the index digest is signed and each platform's passing record attested to it.
-With `--candidate` each platform goes only under its candidate platform tag (no index: each
-platform's CI job pushes its own); `--from-candidate` joins those in one index under the
-candidate tag and promotes it, gated per platform. A single-platform image publishes as before.
+`publish_images` (`PushRun`) pushes each platform only under its platform tag, gated on its own
+verify record, then puts one index of their manifests (a record of its own,
+`<shared id>-<flavour>-index`) under the versioned tag and the aliases; the versioned tag stays
+immutable for indexes, an alias moves, a dry run puts nothing, a registry that rewrites the index
+or fails part-way fails it, and with a signer the index digest is signed and each platform's
+passing record attested to it. With `--candidate` each platform goes only under its candidate
+platform tag (no index: each platform's CI job pushes its own); `--from-candidate` joins those in
+one index under the candidate tag and promotes it, gated per platform. A single-platform image
+publishes as before.
 
 The examples' own matrices give the plans: examples/cuda-local.yaml builds slim and full for
 linux/amd64 and linux/arm64, examples/cpu.yaml for linux/amd64 alone. No engine, no network.
@@ -43,6 +44,7 @@ from imagekit.core.multiarch import (
 )
 from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import ManifestDocument, RemoteManifest
+from imagekit.core.publish import candidate_tag
 from imagekit.core.records import (
     Evidence,
     PublishRecord,
@@ -52,8 +54,7 @@ from imagekit.core.records import (
     VerifyRecord,
 )
 from imagekit.errors import InputError, RegistryError
-from imagekit.orchestration.promote import candidate_tag
-from imagekit.orchestration.publish import PublishRun, PublishSettings
+from imagekit.orchestration.publish import PublishPorts, publish_images
 from tests.fakes import (
     OCI_MANIFEST,
     Events,
@@ -65,6 +66,7 @@ from tests.fakes import (
     passing,
     store,
 )
+from tests.test_publish_run import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 AMD64, ARM64 = "linux/amd64", "linux/arm64"
@@ -139,23 +141,22 @@ class World:
         platforms: Sequence[str] = (AMD64, ARM64),
         signed: bool = False,
         engine: bool = True,
-        **settings: Any,
+        **options: Any,
     ) -> list[PublishRecord]:
         """Publish the images of `flavour` (None: both) built for `platforms`, grouped as the
         CLI groups them (a partial selection only for candidates)."""
         selected = [p for p in self.plans(flavour) if p.platform in platforms]
-        groups = image_groups(selected, self.matrix.plans, partial=bool(settings.get("candidate")))
-        run = PublishRun(
-            self.engine if engine else None,
+        chosen = settings(**options)
+        groups = chosen.groups(selected, self.matrix.plans)
+        ports = PublishPorts(
             self.registry,
-            FakeSbom(),
             self.store,
             evidence,
-            PublishSettings(**settings),
             self.events,
+            FakeSbom(),
             signer=self.signer if signed else None,
         )
-        return run.publish(groups)
+        return list(publish_images(chosen, groups, ports, self.engine if engine else None).records)
 
     def ref(self, tag: str) -> str:
         return f"{self.repository}:{tag}"
@@ -293,7 +294,7 @@ def test_a_docker_manifest_list_only_when_every_entry_is_a_docker_v2_manifest(
     assert [e["mediaType"] for e in body["manifests"]] == list(types)
 
 
-# PublishRun.publish over two platforms ------------------------------------------------------
+# publish_images over two platforms --------------------------------------------------------------
 
 
 def test_each_platform_goes_under_its_platform_tag_and_one_index_under_every_tag(
@@ -382,11 +383,8 @@ def test_the_index_record_is_named_for_the_image_not_its_amd64_platform_whicheve
 ) -> None:
     world = World(tmp_path, cuda)
     amd, arm = plan_of(cuda, "slim"), plan_of(cuda, "slim", ARM64)
-    run = PublishRun(
-        world.engine, world.registry, FakeSbom(), world.store,
-        world.evidence(), PublishSettings(), world.events,
-    )  # fmt: skip
-    records = run.publish([ImageGroup((arm, amd), 2)])
+    ports = PublishPorts(world.registry, world.store, world.evidence(), world.events, FakeSbom())
+    records = publish_images(settings(), [ImageGroup((arm, amd), 2)], ports, world.engine).records
     assert [r.name for r in records] == [arm.name, amd.name, "2.14.1-cu130-py3.11-slim-index"]
     assert amd.name == "2.14.1-cu130-py3.11-slim"  # the index's record is not amd64's
     assert records[2].status is PublishStatus.PUBLISHED, records[2].reasons

@@ -1,4 +1,4 @@
-"""PublishRun over the fakes: the gate, immutable tags, aliases, candidates and push errors."""
+"""Publish over the fakes: the gate, immutable tags, aliases, candidates and push errors."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from typing import Any
 
 import pytest
 
+from imagekit.cli.requests import PublishCommand, Selection
 from imagekit.core.matrix import load_matrix
+from imagekit.core.multiarch import ImageGroup
 from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import ManifestDocument, PushOutcome, RemoteManifest
+from imagekit.core.publish import PublishSettings, final_tags
 from imagekit.core.records import (
     Evidence,
     PublishStatus,
@@ -19,7 +22,13 @@ from imagekit.core.records import (
     Timings,
     VerifyRecord,
 )
-from imagekit.orchestration.publish import PublishRun, PublishSettings, candidate_tag
+from imagekit.orchestration.publish import (
+    PublishPorts,
+    PushRun,
+    candidate_tag,
+    publish_images,
+)
+from imagekit.orchestration.publish_log import PublishLog
 from tests.fakes import (
     OCI_INDEX,
     OCI_MANIFEST,
@@ -64,6 +73,16 @@ def verified(image: str, plan: ImagePlan, status: Status = Status.PASS) -> Evide
     return Evidence("20261130T000000Z-aaaa", plan.name, record)
 
 
+def settings(
+    candidate: str | None = None, from_candidate: str | None = None, **options: Any
+) -> PublishSettings:
+    """The settings `imagekit publish` makes of these options."""
+    command = PublishCommand(
+        Selection(), candidate=candidate, from_candidate=from_candidate, **options
+    )
+    return command.settings()
+
+
 class World:
     """An engine holding the slim image, a registry, and the publish run over them."""
 
@@ -76,17 +95,13 @@ class World:
         self.plan = plan
         self.repository = plan.repository
 
-    def publish(self, evidence: list[Evidence], **settings: Any) -> Any:
-        run = PublishRun(
-            self.engine,
-            self.registry,
-            FakeSbom(),
-            self.store,
-            evidence,
-            PublishSettings(**settings),
-            self.events,
-        )
-        return run.publish_one(self.plan)
+    def ports(self, evidence: list[Evidence]) -> PublishPorts:
+        return PublishPorts(self.registry, self.store, evidence, self.events, FakeSbom())
+
+    def publish(self, evidence: list[Evidence], **options: Any) -> Any:
+        chosen = settings(**options)
+        group = ImageGroup((self.plan,), 1)
+        return publish_images(chosen, [group], self.ports(evidence), self.engine).records[0]
 
 
 def test_an_image_verified_to_pass_is_pushed_under_every_tag_with_its_digest(
@@ -213,16 +228,9 @@ def test_promotion_puts_the_candidates_own_manifest_under_every_tag_without_an_e
 ) -> None:
     world = World(tmp_path, slim)
     candidate = _candidate(world, "7")
-    run = PublishRun(
-        None,
-        world.registry,
-        FakeSbom(),
-        world.store,
-        [verified(world.image, slim)],
-        PublishSettings(from_candidate="7"),
-        world.events,
-    )
-    record = run.publish_one(slim)
+    ports = world.ports([verified(world.image, slim)])
+    done = publish_images(settings(from_candidate="7"), [ImageGroup((slim,), 1)], ports, None)
+    record = done.records[0]
     assert record.status is PublishStatus.PUBLISHED, record.reasons
     final = [f"{slim.repository}:{t}" for t in (slim.tag, *slim.aliases)]
     assert world.registry.put_tags == final
@@ -365,16 +373,14 @@ def test_an_engine_refusal_fails_that_image_and_the_next_image_is_still_publishe
         raise EngineError("the engine at unix:///x refused while tagging: no space left")
 
     world.engine.tag = tag  # type: ignore[method-assign]
-    run = PublishRun(
-        world.engine, world.registry, FakeSbom(), world.store,
-        [verified(world.image, slim)], PublishSettings(), world.events,
-    )  # fmt: skip
-    failed = run.publish_one(slim)
+    log = PublishLog(world.store, world.events)
+    run = PushRun(world.engine, world.ports([verified(world.image, slim)]), settings(), log)
+    failed = run.publish_one(slim, final_tags(slim))
     assert failed.status is PublishStatus.FAILED and "no space left" in failed.reasons[0]
     assert [e.message for e in run.engine_errors] == [
         "the engine at unix:///x refused while tagging: no space left"
     ]
     world.engine.tag = refusing  # type: ignore[method-assign]
-    assert run.publish_one(slim).status is PublishStatus.PUBLISHED
+    assert run.publish_one(slim, final_tags(slim)).status is PublishStatus.PUBLISHED
     written = json.loads((world.store.root / "publish.json").read_text())
     assert [r["status"] for r in written] == ["failed", "published"]

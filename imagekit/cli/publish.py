@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,7 +23,11 @@ from imagekit.cli.common import (
     say,
 )
 from imagekit.cli.requests import PublishCommand, Selection
-from imagekit.errors import EngineError, PublishError
+
+if TYPE_CHECKING:
+    from imagekit.core.ports import Engine, Signer
+    from imagekit.core.publish import PublishSettings
+    from imagekit.orchestration.publish import PublishPorts
 
 
 @app.command(
@@ -107,48 +111,49 @@ def publish_command(
 
 @handles(PublishCommand)
 def publish(request: PublishCommand) -> None:
-    """Gate and push every selected image; exit 6 when one is refused or fails."""
-    from imagekit.adapters.cosign import Cosign, check_key
+    """Gate and push every selected image; exit 6 when one is refused or fails (exit 3 when
+    the engine refused something)."""
+    from imagekit.adapters.results import RunFolder
+    from imagekit.core.publish import publish_rows
+    from imagekit.core.report import table
+    from imagekit.orchestration.publish import publish_images
+
+    settings = request.settings()
+    matrix = request.selection.load()
+    groups = settings.groups(request.selection.plans(matrix), matrix.plans)
+    RunFolder.check_writable(request.results)
+    ports, engine = _ports(request, settings)
+    outcome = publish_images(settings, groups, ports, engine)
+    if request.json:
+        records = [r.to_json() for r in outcome.records]
+        print_json({"run_id": ports.store.run_id, "images": records})
+    else:
+        typer.echo(table(["IMAGE", "STATUS", "TAGS", "REASONS"], publish_rows(outcome.records)))
+    say(f"results: {ports.store.root / 'publish.json'}")
+    if (error := outcome.failure()) is not None:
+        raise error
+
+
+def _ports(
+    request: PublishCommand, settings: PublishSettings
+) -> tuple[PublishPorts, Engine | None]:
+    """The adapters the request's mode works through, and its engine (none for a promotion,
+    which works inside the registry); the run folder made, its run.json written."""
     from imagekit.adapters.engine import DockerEngine, connect
     from imagekit.adapters.registry import HttpRegistry
     from imagekit.adapters.results import RunFolder, results_key, verify_evidence
     from imagekit.adapters.sbom import CycloneDx
-    from imagekit.core.multiarch import image_groups
     from imagekit.core.ports import EngineInfo
-    from imagekit.core.records import PublishStatus
-    from imagekit.core.report import table
-    from imagekit.orchestration.publish import PublishRun, PublishSettings
+    from imagekit.orchestration.publish import PublishPorts
 
-    matrix = request.selection.load()
-    # The platforms of one image publish together, as one index under its tags.
-    # CI candidates: each platform's job pushes its own; promotion joins them.
-    groups = image_groups(
-        request.selection.plans(matrix), matrix.plans, partial=bool(request.candidate)
-    )
-    RunFolder.check_writable(request.results)
-    signer = None
-    if request.signing_key and not request.dry_run:
-        check_key("--signing-key", request.signing_key)
-        signer = Cosign(request.signing_key, timeout_s=request.deadline_s)
-    # A promotion happens inside the registry: it needs no engine at all.
-    client = None if request.from_candidate else connect()
+    signer = _signer(request)
+    client = connect() if settings.mode.needs_engine else None
     engine = DockerEngine(client) if client is not None else None
     if client is not None:
         note_leftovers(client)
     run = RunFolder.create(request.results)
-    facts = engine.info() if engine is not None else EngineInfo()
-    run.write_run(
-        "publish",
-        facts,
-        {"registry": request.registry, "force": request.force, "signed": signer is not None},
-    )
-    settings = PublishSettings(
-        registry=request.registry,
-        dry_run=request.dry_run,
-        force=request.force,
-        candidate=request.candidate,
-        from_candidate=request.from_candidate,
-    )
+    about = {"registry": request.registry, "force": request.force, "signed": signer is not None}
+    run.write_run("publish", engine.info() if engine is not None else EngineInfo(), about)
     registry = HttpRegistry(
         client,
         attempts=request.attempts,
@@ -156,38 +161,16 @@ def publish(request: PublishCommand) -> None:
         deadline_s=request.deadline_s,
     )
     evidence = verify_evidence(request.results, results_key())
-    publisher = PublishRun(
-        engine, registry, CycloneDx(), run, evidence, settings, plain_view(), signer=signer
-    )
-    done = publisher.publish(groups)
-    if request.json:
-        print_json({"run_id": run.run_id, "images": [r.to_json() for r in done]})
-    else:
-        rows = [
-            [
-                r.name,
-                r.status + (" (forced)" if r.forced else ""),
-                ", ".join(t.tag.rsplit(":", 1)[1] + "=" + t.status for t in r.tags),
-                "; ".join(r.reasons)[:100],
-            ]
-            for r in done
-        ]
-        typer.echo(table(["IMAGE", "STATUS", "TAGS", "REASONS"], rows))
-    say(f"results: {run.root / 'publish.json'}")
-    bad = [r for r in done if not r.status.ok]
-    if publisher.engine_errors:
-        first = publisher.engine_errors[0]
-        raise EngineError(
-            f"{len(bad)} of {len(done)} images not published; the engine refused "
-            f"{len(publisher.engine_errors)}: {first.message}",
-            first.hint,
-        )
-    if bad:
-        refused = any(r.status is PublishStatus.REFUSED for r in bad)
-        raise PublishError(
-            f"{len(bad)} of {len(done)} images not published: "
-            + "; ".join(f"{r.name}: {r.status}" for r in bad),
-            "verify them first (imagekit verify); the reasons are above"
-            if refused
-            else "the registry's reasons are above",
-        )
+    ports = PublishPorts(registry, run, evidence, plain_view(), CycloneDx(), signer)
+    return ports, engine
+
+
+def _signer(request: PublishCommand) -> Signer | None:
+    """Cosign with the request's key, its key checked first; None without one (or on a dry
+    run)."""
+    from imagekit.adapters.cosign import Cosign, check_key
+
+    if not request.signing:
+        return None
+    check_key("--signing-key", request.signing)
+    return Cosign(request.signing, timeout_s=request.deadline_s)

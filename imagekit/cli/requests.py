@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # imported lazily: `imagekit probe` must not load jinja2 or d
     from imagekit.core.context import ContextInputs
     from imagekit.core.matrix import Matrix
     from imagekit.core.plan import ImagePlan
+    from imagekit.core.publish import PublishSettings
     from imagekit.core.render import RenderOptions
 
 # Shared parts ------------------------------------------------------------------------------
@@ -432,6 +433,25 @@ class PublishCommand:
             raise InputError(
                 "--candidate pushes a candidate and --from-candidate publishes one; pick one"
             )
+
+    def settings(self) -> PublishSettings:
+        """What to publish and how: the mode is decided here, once, from `--candidate` and
+        `--from-candidate` (neither: push the final tags)."""
+        from imagekit.core.publish import PublishMode, PublishSettings
+
+        mode = PublishMode.PUSH
+        if self.candidate:
+            mode = PublishMode.CANDIDATE
+        elif self.from_candidate:
+            mode = PublishMode.PROMOTION
+        candidate = self.candidate or self.from_candidate or ""
+        return PublishSettings(mode, candidate, self.registry, self.dry_run, self.force)
+
+    @property
+    def signing(self) -> str | None:
+        """The key to sign with: none on a dry run, which pushes nothing to sign."""
+        return None if self.dry_run else self.signing_key
+
 
 
 @dataclass(frozen=True)

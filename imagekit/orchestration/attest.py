@@ -1,8 +1,9 @@
 """Signing a published digest and attaching its evidence: the verify records and the SBOM.
 
-Used by `PublishRun` (a local image pushed under its tags or as a candidate) and by
-`Promotion` (a candidate promoted inside the registry). Always the digest, never a tag: a tag
-can move, the digest is the content. Through the `Signer` port (cosign in production).
+Used by `LocalPush` (a local image pushed under its tags or as a candidate), `IndexPut` (the
+index of an image's platforms) and `Promotion` (a candidate promoted inside the registry).
+Always the digest, never a tag: a tag can move, the digest is the content. Through the `Signer`
+port (cosign in production).
 """
 
 from __future__ import annotations
@@ -14,17 +15,29 @@ from typing import Any
 from imagekit import __version__
 from imagekit.core.attest import SBOM_PREDICATE, VERIFY_PREDICATE, predicate
 from imagekit.core.ports import Signer
-from imagekit.core.records import Evidence, PublishRecord, PublishStatus
+from imagekit.core.records import Evidence, PublishStatus
 
 
 @dataclass(frozen=True)
 class Attestation:
     """What signing one digest did: the digest signed, the predicate types attached, and why
-    it stopped ("" when everything was attached)."""
+    it stopped ("" when everything was attached). `UNSIGNED` where there was no key."""
 
     digest: str | None
     types: tuple[str, ...]
     error: str = ""
+
+    def status(self, status: PublishStatus) -> PublishStatus:
+        """The image's status once signed: a failure to sign fails it (its tags are pushed,
+        but it does not carry its proof)."""
+        return PublishStatus.FAILED if self.error else status
+
+    def reasons(self, reasons: tuple[str, ...]) -> tuple[str, ...]:
+        """The image's reasons once signed: with the failure to sign, if it failed."""
+        return (*reasons, f"pushed, but {self.error}") if self.error else reasons
+
+
+UNSIGNED = Attestation(None, ())
 
 
 def sign_and_attest(
@@ -58,15 +71,3 @@ def sign_and_attest(
             return Attestation(digest, tuple(done), f"attesting the SBOM failed: {error}")
         done.append(SBOM_PREDICATE)
     return Attestation(digest, tuple(done))
-
-
-def with_attestation(record: PublishRecord, done: Attestation) -> PublishRecord:
-    """`record` with what signing did; a failure to sign fails the image (its tags are
-    pushed, but it does not carry its proof)."""
-    update: dict[str, Any] = {"signed_digest": done.digest, "attestations": done.types}
-    if done.error:
-        update |= {
-            "status": PublishStatus.FAILED,
-            "reasons": (*record.reasons, f"pushed, but {done.error}"),
-        }
-    return record.model_copy(update=update)

@@ -20,21 +20,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from imagekit.core.gate import decide
+from imagekit.core.multiarch import ImageGroup, index_document, platform_tag
 from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import ManifestDocument, Registry, Signer
+from imagekit.core.ports import ManifestDocument
+from imagekit.core.publish import (
+    PublishMode,
+    PublishSettings,
+    Pushed,
+    candidate_tag,
+    pushed_or_unchanged,
+    said,
+)
 from imagekit.core.records import Evidence, PublishRecord, PublishStatus, TagRecord
-from imagekit.errors import ImagekitError, RegistryError
-from imagekit.orchestration.attest import sign_and_attest, with_attestation
-
-
-def candidate_tag(tag: str, candidate: str) -> str:
-    """The pre-release tag CI pushes before verification on every runner has passed."""
-    return f"{tag}-candidate-{candidate}"
-
-
-def said(exc: ImagekitError) -> str:
-    """What the registry's (or the engine's) failure means, with what to do, on one line."""
-    return f"{exc.message}; {exc.hint}" if exc.hint else exc.message
+from imagekit.errors import RegistryError
+from imagekit.orchestration.attest import UNSIGNED, Attestation, sign_and_attest
+from imagekit.orchestration.publish_index import platform_manifest
+from imagekit.orchestration.publish_log import PublishLog, PublishPorts
 
 
 @dataclass(frozen=True)
@@ -46,45 +47,114 @@ class ImageNames:
     digests: tuple[str, ...]  # its manifest digest, and the index's where there is one
 
 
+@dataclass(frozen=True)
+class Gate:
+    """What the records say of a candidate's images: whether it may be promoted, every
+    reason it may not (or was forced), and the records that let each platform through."""
+
+    allowed: bool
+    image_id: str | None
+    reasons: tuple[str, ...]
+    passing: tuple[Evidence, ...]
+
+    @property
+    def forced(self) -> bool:
+        """Whether `--force` let it through despite its reasons."""
+        return bool(self.reasons) and self.allowed
+
+
 class Promotion:
-    """Promotes the candidates of one CI run (`candidate`) to their final tags."""
+    """Promotes the candidates of one CI run (`settings.candidate`) to their final tags,
+    inside the registry: it needs no engine."""
 
-    def __init__(
-        self,
-        registry: Registry,
-        evidence: Sequence[Evidence],
-        candidate: str,
-        force: bool,
-        *,
-        signer: Signer | None = None,
-    ) -> None:
-        self.registry = registry
-        self.evidence = list(evidence)
-        self.candidate = candidate
-        self.force = force
-        self.signer = signer
-        self.passing: list[Evidence] = []  # the records that let the last candidate through
+    def __init__(self, ports: PublishPorts, settings: PublishSettings, log: PublishLog) -> None:
+        if settings.mode is not PublishMode.PROMOTION:
+            raise ValueError(f"Promotion runs a promotion, not a {settings.mode}")
+        self.registry = ports.registry
+        self.ports = ports
+        self.settings = settings
+        self.log = log
 
-    def promote(self, plan: ImagePlan, repository: str) -> PublishRecord:
+    def publish(self, groups: Sequence[ImageGroup]) -> list[PublishRecord]:
+        """Promote each image: one of a single platform from its candidate; the platforms of
+        one image (`{candidate}-{arch}`, each pushed by its own CI job) joined in one index
+        under the image's candidate tag first."""
+        done: list[PublishRecord] = []
+        for group in groups:
+            if group.multi:
+                first = group.plans[0]
+                joined = self._join(group.plans)
+                done.append(self.log.finished(first.name, joined or self.promote(first)))
+            else:
+                done += [self.log.finished(p.name, self.promote(p)) for p in group.plans]
+        return done
+
+    def promote(self, plan: ImagePlan) -> PublishRecord:
         """Gate the candidate of `plan` on its records, then give it the final tags."""
-        source = f"{repository}:{candidate_tag(plan.tag, self.candidate)}"
-        fail = PublishRecord(name=plan.name, status=PublishStatus.FAILED)
+        repository = self.settings.repository(plan)
+        source = f"{repository}:{candidate_tag(plan.tag, self.settings.candidate)}"
         try:
             document = self.registry.document(source)
             if document is None:
                 why = f"no candidate {source} in the registry; push it with --candidate first"
-                return fail.model_copy(update={"reasons": (why,)})
+                return PublishRecord(name=plan.name, status=PublishStatus.FAILED, reasons=(why,))
             images = self._images(repository, document)
         except RegistryError as exc:
-            return fail.model_copy(update={"reasons": (said(exc),)})
-        record = self._gate(plan, images)
-        if record.status is PublishStatus.REFUSED:
-            return record
-        done = self._tag(plan, repository, document, record)
-        if self.signer is None or not done.status.ok:
-            return done
-        attested = sign_and_attest(self.signer, repository, document.digest, self.passing, None)
-        return with_attestation(done, attested)
+            return PublishRecord(name=plan.name, status=PublishStatus.FAILED, reasons=(said(exc),))
+        gate = self._gate(plan, images)
+        if not gate.allowed:
+            return PublishRecord(
+                name=plan.name,
+                status=PublishStatus.REFUSED,
+                image_id=gate.image_id,
+                reasons=gate.reasons,
+            )
+        pushed = self._tag(plan, repository, document)
+        attested = self._attest(repository, document.digest, gate) if pushed.reached else UNSIGNED
+        return PublishRecord(
+            name=plan.name,
+            status=attested.status(pushed.status),
+            image_id=gate.image_id,
+            reasons=attested.reasons((*gate.reasons, *pushed.reasons)),
+            forced=gate.forced,
+            tags=pushed.tags,
+            signed_digest=attested.digest,
+            attestations=attested.types,
+        )
+
+    def _join(self, plans: Sequence[ImagePlan]) -> PublishRecord | None:
+        """The platforms' candidates joined in one index under the image's candidate tag;
+        None when that worked, else the record of why not (a dry run stops here)."""
+        first = plans[0]
+        repository = self.settings.repository(first)
+        candidate = candidate_tag(first.tag, self.settings.candidate)
+        try:
+            manifests = []
+            for plan in plans:
+                source = f"{repository}:{platform_tag(candidate, plan.platform)}"
+                document = self.registry.document(source)
+                if document is None:
+                    why = f"no candidate {source}; its platform's job pushes it with --candidate"
+                    return PublishRecord(
+                        name=first.name, status=PublishStatus.FAILED, reasons=(why,)
+                    )
+                manifests.append(platform_manifest(self.registry, repository, plan, document))
+            index = index_document(manifests)
+            target = f"{repository}:{candidate}"
+            held = self.registry.document(target)
+            if self.settings.dry_run:
+                return PublishRecord(name=first.name, status=PublishStatus.DRY_RUN)
+            if held is None or held.digest != index.digest:
+                self.registry.put(target, index)
+        except RegistryError as exc:
+            return PublishRecord(name=first.name, status=PublishStatus.FAILED, reasons=(said(exc),))
+        return None
+
+    def _attest(self, repository: str, digest: str, gate: Gate) -> Attestation:
+        """Sign the promoted digest (the candidate's) and attest the records that gated it."""
+        if self.ports.signer is None:
+            return UNSIGNED
+        return sign_and_attest(self.ports.signer, repository, digest, gate.passing, None)
 
     def _images(self, repository: str, document: ManifestDocument) -> list[ImageNames]:
         """Each image the candidate holds: its platform, config digest (the id a classic store
@@ -99,29 +169,26 @@ class Promotion:
             found.append(ImageNames(platform, child.config, (child.digest, document.digest)))
         return found
 
-    def _gate(self, plan: ImagePlan, images: list[ImageNames]) -> PublishRecord:
+    def _gate(self, plan: ImagePlan, images: list[ImageNames]) -> Gate:
         reasons: list[str] = []
         allowed = True
-        self.passing = []
+        passing: list[Evidence] = []
         for image in images:
             decision = decide(
-                plan, image.config, self.evidence, force=self.force, also_named=image.digests
+                plan,
+                image.config,
+                self.ports.evidence,
+                force=self.settings.force,
+                also_named=image.digests,
             )
             if decision.passing is not None:
-                self.passing.append(decision.passing)
+                passing.append(decision.passing)
             allowed = allowed and decision.allowed
             reasons += [f"{image.platform}: {r}" if image.platform else r for r in decision.reasons]
-        return PublishRecord(
-            name=plan.name,
-            status=PublishStatus.PUBLISHED if allowed else PublishStatus.REFUSED,
-            image_id=images[0].config if len(images) == 1 else None,
-            reasons=tuple(reasons),
-            forced=bool(reasons) and allowed,
-        )
+        image_id = images[0].config if len(images) == 1 else None
+        return Gate(allowed, image_id, tuple(reasons), tuple(passing))
 
-    def _tag(
-        self, plan: ImagePlan, repository: str, document: ManifestDocument, record: PublishRecord
-    ) -> PublishRecord:
+    def _tag(self, plan: ImagePlan, repository: str, document: ManifestDocument) -> Pushed:
         tags: list[TagRecord] = []
         versioned = f"{repository}:{plan.tag}"
         try:
@@ -132,9 +199,7 @@ class Promotion:
                     f"{held.digest}; the candidate is {document.digest}); versioned tags are "
                     "never overwritten"
                 )
-                return record.model_copy(
-                    update={"status": PublishStatus.REFUSED, "reasons": (*record.reasons, why)}
-                )
+                return Pushed(PublishStatus.REFUSED, (), (why,))
             todo = [(a, "alias") for a in plan.aliases]
             if held is None:
                 todo.insert(0, (plan.tag, "versioned"))
@@ -150,20 +215,8 @@ class Promotion:
             for tag, kind in todo:
                 tags.append(self._put(f"{repository}:{tag}", kind, document))
         except RegistryError as exc:
-            return record.model_copy(
-                update={
-                    "status": PublishStatus.FAILED,
-                    "tags": tuple(tags),
-                    "reasons": (*record.reasons, said(exc)),
-                }
-            )
-        pushed = any(t.status is PublishStatus.PUBLISHED for t in tags)
-        return record.model_copy(
-            update={
-                "status": PublishStatus.PUBLISHED if pushed else PublishStatus.UNCHANGED,
-                "tags": tuple(tags),
-            }
-        )
+            return Pushed(PublishStatus.FAILED, tuple(tags), (said(exc),))
+        return Pushed(pushed_or_unchanged(tags), tuple(tags))
 
     def _put(self, reference: str, kind: str, document: ManifestDocument) -> TagRecord:
         before = self.registry.document(reference) if kind == "alias" else None

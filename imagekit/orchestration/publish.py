@@ -7,6 +7,10 @@ is pushed, its digest read back from the registry, a package manifest and a
 CycloneDX SBOM of the whole image written, and everything recorded in
 results/<run-id>/publish.json. With a signer (a signing key), the digest is signed and the
 verify record that passed the gate and the SBOM are attached to it as attestations.
+
+One publisher per mode (`core.publish.PublishMode`), picked once by `publish_images`:
+`PushRun` (the final tags; the platforms of one image then one index of them), `CandidatePush`
+(a CI candidate's tag only) and, inside the registry without an engine, `promote.Promotion`.
 """
 
 from __future__ import annotations
@@ -19,204 +23,189 @@ from typing import Any
 
 from imagekit.core.gate import GateDecision, decide
 from imagekit.core.inventory import DPKG_FORMAT, cuda_stack, inventory
-from imagekit.core.multiarch import ImageGroup, platform_tag
-from imagekit.core.plan import ImagePlan, retarget
-from imagekit.core.ports import Engine, Registry, RemoteManifest, RunStore, SbomMaker, Signer
-from imagekit.core.records import Evidence, PublishRecord, PublishStatus, TagKind, TagRecord
-from imagekit.errors import EngineError, RegistryError
-from imagekit.events import Event, EventSink
-from imagekit.orchestration.attest import sign_and_attest, with_attestation
-from imagekit.orchestration.promote import Promotion, candidate_tag, said
-from imagekit.orchestration.publish_index import IndexPublish
+from imagekit.core.multiarch import ImageGroup
+from imagekit.core.plan import ImagePlan
+from imagekit.core.ports import Engine, RemoteManifest
+from imagekit.core.publish import (
+    PublishMode,
+    PublishSettings,
+    Pushed,
+    candidate_tag,
+    candidate_tags,
+    final_tags,
+    platform_tags,
+    publish_failure,
+    pushed_or_unchanged,
+    said,
+)
+from imagekit.core.records import PublishRecord, PublishStatus, TagKind, TagRecord
+from imagekit.errors import EngineError, ImagekitError, RegistryError
+from imagekit.orchestration.attest import UNSIGNED, sign_and_attest
+from imagekit.orchestration.promote import Promotion
+from imagekit.orchestration.publish_index import IndexPut
+from imagekit.orchestration.publish_log import PublishLog, PublishPorts
+
+# `candidate_tag` is named here too: callers of the publish use case read it from this module.
+__all__ = [
+    "CandidatePush",
+    "LocalPush",
+    "PublishOutcome",
+    "PublishPorts",
+    "PublishSettings",
+    "PushRun",
+    "candidate_tag",
+    "publish_images",
+]
+
+Tags = Sequence[tuple[str, TagKind]]
 
 
 @dataclass(frozen=True)
-class PublishSettings:
-    """How to publish."""
+class PublishOutcome:
+    """What one publish did: a record per image (and per index), and the engine's refusals
+    that failed an image."""
 
-    registry: str | None = None
-    dry_run: bool = False
-    force: bool = False
-    # CI pipelines: push only `{tag}-candidate-{id}` (no aliases), or promote such a
-    # candidate to the final tags inside the registry (no engine needed).
-    candidate: str | None = None
-    from_candidate: str | None = None
+    records: tuple[PublishRecord, ...]
+    engine_errors: tuple[EngineError, ...] = ()
+
+    def failure(self) -> ImagekitError | None:
+        """The error the publish ends with (its exit code and message), or None."""
+        return publish_failure(self.records, self.engine_errors)
 
 
-class PublishRun:
-    """One `imagekit publish` over a list of plans."""
+def publish_images(
+    settings: PublishSettings,
+    groups: Sequence[ImageGroup],
+    ports: PublishPorts,
+    engine: Engine | None,
+) -> PublishOutcome:
+    """Publish each image (`PublishSettings.groups`) as `settings` say, by the publisher of
+    its mode, each image's record written as it finishes. `engine`: where local images are
+    pushed from; a promotion works inside the registry and takes none."""
+    log = PublishLog(ports.store, ports.events)
+    if settings.mode is PublishMode.PROMOTION:
+        return PublishOutcome(tuple(Promotion(ports, settings, log).publish(groups)))
+    if engine is None:
+        raise ValueError(f"a {settings.mode} publish pushes local images: it needs an engine")
+    kind = CandidatePush if settings.mode is PublishMode.CANDIDATE else PushRun
+    pusher = kind(engine, ports, settings, log)
+    done = pusher.publish(groups)
+    return PublishOutcome(tuple(done), tuple(pusher.engine_errors))
+
+
+class LocalPush:
+    """Pushes local images from an engine, each gated on its verify records (the push and
+    candidate modes); `publish` is each mode's own."""
 
     def __init__(
-        self,
-        engine: Engine | None,
-        registry: Registry,
-        sbom: SbomMaker,
-        store: RunStore,
-        evidence: Sequence[Evidence],
-        settings: PublishSettings,
-        events: EventSink,
-        signer: Signer | None = None,
+        self, engine: Engine, ports: PublishPorts, settings: PublishSettings, log: PublishLog
     ) -> None:
         self.engine = engine
-        self.registry = registry
-        self.sbom = sbom
-        self.store = store
-        self.evidence = list(evidence)
+        self.registry = ports.registry
+        self.ports = ports
         self.settings = settings
-        self.events = events
-        self.signer = signer  # None: publish unsigned, as before
-        self.done: list[PublishRecord] = []
+        self.log = log
         self.engine_errors: list[EngineError] = []  # refusals that failed an image
 
-    def _engine(self) -> Engine:
-        """The engine local images are pushed from (a promotion needs none)."""
-        if self.engine is None:
-            raise ValueError("publishing a local image needs an engine; this run has none")
-        return self.engine
-
     def publish(self, groups: Sequence[ImageGroup]) -> list[PublishRecord]:
-        """Publish each image (`multiarch.image_groups`). One of a single platform goes under
-        its tags (`publish_one`). The platforms of one image: each under its platform tag,
-        then one index of them all under the image's tags (`publish_index`); as CI candidates,
-        each platform only under its candidate platform tag (its own job pushes it), the index
-        being assembled when the candidates are promoted."""
-        done: list[PublishRecord] = []
-        for group in groups:
-            if not group.multi:
-                done += [self.publish_one(plan) for plan in group.plans]
-            elif self.settings.candidate:
-                done += [self.publish_one(plan, one_platform=True) for plan in group.plans]
-            elif self.settings.from_candidate:
-                done.append(IndexPublish(self).promote(group.plans))
-            else:
-                done += IndexPublish(self).publish(group.plans)
-        return done
+        """Publish each image (`multiarch.image_groups`) as this mode does."""
+        raise NotImplementedError
 
-    def publish_one(self, plan: ImagePlan, *, one_platform: bool = False) -> PublishRecord:
-        """Gate, check and push one image; its record is written when this returns. An
-        engine that refuses something fails this image (with its reason) and not the run.
-        `one_platform`: the image is one platform of an index, pushed under its platform tag
-        only (the index takes the image's tags)."""
+    def publish_one(self, plan: ImagePlan, tags: Tags) -> PublishRecord:
+        """Gate, check and push one image under `tags`; its record is written when this
+        returns. An engine that refuses something fails this image (with its reason) and not
+        the run."""
         try:
-            record = self._publish_one(plan, one_platform)
+            record = self._publish_one(plan, tags)
         except EngineError as exc:
             self.engine_errors.append(exc)
             record = PublishRecord(
                 name=plan.name, status=PublishStatus.FAILED, reasons=(said(exc),)
             )
-        return self.finished(plan.name, record)
+        return self.log.finished(plan.name, record)
 
-    def finished(self, name: str, record: PublishRecord) -> PublishRecord:
-        """Record `record` in publish.json and report it."""
-        self.done.append(record)
-        self.store.write_publish(self.done)
-        message = record.status + (": " + "; ".join(record.reasons) if record.reasons else "")
-        self.events(Event("finished", name, message, {"status": record.status}))
-        return record
-
-    def _publish_one(self, plan: ImagePlan, one_platform: bool = False) -> PublishRecord:
-        s = self.settings
-        repository = retarget(plan.repository, s.registry)
-        if s.from_candidate:
-            promotion = Promotion(
-                self.registry, self.evidence, s.from_candidate, s.force, signer=self.signer
-            )
-            return promotion.promote(plan, repository)
-        local = self._engine().inspect_image(plan.reference)
+    def _publish_one(self, plan: ImagePlan, tags: Tags) -> PublishRecord:
+        local = self.engine.inspect_image(plan.reference)
         if local is None:
+            why = f"{plan.reference} is not built here"
+            return PublishRecord(name=plan.name, status=PublishStatus.REFUSED, reasons=(why,))
+        decision = decide(plan, local.id, self.ports.evidence, force=self.settings.force)
+        forced = bool(decision.reasons) and decision.allowed
+        pushed = Pushed(PublishStatus.REFUSED)
+        if decision.allowed:
+            pushed = self._push_all(self.settings.repository(plan), local.id, tags)
+        if not pushed.reached:
             return PublishRecord(
                 name=plan.name,
-                status=PublishStatus.REFUSED,
-                reasons=(f"{plan.reference} is not built here",),
+                status=pushed.status,
+                image_id=local.id,
+                reasons=(*decision.reasons, *pushed.reasons),
+                forced=forced,
+                tags=pushed.tags,
             )
-        decision = decide(plan, local.id, self.evidence, force=s.force)
-        record = PublishRecord(
-            name=plan.name,
-            status=PublishStatus.REFUSED,
-            image_id=local.id,
-            reasons=decision.reasons,
-            forced=bool(decision.reasons) and decision.allowed,
-        )
-        if not decision.allowed:
-            return record
-        todo = self.tags_for(plan)
-        if one_platform:
-            todo = [(platform_tag(todo[0][0], plan.platform), todo[0][1])]
-        return self._push_all(plan, repository, local.id, record, decision, todo)
+        return self._inventoried(plan, local.id, decision, pushed, forced)
 
-    def tags_for(self, plan: ImagePlan) -> list[tuple[str, TagKind]]:
-        """The tags `plan` is published under, in order: a candidate's one, or the versioned
-        tag and the aliases."""
-        if self.settings.candidate:
-            return [(candidate_tag(plan.tag, self.settings.candidate), "candidate")]
-        return [(plan.tag, "versioned"), *((a, "alias") for a in plan.aliases)]
-
-    def _push_all(
-        self,
-        plan: ImagePlan,
-        repository: str,
-        image_id: str,
-        record: PublishRecord,
-        decision: GateDecision,
-        todo: list[tuple[str, TagKind]],
+    def _inventoried(
+        self, plan: ImagePlan, image_id: str, decision: GateDecision, pushed: Pushed, forced: bool
     ) -> PublishRecord:
+        """The record of an image on the registry: its package manifest and SBOM written,
+        its digest signed (with a signer)."""
+        repository = self.settings.repository(plan)
+        digest = next(t.digest for t in pushed.tags if t.kind != "alias") or ""
+        manifest_file, sbom_file, sbom = self._inventory(plan, image_id, digest, decision)
+        attested = UNSIGNED
+        if self.ports.signer is not None and digest:
+            # Each run with a key signs again (an unchanged image too): a run whose signing
+            # failed is repaired by running it again, and a check accepts any signature by the
+            # key.
+            passing = [decision.passing] if decision.passing is not None else []
+            attested = sign_and_attest(self.ports.signer, repository, digest, passing, sbom)
+        return PublishRecord(
+            name=plan.name,
+            status=attested.status(pushed.status),
+            image_id=image_id,
+            reasons=attested.reasons(decision.reasons),
+            forced=forced,
+            tags=pushed.tags,
+            manifest_file=manifest_file,
+            sbom_file=sbom_file,
+            signed_digest=attested.digest,
+            attestations=attested.types,
+        )
+
+    def _push_all(self, repository: str, image_id: str, todo: Tags) -> Pushed:
+        """Push `todo` in order: refused when the first (versioned) tag holds other content,
+        unchanged where it holds this image already; stops at the first push that fails."""
         first = f"{repository}:{todo[0][0]}"
         try:
             remote = self.registry.manifest(first)
         except RegistryError as exc:
-            return record.model_copy(
-                update=dict(status=PublishStatus.FAILED, reasons=(*record.reasons, said(exc)))
-            )
-        tags: list[TagRecord] = []
+            return Pushed(PublishStatus.FAILED, (), (said(exc),))
         if remote is not None and not remote.holds(image_id):
             held = f", image {remote.config}" if remote.config else ""
             why = (
                 f"{first} already exists with other content (registry digest {remote.digest}"
                 f"{held}; this image is {image_id}); versioned tags are never overwritten"
             )
-            return record.model_copy(update=dict(reasons=(*record.reasons, why)))
+            return Pushed(PublishStatus.REFUSED, (), (why,))
+        tags: list[TagRecord] = []
         if remote is not None:
-            tags.append(
-                TagRecord(
-                    tag=first, kind=todo[0][1], status=PublishStatus.UNCHANGED, digest=remote.digest
-                )
-            )
+            status = PublishStatus.UNCHANGED
+            tags.append(TagRecord(tag=first, kind=todo[0][1], status=status, digest=remote.digest))
             todo = todo[1:]
         if self.settings.dry_run:
             tags += [
                 TagRecord(tag=f"{repository}:{t}", kind=k, status=PublishStatus.DRY_RUN)
                 for t, k in todo
             ]
-            return record.model_copy(update=dict(status=PublishStatus.DRY_RUN, tags=tuple(tags)))
+            return Pushed(PublishStatus.DRY_RUN, tuple(tags))
         for tag, kind in todo:
             entry = self._push_tag(image_id, repository, tag, kind)
             tags.append(entry)
             if entry.status is not PublishStatus.PUBLISHED:
-                return record.model_copy(
-                    update=dict(
-                        status=PublishStatus.FAILED,
-                        tags=tuple(tags),
-                        reasons=(*record.reasons, f"{repository}:{tag}: {entry.error}"),
-                    )
-                )
-        pushed = any(t.status is PublishStatus.PUBLISHED for t in tags)
-        digest = next(t.digest for t in tags if t.kind != "alias") or ""
-        manifest_file, sbom_file, sbom = self._inventory(plan, image_id, digest, decision)
-        done = record.model_copy(
-            update=dict(
-                status=PublishStatus.PUBLISHED if pushed else PublishStatus.UNCHANGED,
-                tags=tuple(tags),
-                manifest_file=manifest_file,
-                sbom_file=sbom_file,
-            )
-        )
-        if self.signer is None or not digest:
-            return done
-        # Each run with a key signs again (an unchanged image too): a run whose signing failed
-        # is repaired by running it again, and a check accepts any signature by the key.
-        passing = [decision.passing] if decision.passing is not None else []
-        attested = sign_and_attest(self.signer, repository, digest, passing, sbom)
-        return with_attestation(done, attested)
+                why = f"{repository}:{tag}: {entry.error}"
+                return Pushed(PublishStatus.FAILED, tuple(tags), (why,))
+        return Pushed(pushed_or_unchanged(tags), tuple(tags))
 
     def _push_tag(self, image_id: str, repository: str, tag: str, kind: TagKind) -> TagRecord:
         reference = f"{repository}:{tag}"
@@ -226,35 +215,29 @@ class PublishRun:
                 before = self.registry.manifest(reference)
             except RegistryError:
                 before = None  # the push below reports what is wrong with the registry
-        self._engine().tag(image_id, repository, tag)
+        self.engine.tag(image_id, repository, tag)
         started = time.monotonic()
         outcome = self.registry.push(reference)
-        entry = TagRecord(
+        after: RemoteManifest | None = None
+        if not outcome.ok:
+            error = f"{outcome.kind}: {outcome.error}"
+        else:
+            try:
+                after = self.registry.manifest(reference)
+                shown = after is not None and after.holds(image_id)
+                error = "" if shown else "the registry does not show the pushed image"
+            except RegistryError as exc:
+                error = f"pushed, but the digest could not be read back: {said(exc)}"
+        return TagRecord(
             tag=reference,
             kind=kind,
-            status=PublishStatus.FAILED,
+            status=PublishStatus.FAILED if error else PublishStatus.PUBLISHED,
+            digest=after.digest if after is not None and not error else None,
             attempts=outcome.attempts,
             errors=outcome.errors,
             duration_s=round(time.monotonic() - started, 3),
-        )
-        if not outcome.ok:
-            return entry.model_copy(update=dict(error=f"{outcome.kind}: {outcome.error}"))
-        try:
-            after = self.registry.manifest(reference)
-        except RegistryError as exc:
-            return entry.model_copy(
-                update=dict(error=f"pushed, but the digest could not be read back: {said(exc)}")
-            )
-        if after is None or not after.holds(image_id):
-            return entry.model_copy(
-                update=dict(error="the registry does not show the pushed image")
-            )
-        return entry.model_copy(
-            update=dict(
-                status=PublishStatus.PUBLISHED,
-                digest=after.digest,
-                moved_from=(before.digest if before else None) if kind == "alias" else None,
-            )
+            error=error or None,
+            moved_from=before.digest if before is not None and not error else None,
         )
 
     def _inventory(
@@ -262,7 +245,7 @@ class PublishRun:
     ) -> tuple[str, str, dict[str, Any]]:
         """The image's Python and OS packages, and one CycloneDX SBOM of both (the CUDA stack
         on torch and the nvidia-* wheels); the files written, and the SBOM."""
-        engine = self._engine()
+        engine = self.engine
         pip = engine.output_of(image_id, ["python3", "-m", "pip", "list", "--format", "json"])
         dpkg = engine.output_of(image_id, ["dpkg-query", "-W", "-f", DPKG_FORMAT])
         os_release = engine.output_of(image_id, ["cat", "/etc/os-release"])
@@ -288,7 +271,42 @@ class PublishRun:
                 {"name": p.name, "version": p.version, "arch": p.arch} for p in held.os_packages
             ],
         }
-        document = self.sbom.image_sbom(held)
-        manifest_file = self.store.write_artifact(f"publish/{plan.name}.packages.json", manifest)
-        sbom_file = self.store.write_artifact(f"publish/{plan.name}.cdx.json", document)
+        document = self.ports.sbom.image_sbom(held)
+        manifest_file = self.ports.store.write_artifact(
+            f"publish/{plan.name}.packages.json", manifest
+        )
+        sbom_file = self.ports.store.write_artifact(f"publish/{plan.name}.cdx.json", document)
         return str(manifest_file), str(sbom_file), document
+
+
+class PushRun(LocalPush):
+    """`imagekit publish`: each image under its versioned tag and aliases."""
+
+    def publish(self, groups: Sequence[ImageGroup]) -> list[PublishRecord]:
+        """Publish each image. One of a single platform goes under its tags. The platforms of
+        one image: each under its platform tag, then one index of them all under the image's
+        tags (`IndexPut`)."""
+        done: list[PublishRecord] = []
+        for group in groups:
+            if not group.multi:
+                done += [self.publish_one(plan, final_tags(plan)) for plan in group.plans]
+                continue
+            pushed = [self.publish_one(plan, platform_tags(plan)) for plan in group.plans]
+            index = IndexPut(self.ports, self.settings).record(group.plans, pushed)
+            done += [*pushed, self.log.finished(index.name, index)]
+        return done
+
+
+class CandidatePush(LocalPush):
+    """`imagekit publish --candidate ID`: each image only under its CI candidate tag, before
+    the other jobs verify it; `--from-candidate ID` promotes it later."""
+
+    def publish(self, groups: Sequence[ImageGroup]) -> list[PublishRecord]:
+        """Push each selected image (or platform of one: its own job pushes each, and the
+        promotion assembles their index) under its candidate tag."""
+        candidate = self.settings.candidate
+        return [
+            self.publish_one(plan, candidate_tags(plan, candidate, multi=group.multi))
+            for group in groups
+            for plan in group.plans
+        ]

@@ -1,140 +1,124 @@
-"""Publishing the platforms of one image as one index, and promoting such candidates.
+"""Publishing the platforms of one image as one index.
 
-`PublishRun` hands an image of several platforms here. Directly: each platform is gated on its
-own verify record and pushed under its platform tag (`PublishRun.publish_one`), then one index
-of their manifests, as the registry holds them, is put under the image's versioned tag and
-aliases; nothing of the index when a platform is refused or fails. As CI candidates: each
-platform's job pushed `{candidate}-{arch}`; `promote` joins them in one index under the
-candidate tag and promotes it as any candidate (gated per platform, its bytes copied).
+`PushRun` pushes each platform of such an image under its platform tag, gated on its own
+verify record; `IndexPut` then puts one index of their manifests, as the registry holds them,
+under the image's versioned tag and aliases (nothing of the index when a platform is refused or
+fails). Promotion joins the platforms' candidates the same way (`platform_manifest`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from imagekit.core.gate import decide
-from imagekit.core.multiarch import PlatformManifest, index_document, platform_tag
-from imagekit.core.plan import ImagePlan, retarget
-from imagekit.core.ports import ManifestDocument
+from imagekit.core.multiarch import PlatformManifest, index_document
+from imagekit.core.plan import ImagePlan
+from imagekit.core.ports import ManifestDocument, Registry
+from imagekit.core.publish import PublishSettings, Pushed, final_tags, pushed_or_unchanged, said
 from imagekit.core.records import PublishRecord, PublishStatus, TagKind, TagRecord
 from imagekit.errors import RegistryError
-from imagekit.orchestration.attest import sign_and_attest, with_attestation
-from imagekit.orchestration.promote import candidate_tag, said
-
-if TYPE_CHECKING:  # PublishRun hands its images here; only annotations name it
-    from imagekit.orchestration.publish import PublishRun
+from imagekit.orchestration.attest import UNSIGNED, Attestation, sign_and_attest
+from imagekit.orchestration.publish_log import PublishPorts
 
 
-class IndexPublish:
-    """One multi-platform image of a `PublishRun`: its platforms, then their index."""
+def index_name(first: ImagePlan) -> str:
+    """The index's record name. Not the amd64 image's (`<cell>-<flavour>`): the index is a
+    record of its own."""
+    return f"{first.cell.shared_id}-{first.flavour}-index"
 
-    def __init__(self, run: PublishRun) -> None:
-        self.run = run
 
-    def publish(self, plans: Sequence[ImagePlan]) -> list[PublishRecord]:
-        """The platforms of one image: each gated on its own verify record and pushed under
-        its platform tag, then one index of their manifests put under the image's tags
-        (nothing of the index when a platform is refused or fails)."""
-        first = plans[0]
-        done = [self.run.publish_one(plan, one_platform=True) for plan in plans]
-        # Not the amd64 image's name (`<cell>-<flavour>`): the index is a record of its own.
-        name = f"{first.cell.shared_id}-{first.flavour}-index"
+class IndexPut:
+    """The index of one multi-platform image whose platforms were just pushed."""
+
+    def __init__(self, ports: PublishPorts, settings: PublishSettings) -> None:
+        self.registry = ports.registry
+        self.ports = ports
+        self.settings = settings
+
+    def record(self, plans: Sequence[ImagePlan], done: Sequence[PublishRecord]) -> PublishRecord:
+        """One index of the platforms' manifests (`done`: their records, in the order of
+        `plans`) under the image's tags; refused when a platform was not published."""
+        name = index_name(plans[0])
         try:
-            record = self._index(plans, done, name)
+            return self._index(plans, done, name)
         except RegistryError as exc:
-            record = PublishRecord(name=name, status=PublishStatus.FAILED, reasons=(said(exc),))
-        return [*done, self.run.finished(name, record)]
-
-    def promote(self, plans: Sequence[ImagePlan]) -> PublishRecord:
-        """The platforms' candidates (`{candidate}-{arch}`, each pushed by its own CI job)
-        joined in one index under the image's candidate tag, then promoted as any candidate:
-        each platform gated on its own records, the index's bytes copied to the final tags."""
-        first = plans[0]
-        repository = retarget(first.repository, self.run.settings.registry)
-        candidate = candidate_tag(first.tag, self.run.settings.from_candidate or "")
-        try:
-            manifests = []
-            for plan in plans:
-                source = f"{repository}:{platform_tag(candidate, plan.platform)}"
-                document = self.run.registry.document(source)
-                if document is None:
-                    why = f"no candidate {source}; its platform's job pushes it with --candidate"
-                    record = PublishRecord(
-                        name=first.name, status=PublishStatus.FAILED, reasons=(why,)
-                    )
-                    return self.run.finished(first.name, record)
-                manifests.append(self._platform_manifest(repository, plan, document))
-            index = index_document(manifests)
-            target = f"{repository}:{candidate}"
-            held = self.run.registry.document(target)
-            if self.run.settings.dry_run:
-                record = PublishRecord(name=first.name, status=PublishStatus.DRY_RUN)
-                return self.run.finished(first.name, record)
-            if held is None or held.digest != index.digest:
-                self.run.registry.put(target, index)
-        except RegistryError as exc:
-            record = PublishRecord(
-                name=first.name, status=PublishStatus.FAILED, reasons=(said(exc),)
-            )
-            return self.run.finished(first.name, record)
-        return self.run.publish_one(first)
+            return PublishRecord(name=name, status=PublishStatus.FAILED, reasons=(said(exc),))
 
     def _index(
         self, plans: Sequence[ImagePlan], done: Sequence[PublishRecord], name: str
     ) -> PublishRecord:
-        s = self.run.settings
         first = plans[0]
-        repository = retarget(first.repository, s.registry)
-        todo = self.run.tags_for(first)
-        record = PublishRecord(name=name, status=PublishStatus.REFUSED)
+        repository = self.settings.repository(first)
+        todo = final_tags(first)
         missing = [r.name for r in done if not r.status.ok]
         if missing:
             why = f"the index needs every platform; not published: {', '.join(missing)}"
-            return record.model_copy(update=dict(reasons=(why,)))
-        if s.dry_run:
+            return PublishRecord(name=name, status=PublishStatus.REFUSED, reasons=(why,))
+        if self.settings.dry_run:
             planned = tuple(
                 TagRecord(tag=f"{repository}:{t}", kind=k, status=PublishStatus.DRY_RUN)
                 for t, k in todo
             )
-            return record.model_copy(update=dict(status=PublishStatus.DRY_RUN, tags=planned))
+            return PublishRecord(name=name, status=PublishStatus.DRY_RUN, tags=planned)
         index = index_document(
             [self._manifest(repository, p, r) for p, r in zip(plans, done, strict=True)]
         )
+        pushed = self._put_all(repository, todo, index)
+        if not pushed.reached:
+            return PublishRecord(
+                name=name, status=pushed.status, reasons=pushed.reasons, tags=pushed.tags
+            )
+        attested = self._attest(plans, done, repository, index.digest)
+        return PublishRecord(
+            name=name,
+            status=attested.status(pushed.status),
+            image_id=index.digest,
+            reasons=attested.reasons(()),
+            tags=pushed.tags,
+            signed_digest=attested.digest,
+            attestations=attested.types,
+        )
+
+    def _put_all(
+        self, repository: str, todo: Sequence[tuple[str, TagKind]], index: ManifestDocument
+    ) -> Pushed:
+        """`index` under each tag in turn, stopping at the first that fails or is refused."""
         tags: list[TagRecord] = []
         for tag, kind in todo:
             reference = f"{repository}:{tag}"
             try:
                 entry = self._put_index(reference, kind, index)
             except RegistryError as exc:
-                update = dict(status=PublishStatus.FAILED, reasons=(said(exc),), tags=tuple(tags))
-                return record.model_copy(update=update)
+                return Pushed(PublishStatus.FAILED, tuple(tags), (said(exc),))
             if entry is None:
                 why = (
                     f"{reference} already exists with other content; versioned tags are never "
                     f"overwritten (this index is {index.digest})"
                 )
-                return record.model_copy(update=dict(reasons=(why,), tags=tuple(tags)))
+                return Pushed(PublishStatus.REFUSED, tuple(tags), (why,))
             tags.append(entry)
-        pushed = any(t.status is PublishStatus.PUBLISHED for t in tags)
-        result = record.model_copy(
-            update=dict(
-                status=PublishStatus.PUBLISHED if pushed else PublishStatus.UNCHANGED,
-                image_id=index.digest,
-                tags=tuple(tags),
-            )
-        )
-        if self.run.signer is None:
-            return result
-        # The index is what a pull of the tag resolves first: it carries each platform's
-        # verify record (the attestation names the platform), as a promoted index does.
+        return Pushed(pushed_or_unchanged(tags), tuple(tags))
+
+    def _attest(
+        self,
+        plans: Sequence[ImagePlan],
+        done: Sequence[PublishRecord],
+        repository: str,
+        digest: str,
+    ) -> Attestation:
+        """Sign the index. It is what a pull of the tag resolves first: it carries each
+        platform's verify record (the attestation names the platform), as a promoted index
+        does."""
+        signer = self.ports.signer
+        if signer is None:
+            return UNSIGNED
+        evidence, force = self.ports.evidence, self.settings.force
         passing = [
             d.passing
             for p, r in zip(plans, done, strict=True)
-            if (d := decide(p, r.image_id or "", self.run.evidence, force=s.force)).passing
+            if (d := decide(p, r.image_id or "", evidence, force=force)).passing
         ]
-        attested = sign_and_attest(self.run.signer, repository, index.digest, passing, None)
-        return with_attestation(result, attested)
+        return sign_and_attest(signer, repository, digest, passing, None)
 
     def _put_index(
         self, reference: str, kind: TagKind, index: ManifestDocument
@@ -142,14 +126,14 @@ class IndexPublish:
         """Put `index` under `reference`: unchanged where it is there already, moved where an
         alias held something else; None where a versioned tag holds other content (never
         overwritten)."""
-        held = self.run.registry.document(reference)
+        held = self.registry.document(reference)
         if held is not None and held.digest == index.digest:
             return TagRecord(
                 tag=reference, kind=kind, status=PublishStatus.UNCHANGED, digest=held.digest
             )
         if held is not None and kind == "versioned":
             return None
-        digest = self.run.registry.put(reference, index)
+        digest = self.registry.put(reference, index)
         if digest != index.digest:
             raise RegistryError(
                 f"{reference} holds {digest} after the put, not the index's {index.digest}",
@@ -168,31 +152,28 @@ class IndexPublish:
     ) -> PlatformManifest:
         """The registry's manifest of one platform's pushed image."""
         digest = next(t.digest for t in record.tags if t.digest)
-        document = self.run.registry.document(f"{repository}@{digest}")
+        document = self.registry.document(f"{repository}@{digest}")
         if document is None:
             raise RegistryError(
                 f"{repository}@{digest} ({plan.platform}) is not on the registry after its push",
                 "publish again; if it persists, check the registry's storage",
             )
-        return self._platform_manifest(repository, plan, document)
+        return platform_manifest(self.registry, repository, plan, document)
 
-    def _platform_manifest(
-        self, repository: str, plan: ImagePlan, document: ManifestDocument
-    ) -> PlatformManifest:
-        """One platform's manifest as an index entry: `document` itself, or, where the engine
-        pushed an index of its own (the containerd store), its entry for this platform."""
-        if document.is_index:
-            arch = plan.platform.split("/")[1]
-            child = next(
-                (d for d, p in document.images() if p.split("/")[:2] == ["linux", arch]), None
+
+def platform_manifest(
+    registry: Registry, repository: str, plan: ImagePlan, document: ManifestDocument
+) -> PlatformManifest:
+    """One platform's manifest as an index entry: `document` itself, or, where the engine
+    pushed an index of its own (the containerd store), its entry for this platform."""
+    if document.is_index:
+        arch = plan.platform.split("/")[1]
+        child = next((d for d, p in document.images() if p.split("/")[:2] == ["linux", arch]), None)
+        found = registry.document(f"{repository}@{child}") if child else None
+        if found is None:
+            raise RegistryError(
+                f"{repository}@{document.digest} holds no {plan.platform} manifest",
+                "push that platform's image again",
             )
-            found = self.run.registry.document(f"{repository}@{child}") if child else None
-            if found is None:
-                raise RegistryError(
-                    f"{repository}@{document.digest} holds no {plan.platform} manifest",
-                    "push that platform's image again",
-                )
-            document = found
-        return PlatformManifest(
-            plan.platform, document.digest, len(document.body), document.media_type
-        )
+        document = found
+    return PlatformManifest(plan.platform, document.digest, len(document.body), document.media_type)
