@@ -224,13 +224,12 @@ def test_every_action_but_checkout_has_a_local_stand_in_for_act(action: tuple[st
     assert definition["runs"]["using"] == "composite"  # bash on the host: no node, no image
 
 
-def _readme_github_actions() -> str:
-    text = (ROOT / "README.md").read_text()
-    return text.split("### GitHub Actions", 1)[1].split("\n## ", 1)[0]
+def _github_actions_how_to() -> str:
+    return (ROOT / "docs" / "how-to" / "github-actions.md").read_text()
 
 
-def test_the_readme_runs_the_pipeline_with_act_and_today_s_pins() -> None:
-    section = _readme_github_actions()
+def test_the_docs_run_the_pipeline_with_act_and_today_s_pins() -> None:
+    section = _github_actions_how_to()
     assert "-P ubuntu-24.04=-self-hosted" in section
     for repository, sha in ACTIONS:
         if repository != "actions/checkout":

@@ -670,10 +670,8 @@ def test_slim_carries_no_services_and_exposes_no_ports(
     assert "jupyter" not in out and "tensorboard" not in out and "sshd" not in out
 
 
-def test_the_readme_examples_publish_ports_on_loopback_only() -> None:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Working in a full image") :]
-    section = section[: section.index("\n## ", 1)]
+def test_the_full_image_how_to_publishes_ports_on_loopback_only() -> None:
+    section = (ROOT / "docs" / "how-to" / "full-image.md").read_text()
     runs = [span for span in re.findall(r"`([^`]*)`", section) if span.startswith("docker run")]
     published = [re.findall(r" -p (\S+)", span) for span in runs]
     assert sum(map(len, published)) >= 4
