@@ -36,6 +36,7 @@ from imagekit.core.multiarch import ImageGroup
 from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import ManifestDocument
 from imagekit.core.records import Evidence, ImageRecord, PublishStatus, Status
+from imagekit.orchestration.attest_verify import attested_level, check_attestations
 from imagekit.orchestration.publish import PublishPorts, candidate_tag, publish_images
 from tests.fakes import (
     OCI_MANIFEST,
@@ -395,6 +396,59 @@ def test_a_candidate_is_attested_and_its_promotion_attests_the_gating_records(
     assert {r for r, _, _ in world.signer.attestations} == {reference}
     found = FakeAttestationReader(world.signer).attested(reference, SBOM_PREDICATE)
     assert found.state == "ok"
+
+
+# Checking an image's attestations (`imagekit attest verify`, `imagekit doctor --key`) --------
+
+
+def test_a_published_image_passes_the_check_and_says_what_held(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    digest = world.publish([verified(world.image, slim)]).signed_digest
+    image = f"{slim.repository}@{digest}"
+    check = check_attestations(FakeAttestationReader(world.signer), image, Requirement())
+    assert check.ok and check.failure() is None
+    assert check.summary("k.pub") == (
+        f"{image}@{digest}: signed by k.pub; attested {check.reason}; "
+        "requires a signed verify record: ok"
+    )
+    document = check.to_json()
+    assert document["ok"] is True and document["state"] == "ok" and document["digest"] == digest
+    assert [r["verify_run"] for r in document["records"]] == ["20261130T000000Z-aaaa"]
+
+
+def test_an_image_short_of_the_requirement_or_signed_by_another_key_is_not_attested(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    image = f"{slim.repository}@{world.publish([verified(world.image, slim)]).signed_digest}"
+    short = check_attestations(
+        FakeAttestationReader(world.signer), image, Requirement(None, ("no-such-probe",))
+    )
+    error = short.failure()
+    assert error is not None and error.exit_code == 8
+    assert error.message == f"{image}: {short.reason}" and "no-such-probe not run" in short.reason
+    stranger = FakeAttestationReader(world.signer, key="other.key")
+    other = check_attestations(stranger, image, Requirement())
+    assert not other.ok and other.found.state == "other key" and other.records == ()
+    assert other.to_json()["reason"] == "the image is signed, but not by this key"
+
+
+def test_the_attested_level_is_the_best_passing_record_or_why_there_is_none(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    image = f"{slim.repository}@{world.publish([verified(world.image, slim)]).signed_digest}"
+    found = attested_level(FakeAttestationReader(world.signer), image)
+    assert found.state == "ok" and found.digest == image.rsplit("@", 1)[1]
+    unsigned = attested_level(FakeAttestationReader(FakeSigner()), image)
+    assert unsigned.to_json() == {
+        "state": "unsigned",
+        "digest": "",
+        "level": None,
+        "why": "the image is not signed",
+    }
 
 
 def test_the_other_key_and_no_signature_are_told_apart() -> None:

@@ -3,13 +3,12 @@ reach what is required? The check to run before an image runs (or in an admissio
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from imagekit.cli.common import JsonOption, app, dispatch, handles, print_json
 from imagekit.cli.requests import LEVEL_NAMES, AttestVerifyRequest
-from imagekit.errors import NotAttestedError
 
 attest_app = typer.Typer(
     help="Check the signature and attestations imagekit publish attached to an image.",
@@ -51,55 +50,33 @@ def attest_verify_command(
     )
 
 
-def attested_level(reference: str, key: str) -> dict[str, Any]:
-    """What the attestations signed by `key` say about `reference`: state, digest, the level
-    reached (the best attested record), and a line for people."""
-    from imagekit.adapters.cosign import Cosign
-    from imagekit.core.attest import VERIFY_PREDICATE, Requirement, judge
-    from imagekit.core.levels import rank
+# cosign verifies against the registry: a slow registry is given two minutes per image.
+READ_TIMEOUT_S = 120
 
-    found = Cosign(key, timeout_s=120).attested(reference, VERIFY_PREDICATE)
-    if found.state != "ok":
-        return {"state": found.state, "digest": found.digest, "level": None, "why": found.reason}
-    ok, why, records = judge(found.predicates, Requirement(), found.digest)
-    levels = [str(r.level) for r in records if r.status == "pass"]
-    best = max(levels, key=rank) if levels else None
-    return {
-        "state": "ok" if ok else "no attestation",
-        "digest": found.digest,
-        "level": best,
-        "why": why,
-    }
+
+def attested_level(reference: str, key: str) -> dict[str, str | None]:
+    """What the attestations signed by `key` say about `reference` (`imagekit doctor --key`):
+    state, digest, the level reached, and a line for people."""
+    from imagekit.adapters.cosign import Cosign
+    from imagekit.orchestration.attest_verify import attested_level as level_of
+
+    return level_of(Cosign(key, timeout_s=READ_TIMEOUT_S), reference).to_json()
 
 
 @handles(AttestVerifyRequest)
 def attest_verify(request: AttestVerifyRequest) -> None:
     """Check one image; NotAttestedError (exit 8) with one line when it falls short."""
     from imagekit.adapters.cosign import Cosign, check_key
-    from imagekit.core.attest import VERIFY_PREDICATE, Requirement, VerifyPredicate, judge
+    from imagekit.core.attest import Requirement
+    from imagekit.orchestration.attest_verify import check_attestations
 
     check_key("--key", request.key)
     required = Requirement(request.require_level, request.require_probes)  # type: ignore[arg-type]
-    found = Cosign(request.key, timeout_s=120).attested(request.image, VERIFY_PREDICATE)
-    ok, why, records = False, found.reason, list[VerifyPredicate]()
-    if found.state == "ok":
-        ok, why, records = judge(found.predicates, required, found.digest)
+    reader = Cosign(request.key, timeout_s=READ_TIMEOUT_S)
+    check = check_attestations(reader, request.image, required)
     if request.json:
-        print_json(
-            {
-                "image": request.image,
-                "digest": found.digest,
-                "state": found.state,
-                "ok": ok,
-                "required": required.describe(),
-                "reason": why,
-                "records": [r.to_json() for r in records],
-            }
-        )
-    if not ok:
-        raise NotAttestedError(f"{request.image}: {why}")
+        print_json(check.to_json())
+    if (error := check.failure()) is not None:
+        raise error
     if not request.json:
-        typer.echo(
-            f"{request.image}@{found.digest}: signed by {request.key}; attested {why}; "
-            f"requires {required.describe()}: ok"
-        )
+        typer.echo(check.summary(request.key))

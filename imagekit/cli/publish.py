@@ -30,6 +30,45 @@ if TYPE_CHECKING:
     from imagekit.orchestration.publish import PublishPorts
 
 
+RegistryOption = Annotated[
+    str | None, typer.Option(help="Push to this registry instead of the matrix's.")
+]
+DryRunOption = Annotated[bool, typer.Option(help="Check everything, push nothing.")]
+ForceOption = Annotated[
+    bool, typer.Option(help="Publish despite the gate (recorded in the results).")
+]
+CandidateOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Push only TAG-candidate-ID of each gated image, nothing else (CI, before "
+        "the other jobs verify it)."
+    ),
+]
+FromCandidateOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Promote TAG-candidate-ID inside the registry: the same manifest under the "
+        "versioned tag and the aliases, gated on records for the image it holds; no pull, "
+        "no engine."
+    ),
+]
+AttemptsOption = Annotated[int, typer.Option(min=1, max=10, help="Tries per tag.")]
+DeadlineOption = Annotated[
+    float,
+    typer.Option(min=1, help="Stop retrying the registry once this many seconds have passed."),
+]
+BackoffOption = Annotated[float, typer.Option(min=0, help="First retry delay; doubles each time.")]
+SigningKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--signing-key",
+        envvar="IMAGEKIT_SIGNING_KEY",
+        help="A cosign private key (its password in COSIGN_PASSWORD): sign each published "
+        "digest and attach the verify record and the SBOM as attestations.",
+    ),
+]
+
+
 @app.command(
     "publish",
     help="Push the tags of images that passed verification (exit 6 if any is refused or fails)."
@@ -42,47 +81,17 @@ def publish_command(
     only: OnlyOption = None,
     flavour: FlavourOption = None,
     platform: PlatformOption = None,
-    registry: Annotated[
-        str | None, typer.Option(help="Push to this registry instead of the matrix's.")
-    ] = None,
-    dry_run: Annotated[bool, typer.Option(help="Check everything, push nothing.")] = False,
-    force: Annotated[
-        bool, typer.Option(help="Publish despite the gate (recorded in the results).")
-    ] = False,
-    candidate: Annotated[
-        str | None,
-        typer.Option(
-            help="Push only TAG-candidate-ID of each gated image, nothing else (CI, before "
-            "the other jobs verify it)."
-        ),
-    ] = None,
-    from_candidate: Annotated[
-        str | None,
-        typer.Option(
-            help="Promote TAG-candidate-ID inside the registry: the same manifest under the "
-            "versioned tag and the aliases, gated on records for the image it holds; no pull, "
-            "no engine."
-        ),
-    ] = None,
-    attempts: Annotated[int, typer.Option(min=1, max=10, help="Tries per tag.")] = 4,
-    deadline_s: Annotated[
-        float,
-        typer.Option(min=1, help="Stop retrying the registry once this many seconds have passed."),
-    ] = 300.0,
-    backoff_s: Annotated[
-        float, typer.Option(min=0, help="First retry delay; doubles each time.")
-    ] = 2.0,
+    registry: RegistryOption = None,
+    dry_run: DryRunOption = False,
+    force: ForceOption = False,
+    candidate: CandidateOption = None,
+    from_candidate: FromCandidateOption = None,
+    attempts: AttemptsOption = 4,
+    deadline_s: DeadlineOption = 300.0,
+    backoff_s: BackoffOption = 2.0,
     results: ResultsOption = Path("results"),
     json_out: JsonOption = False,
-    signing_key: Annotated[
-        str | None,
-        typer.Option(
-            "--signing-key",
-            envvar="IMAGEKIT_SIGNING_KEY",
-            help="A cosign private key (its password in COSIGN_PASSWORD): sign each published "
-            "digest and attach the verify record and the SBOM as attestations.",
-        ),
-    ] = None,
+    signing_key: SigningKeyOption = None,
 ) -> None:
     """Push the tags of images that passed verification (exit 6 if any is refused or fails)."""
     selection = Selection(
