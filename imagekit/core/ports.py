@@ -2,7 +2,8 @@
 
 The adapters (`imagekit/adapters/`) implement them over Docker, registries, subprocesses and
 the results folder; `tests/fakes.py` implements them in memory, so `BuildRun`, `VerifyRun` and
-`PublishRun` are tested without an engine. Each port is as small as its callers need.
+the publishers (`publish_images`) are tested without an engine. Each port is as small as its
+callers need.
 """
 
 from __future__ import annotations
