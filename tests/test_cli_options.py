@@ -44,6 +44,8 @@ from imagekit.cli.requests import (
     TagsRequest,
     VerifyCommand,
 )
+from imagekit.core.build_options import BuilderChoice, BuildNetwork, Compression
+from imagekit.core.probe_contract import ProbeDevice
 from imagekit.core.runtime import GpuChoice
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -397,7 +399,12 @@ def case_probe(f: Files) -> Line:
     return Line(
         [*argv, "--nodes", "3", "--out", str(out), "--json"],
         ProbeCommand(
-            probes=("env", "matmul"), device="cpu", timeout_s=30.0, nodes=3, out=out, json=True
+            probes=("env", "matmul"),
+            device=ProbeDevice.CPU,
+            timeout_s=30.0,
+            nodes=3,
+            out=out,
+            json=True,
         ),
     )
 

@@ -22,6 +22,7 @@ import pytest
 
 from imagekit.adapters.hostprobe import HostProbeRunner
 from imagekit.core.ports import ProbeRequest, ProbeRun
+from imagekit.core.probe_contract import ProbeDevice, ProbeExpectations
 from imagekit.core.probes import read_spec
 from imagekit.core.records import Level, Status
 
@@ -45,14 +46,14 @@ def load_probe(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
-def run_host(expected: dict[str, object], timeout_s: float = 300) -> ProbeRun:
+def run_host(expected: ProbeExpectations, timeout_s: float = 300) -> ProbeRun:
     """The probe through the runner in this Python environment, as `imagekit probe` runs it."""
     request = ProbeRequest(
         image="",
         probes_dir=PROBES,
         probes=("compile",),
         expected=expected,
-        device="cpu",
+        device=ProbeDevice.CPU,
         gpus=False,
         timeout_s=timeout_s,
         shm_bytes=0,
@@ -119,7 +120,7 @@ def test_host_mode_compiles_and_matches_eager(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the runner's, so its leftovers are seen
-    run = run_host({})
+    run = run_host(ProbeExpectations())
     (result,) = run.output.results
     assert result.status is Status.PASS, (result.reason, run.stderr[-2000:])
     names = {c.name for c in result.checks}
@@ -145,7 +146,7 @@ def test_without_a_cxx_compiler_the_probe_fails_and_says_why(
     # there is what an image without g++ looks like to it.
     monkeypatch.setenv("CXX", "/nonexistent/g++")
     monkeypatch.delenv("TORCH_INDUCTOR_INSTALL_GXX", raising=False)
-    run = run_host({}, timeout_s=120)
+    run = run_host(ProbeExpectations(), timeout_s=120)
     (result,) = run.output.results
     assert result.status is Status.FAIL, (result.reason, run.stderr[-2000:])
     (check,) = result.checks  # nothing after the first compile is attempted

@@ -10,9 +10,14 @@ from pathlib import Path
 import pytest
 
 from imagekit.adapters.hostprobe import HostProbeRunner
-from imagekit.core.agreement import expectations
 from imagekit.core.labels import ImageLabels
 from imagekit.core.ports import ProbeRequest, ProbeRun
+from imagekit.core.probe_contract import (
+    ImageVersions,
+    ProbeDevice,
+    ProbeExpectations,
+    ProbeSettings,
+)
 from imagekit.core.probes import discover, overall, parse_events, read_spec, select
 from imagekit.core.records import Check, ImageRecord, Level, ProbeResult, Status
 from imagekit.core.summary import changes, junit, markdown
@@ -23,10 +28,17 @@ from tests.fakes import verify_record
 torch = pytest.importorskip("torch", reason="host-mode tests need torch (make test installs it)")
 
 PROBES = probes_dir()
+WRONG_TORCH = ProbeExpectations(ImageVersions(torch="9.9.9"))
+QUICK_RENDEZVOUS = ProbeExpectations(settings=ProbeSettings(ddp_init_timeout_s=5))
 
 
 def run_host(
-    folder: Path, probes: list[str], expected: dict, *, device: str, timeout_s: float
+    folder: Path,
+    probes: list[str],
+    expected: ProbeExpectations,
+    *,
+    device: ProbeDevice,
+    timeout_s: float,
 ) -> ProbeRun:
     """The probes run in this Python environment, as `imagekit probe` runs them."""
     request = ProbeRequest(
@@ -109,13 +121,19 @@ def test_expected_values_come_from_the_labels() -> None:
         "io.imagekit.cuda-archs": "sm_80 sm_90",
         "io.imagekit.glibc-floor": "2.35",
     }
-    expected = expectations(ImageLabels.parse(labels))
+    expected = ProbeExpectations.of_image(ImageLabels.parse(labels)).to_json()
     assert expected["torch"] == "2.14.1" and expected["cuda"] == "13.0"
     assert expected["glibc_floor"] == "2.35"
     assert expected["archs"] == ["sm_80", "sm_90"]
     assert expected["require_non_root"] and expected["min_shm_bytes"] == 1 << 30
-    cpu = expectations(ImageLabels.parse({"io.imagekit.torch": "2.13.0"}), container=False)
+    plain = ImageLabels.parse({"io.imagekit.torch": "2.13.0"})
+    cpu = ProbeExpectations.of_image(plain, container=False).to_json()
     assert cpu == {"torch": "2.13.0", "cuda": None}
+    slow = ProbeExpectations.of_image(plain, container=False, time_scale=8).to_json()
+    assert slow == {"torch": "2.13.0", "cuda": None, "time_scale": 8}
+    assert ProbeExpectations().to_json() == {}
+    rendezvous = ProbeExpectations(settings=ProbeSettings(ddp_init_timeout_s=5)).to_json()
+    assert rendezvous == {"ddp_init_timeout_s": 5}
 
 
 def _event(**fields: object) -> str:
@@ -208,8 +226,8 @@ def test_host_mode_runs_the_suite_with_the_textbook_values() -> None:
     run = run_host(
         PROBES,
         ["env", "autograd", "higher_order", "matmul", "cudnn"],
-        {},
-        device="cpu",
+        ProbeExpectations(),
+        device=ProbeDevice.CPU,
         timeout_s=300,
     )
     by = {r.probe: r for r in run.output.results}
@@ -231,7 +249,7 @@ def test_host_mode_runs_the_suite_with_the_textbook_values() -> None:
 
 
 def test_env_compares_with_what_it_was_told_and_names_both_values() -> None:
-    run = run_host(PROBES, ["env"], {"torch": "9.9.9", "cuda": None}, device="cpu", timeout_s=120)
+    run = run_host(PROBES, ["env"], WRONG_TORCH, device=ProbeDevice.CPU, timeout_s=120)
     env = run.output.results[0]
     assert env.status == "fail"
     check = next(c for c in env.checks if c.name == "torch version")
@@ -239,7 +257,7 @@ def test_env_compares_with_what_it_was_told_and_names_both_values() -> None:
 
 
 def test_ddp_averages_gradients_over_two_gloo_ranks() -> None:
-    run = run_host(PROBES, ["ddp"], {}, device="cpu", timeout_s=180)
+    run = run_host(PROBES, ["ddp"], ProbeExpectations(), device=ProbeDevice.CPU, timeout_s=180)
     ddp = run.output.results[0]
     assert ddp.status == "pass", ddp
     assert ddp.facts["backend"] == "gloo" and ddp.facts["world_size"] == 2
@@ -251,7 +269,7 @@ def test_a_ddp_rank_that_never_joins_gives_timeout_not_a_hang(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("IMAGEKIT_DDP_DROP_RANKS", "1")
-    run = run_host(PROBES, ["ddp"], {"ddp_init_timeout_s": 5}, device="cpu", timeout_s=120)
+    run = run_host(PROBES, ["ddp"], QUICK_RENDEZVOUS, device=ProbeDevice.CPU, timeout_s=120)
     ddp = run.output.results[0]
     assert ddp.status == "timeout"
     assert "could not join within 5s" in ddp.reason
@@ -267,7 +285,9 @@ def test_a_run_over_its_time_limit_is_killed_and_reported(tmp_path: Path) -> Non
         'PROBE = {"timeout_s": 1}\n\n'
         "def run(device, expected):\n    import time\n    time.sleep(600)\n"
     )
-    run = run_host(folder, ["autograd", "hang"], {}, device="cpu", timeout_s=15)
+    run = run_host(
+        folder, ["autograd", "hang"], ProbeExpectations(), device=ProbeDevice.CPU, timeout_s=15
+    )
     assert [r.status for r in run.output.results] == ["pass", "timeout"]
     assert run.wall_s < 60
 

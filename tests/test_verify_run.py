@@ -91,8 +91,9 @@ def test_an_image_whose_probes_and_checks_pass_reaches_cpu_and_is_on_disk(
     # Slim has no cuda_extension (full only); the labels made the env probe's expectations.
     request = runner.requests[0]
     assert "cuda_extension" not in request.probes and "env" in request.probes
-    assert request.expected["torch"] == "2.13.0" and request.expected["cuda"] is None
-    assert request.expected["glibc_floor"] == slim.cell.glibc_floor
+    versions = request.expected.versions
+    assert versions.torch == "2.13.0" and versions.cuda is None
+    assert versions.glibc_floor == slim.cell.glibc_floor
     assert request.labels["io.imagekit.run-id"] == verify.store.run_id
 
 
@@ -305,7 +306,7 @@ def test_an_image_of_another_architecture_is_verified_emulated_with_stretched_li
     limits = sum(verify.specs[p].timeout_s for p in ("env", "autograd"))
     assert runner.requests[0].timeout_s == (limits + START_MARGIN_S) * scale
     # The probes stretch their own limits (compile's child, ddp's rendezvous) by as much.
-    assert runner.requests[0].expected.get("time_scale", 1) == scale
+    assert runner.requests[0].expected.settings.time_scale == scale
     assert record.emulated is emulated and record.platform == image_platform
     assert record.timings.timeout_s == (limits + START_MARGIN_S) * scale
     # Emulated, the probes run on the CPU the arm64 images are for (Grace's ISA), not qemu's

@@ -38,6 +38,7 @@ from imagekit.adapters.engine import (
 from imagekit.adapters.orphans import owner
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo, NodesRequest, NodesRun, ProbeRequest, ProbeRun
+from imagekit.core.probe_contract import ProbeDevice, ProbeExpectations
 from imagekit.core.probes import RDZV_PORT, NodeOutput, nodes_command, runner_command
 from imagekit.errors import GpuUnavailableError
 
@@ -132,7 +133,7 @@ class ContainerProbeRunner:
             "python3",
             PROBE_DIR,
             list(request.probes),
-            dict(request.expected),
+            request.expected,
             request.device,
             NONCE_FILE,
         )
@@ -298,8 +299,8 @@ class NodesInContainers:
                 image=request.image,
                 probes_dir=request.probes_dir,
                 probes=(request.probe,),
-                expected={},
-                device=request.device,
+                expected=ProbeExpectations(),
+                device=ProbeDevice(request.device),
                 gpus=request.gpus,
                 timeout_s=request.timeout_s,
                 shm_bytes=request.shm_bytes,

@@ -38,7 +38,7 @@ class HostProbeRunner:
                 self.python,
                 str(request.probes_dir),
                 list(request.probes),
-                dict(request.expected),
+                request.expected,
                 request.device,
                 str(nonce_file),
             )

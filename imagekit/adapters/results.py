@@ -168,7 +168,8 @@ class RunFolder:
         current = self.read_image(name) or ImageRecord()
         written = {section: value for section, value in record if value is not None}
         written.pop("seal", None)  # only ever computed here
-        merged = current.model_copy(update=written)
+        # A new record, validated, of the sections kept and those written.
+        merged = ImageRecord.model_validate(dict(current) | written)
         data = merged.to_json()
         if record.verify is not None:
             data["seal"] = seal(data["verify"], self.seal_key).to_json()

@@ -109,25 +109,33 @@ def guard() -> Iterator[None]:
             say(f"interrupted ({exc}); cleaned up" if str(exc) else "interrupted")
         raise typer.Exit(interrupted_code(exc)) from None
     except Exception as exc:
-        # requests' errors are OSErrors too: what an engine library raised is engine trouble
-        # that escaped the adapters' translation (exit 3), whatever its base class.
-        if type(exc).__module__.split(".")[0] in ENGINE_LIBRARIES:
-            if STATE.debug:
-                traceback.print_exc()
-            first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-            say(f"error: the Docker engine failed: {first}")
-            say("    hint: check the engine (`docker info`) and run the command again")
-            raise typer.Exit(int(ExitCode.ENGINE_UNAVAILABLE)) from None
-        if not isinstance(exc, OSError):
+        code = _outside_error(exc)
+        if code is None:
             raise  # a bug: its traceback is the report
-        # A results folder that is a file, read-only or full, and the like: the file and the
-        # reason, never a traceback.
+        raise typer.Exit(code) from None
+
+
+def _outside_error(exc: Exception) -> int | None:
+    """Say what an exception no adapter translated means, and its exit code; None for a bug."""
+    # requests' errors are OSErrors too: what an engine library raised is engine trouble
+    # that escaped the adapters' translation (exit 3), whatever its base class.
+    if type(exc).__module__.split(".")[0] in ENGINE_LIBRARIES:
         if STATE.debug:
             traceback.print_exc()
-        where = f" {exc.filename}" if exc.filename else ""
-        say(f"error: cannot use{where}: {exc.strerror or exc}")
-        say("    hint: check that the folder exists, is writable and has free space")
-        raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
+        first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        say(f"error: the Docker engine failed: {first}")
+        say("    hint: check the engine (`docker info`) and run the command again")
+        return int(ExitCode.ENGINE_UNAVAILABLE)
+    if not isinstance(exc, OSError):
+        return None
+    # A results folder that is a file, read-only or full, and the like: the file and the
+    # reason, never a traceback.
+    if STATE.debug:
+        traceback.print_exc()
+    where = f" {exc.filename}" if exc.filename else ""
+    say(f"error: cannot use{where}: {exc.strerror or exc}")
+    say("    hint: check that the folder exists, is writable and has free space")
+    return int(ExitCode.BAD_INPUT)
 
 
 def _version(value: bool) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,9 +22,9 @@ from imagekit.cli.common import (
 from imagekit.cli.requests import DoctorRequest, Selection
 from imagekit.core.labels import ImageLabels
 from imagekit.core.ports import EngineInfo
-from imagekit.errors import GpuMismatchError
 
-MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+if TYPE_CHECKING:
+    from imagekit.core.doctor import Attested
 
 
 @app.command("doctor")
@@ -77,61 +77,57 @@ def doctor_command(
 def doctor(request: DoctorRequest) -> None:
     """Assess each image against this host; exit 7 when one cannot use its GPUs."""
     from imagekit.adapters.hostgpu import read_host
-    from imagekit.adapters.imagelabels import labels_of
     from imagekit.core.compat import load_compat
-    from imagekit.core.doctor import assess, doctor_document, engine_findings, host_findings
+    from imagekit.core.doctor import (
+        assess,
+        doctor_document,
+        doctor_lines,
+        engine_findings,
+        gpu_refusal,
+    )
+
+    targets = _targets(request)
+    host = read_host(str(request.nvidia_smi) if request.nvidia_smi else None)
+    engine, why_none = _engine()
+    machine = platform.machine()
+    assessments = [assess(name, labels, host, load_compat(), machine) for name, labels in targets]
+    attested = _attested(request)
+    if request.json:
+        print_json(doctor_document(host, assessments, engine, attested))
+    else:
+        about = engine_findings(engine, host, why_none)
+        typer.echo("\n".join(doctor_lines(machine, host, about, assessments, attested)))
+    # The driver is there, but containers of this engine may get no GPU: CUDA images refused.
+    cuda = {name for name, labels in targets if ImageLabels.parse(labels).cuda}
+    if (error := gpu_refusal(assessments, cuda, engine, host)) is not None:
+        raise error
+    if not targets:
+        say("give --image IMAGE or --matrix FILE to check images against this host")
+
+
+def _targets(request: DoctorRequest) -> list[tuple[str, dict[str, str]]]:
+    """Each image to check and its labels: the matrix's (as they would be built), then those
+    named (from the local engine, else the registry)."""
+    from imagekit.adapters.imagelabels import labels_of
     from imagekit.core.render import RenderOptions, image_labels
 
     targets = []
     if request.matrix is not None:
         selection = Selection(request.matrix, request.only, request.flavour, request.platform)
         targets += [(p.reference, image_labels(p, RenderOptions())) for p in selection.plans()]
-    targets += [(reference, labels_of(reference)) for reference in request.images]
-    host = read_host(str(request.nvidia_smi) if request.nvidia_smi else None)
-    engine, why_none = _engine()
-    machine = platform.machine()
-    assessments = [assess(name, labels, host, load_compat(), machine) for name, labels in targets]
-    attested: dict[str, dict[str, Any]] = {}
-    if request.key:
-        from imagekit.adapters.cosign import check_key
-        from imagekit.cli.attest import attested_level
+    return targets + [(reference, labels_of(reference)) for reference in request.images]
 
-        check_key("--key", request.key)
-        attested = {ref: attested_level(ref, request.key) for ref in request.images}
-    if request.json:
-        document = doctor_document(host, assessments, engine)
-        for entry in document["images"]:
-            if entry["image"] in attested:
-                entry["attested"] = attested[entry["image"]]
-        print_json(document)
-    else:
-        typer.echo("host:")
-        typer.echo(f"  {MARKS['ok']} architecture: {platform.machine()}")
-        typer.echo("\n".join(f"  {MARKS[f.level]} {f.text}" for f in host_findings(host)))
-        typer.echo("engine:")
-        about = engine_findings(engine, host, why_none)
-        typer.echo("\n".join(f"  {MARKS[f.level]} {f.text}" for f in about))
-        for a in assessments:
-            found = attested.get(a.image)
-            level = f"; attested level: {found['level'] or 'none'}" if found else ""
-            typer.echo(f"{a.image}: {a.verdict}{level}")
-            typer.echo("\n".join(f"  {MARKS[f.level]} {f.text}" for f in a.findings))
-            if found:
-                mark = MARKS["ok"] if found["level"] else MARKS["warn"]
-                typer.echo(f"  {mark} attestation: {found['why']}")
-    refused = [a.image for a in assessments if not a.runs]
-    if engine is not None and not engine.remote and host.driver and not engine.gpu_runtime:
-        # The driver is there, but containers of this engine get no GPU.
-        cuda = {name for name, labels in targets if ImageLabels.parse(labels).cuda}
-        refused += [a.image for a in assessments if a.runs and a.image in cuda]
-    if refused:
-        raise GpuMismatchError(
-            f"{len(refused)} of {len(assessments)} images cannot use this host's GPUs: "
-            + ", ".join(refused),
-            "see the FAIL lines above",
-        )
-    if not targets:
-        say("give --image IMAGE or --matrix FILE to check images against this host")
+
+def _attested(request: DoctorRequest) -> dict[str, Attested]:
+    """With --key, what each --image's signed verify attestations say."""
+    if not request.key:
+        return {}
+    from imagekit.adapters.cosign import check_key
+    from imagekit.cli.attest import attested_level
+    from imagekit.core.doctor import Attested
+
+    check_key("--key", request.key)
+    return {ref: Attested.from_json(attested_level(ref, request.key)) for ref in request.images}
 
 
 def _engine() -> tuple[EngineInfo | None, str]:

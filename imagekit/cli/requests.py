@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from imagekit.core.build_options import BuilderChoice, BuildkitAsk, BuildNetwork, Compression
+from imagekit.core.probe_contract import ProbeDevice
 from imagekit.core.runtime import DEFAULT_SHM_BYTES, GpuChoice
 from imagekit.errors import InputError
 
@@ -124,15 +126,7 @@ class RenderInputs:
         if self.wheelhouse is not None:
             # An empty one would only fail at build time, as an obscure `COPY failed`.
             check_wheelhouse(self.wheelhouse)
-        overrides = []
-        for item in self.base_overrides:
-            source, sep, target = item.partition("=")
-            if not sep or not source or not target:
-                raise InputError(
-                    f"--base-override {item!r} is not IMAGE=LOCAL_IMAGE",
-                    "e.g. --base-override ubuntu:24.04=imagekit-base/ubuntu:noble",
-                )
-            overrides.append((source, target))
+        overrides = base_override_pairs(self.base_overrides)
         options = RenderOptions(
             wheelhouse=self.wheelhouse is not None,
             ca_bundle=ca is not None,
@@ -141,12 +135,26 @@ class RenderInputs:
             buildkit=buildkit,
             created=self.created,
             revision=self.revision,
-            base_overrides=tuple(overrides),
+            base_overrides=overrides,
         )
         foreign = foreign_installers(platforms, self.wheelhouse)
         return options, ContextInputs(
             wheelhouse=self.wheelhouse, ca_bundle=ca, foreign_installers=foreign
         )
+
+
+def base_override_pairs(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """`--base-override IMAGE=LOCAL_IMAGE` items as (image, local image) pairs."""
+    overrides = []
+    for item in items:
+        source, sep, target = item.partition("=")
+        if not sep or not source or not target:
+            raise InputError(
+                f"--base-override {item!r} is not IMAGE=LOCAL_IMAGE",
+                "e.g. --base-override ubuntu:24.04=imagekit-base/ubuntu:noble",
+            )
+        overrides.append((source, target))
+    return tuple(overrides)
 
 
 # Commands that read the matrix ---------------------------------------------------------------
@@ -387,7 +395,7 @@ class ProbeCommand:
     """`imagekit probe` (host mode)."""
 
     probes: tuple[str, ...] = ()
-    device: str = "auto"
+    device: ProbeDevice = ProbeDevice.AUTO
     timeout_s: float | None = None
     nodes: int = 1
     out: Path | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,6 +13,10 @@ from imagekit.cli.common import GpusOption, app, dispatch, handles, remove_orpha
 from imagekit.cli.requests import RunCommand
 from imagekit.core.runtime import GpuChoice
 from imagekit.errors import InputError
+
+if TYPE_CHECKING:
+    from imagekit.adapters.workstation import RunRequest
+    from imagekit.core.ports import EngineInfo
 
 
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -64,27 +68,36 @@ def run(request: RunCommand) -> None:
     replaces this process with `docker run`."""
     from imagekit.adapters import workstation
     from imagekit.adapters.engine import connect, engine_info
-    from imagekit.core.runtime import silent_gpu_drop, use_gpus
-    from imagekit.errors import GpuUnavailableError
+    from imagekit.core.serve import INTERACTIVE, run_gpus
 
     client = connect()
     remove_orphans(client)
     info = engine_info(client)
-    if info.remote:
-        raise InputError(
-            f"imagekit run mounts {request.workspace} of this machine, and the engine at "
-            f"{info.endpoint} is another machine",
-            "run imagekit on the engine's machine (or use `docker run` there with its own "
-            "folder); build, verify and publish work against a remote engine",
-        )
-    if silent_gpu_drop(request.gpus, info.name, info.gpu_mechanism):
-        raise GpuUnavailableError(
-            f"--gpus all: {info.describe()} would start {request.image} without GPUs",
-            "run with --gpus none here, or use an engine that passes GPUs",
-        )
-    gpus = use_gpus(request.gpus, info.gpu_runtime)
-    if request.service in ("shell", "command"):
+    gpus = run_gpus(request.image, request.workspace, request.gpus, info)
+    if request.service in INTERACTIVE:
         _exec_docker_run(request, gpus, info.gpu_mechanism, info.rootless)
+    service, as_root = _service(request, gpus, info)
+    if as_root is not None:
+        say(as_root)
+    say(
+        f"starting {request.image} ({request.service}) in container {service.container_name}; "
+        "waiting for it to answer ..."
+    )
+
+    def ready(how: str) -> None:
+        typer.echo(how)
+        say("Ctrl-C stops and removes the container")
+
+    def log(text: str) -> None:
+        sys.stderr.write(text)
+
+    workstation.serve(client, service, ready, log)
+
+
+def _service(request: RunCommand, gpus: bool, info: EngineInfo) -> tuple[RunRequest, str | None]:
+    """What to start, and why it starts as root (None: it does not)."""
+    from imagekit.adapters import workstation
+
     keys = request.authorized_keys
     if keys is None and request.service == "ssh":
         keys = workstation.default_public_key()
@@ -106,21 +119,7 @@ def run(request: RunCommand) -> None:
         authorized_keys=keys,
         engine=info,
     )
-    if as_root is not None:
-        say(as_root)
-    say(
-        f"starting {request.image} ({request.service}) in container {service.container_name}; "
-        "waiting for it to answer ..."
-    )
-
-    def ready(how: str) -> None:
-        typer.echo(how)
-        say("Ctrl-C stops and removes the container")
-
-    def log(text: str) -> None:
-        sys.stderr.write(text)
-
-    workstation.serve(client, service, ready, log)
+    return service, as_root
 
 
 def _exec_docker_run(

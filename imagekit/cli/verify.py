@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -34,11 +34,16 @@ from imagekit.cli.requests import (
     probe_names,
     record_name,
 )
+from imagekit.core.probe_contract import ProbeDevice
+from imagekit.core.records import Verdict
 from imagekit.core.runtime import DEFAULT_SHM_BYTES, GpuChoice
-from imagekit.errors import InputError, NotVerifiedError, ProbeFailedError
+from imagekit.errors import ProbeFailedError
 
 if TYPE_CHECKING:
-    from imagekit.orchestration.verify import Target
+    from imagekit.adapters.engine import DockerEngine
+    from imagekit.adapters.results import RunFolder
+    from imagekit.core.records import VerifyRecord
+    from imagekit.orchestration.verify import Target, VerifySettings
 
 NodesOption = Annotated[
     int,
@@ -105,52 +110,17 @@ def verify_command(
 def verify(request: VerifyCommand) -> None:
     """Verify the images, print the summary, exit 5 when one did not pass."""
     from imagekit.adapters.containers import ContainerProbeRunner
-    from imagekit.adapters.engine import DockerEngine, connect
-    from imagekit.adapters.results import RunFolder, results_key
     from imagekit.adapters.structure import DockerInspector
     from imagekit.core.compat import load_compat
-    from imagekit.core.records import ImageRecord
-    from imagekit.core.report import table
-    from imagekit.core.summary import summary_rows
-    from imagekit.orchestration.verify import VerifyRun, VerifySettings
+    from imagekit.orchestration.verify import VerifyRun, probes_folder
     from imagekit.resources import probes_dir as bundled_probes
 
     targets = _targets(request)
-    folder = request.probes_dir or bundled_probes()
-    if not (folder / "_runner.py").is_file():
-        raise InputError(
-            f"--probes-dir {folder} has no _runner.py",
-            "copy imagekit's probes/ folder and add your probes beside them",
-        )
-    settings = VerifySettings(
-        probes_dir=folder,
-        probes=request.probes,
-        gpus=request.gpus,
-        timeout_s=request.timeout_s,
-        shm_bytes=request.shm_bytes,
-        structure=request.structure,
-        nodes=request.nodes,
-    )
-    RunFolder.check_writable(request.results)
-    client = connect()
-    engine = DockerEngine(client)
-    note_leftovers(client)
-    key = results_key()
-    run = RunFolder.create(request.results, seal_key=key)
-    run.write_run(
-        "verify",
-        engine.info(),
-        {"images": [t.reference for t in targets], "sealed_with_key": key is not None},
-    )
-    verifier = VerifyRun(
-        engine,
-        ContainerProbeRunner(client),
-        DockerInspector(client),
-        run,
-        settings,
-        plain_view(),
-        load_compat(),
-    )
+    settings = verify_settings(request, probes_folder(request.probes_dir, bundled_probes()))
+    client, engine, run = _open_run(request.results, targets)
+    inspector = DockerInspector(client)
+    runner = ContainerProbeRunner(client)
+    verifier = VerifyRun(engine, runner, inspector, run, settings, plain_view(), load_compat())
     for note in verifier.notes():
         say(f"note: {note}")
     try:
@@ -158,27 +128,54 @@ def verify(request: VerifyCommand) -> None:
     except KeyboardInterrupt:
         say(f"interrupted; finished images are recorded in {run.root}")
         raise
-    if request.json:
+    _print_records(request.json, run, records)
+    say(f"results: {run.root}")
+    if (error := verifier.outcome_error(len(targets))) is not None:
+        raise error
+
+
+def verify_settings(request: VerifyCommand, probes_dir: Path) -> VerifySettings:
+    """How to verify, from the request (`probes_dir`: the folder checked to have a runner)."""
+    from imagekit.orchestration.verify import VerifySettings
+
+    return VerifySettings(
+        probes_dir=probes_dir,
+        probes=request.probes,
+        gpus=request.gpus,
+        timeout_s=request.timeout_s,
+        shm_bytes=request.shm_bytes,
+        structure=request.structure,
+        nodes=request.nodes,
+    )
+
+
+def _open_run(results: Path, targets: list[Target]) -> tuple[Any, DockerEngine, RunFolder]:
+    """The engine and a new run folder under `results`, its run.json written."""
+    from imagekit.adapters.engine import DockerEngine, connect
+    from imagekit.adapters.results import RunFolder, results_key
+
+    RunFolder.check_writable(results)
+    client = connect()
+    engine = DockerEngine(client)
+    note_leftovers(client)
+    key = results_key()
+    run = RunFolder.create(results, seal_key=key)
+    facts = {"images": [t.reference for t in targets], "sealed_with_key": key is not None}
+    run.write_run("verify", engine.info(), facts)
+    return client, engine, run
+
+
+def _print_records(as_json: bool, run: RunFolder, records: Mapping[str, VerifyRecord]) -> None:
+    """The records of the run as JSON, or the run's summary table."""
+    from imagekit.core.records import ImageRecord
+    from imagekit.core.report import table
+    from imagekit.core.summary import summary_rows
+
+    if as_json:
         images = {n: ImageRecord(verify=r).to_json() for n, r in records.items()}
         print_json({"run_id": run.run_id, "images": images})
     else:
         typer.echo(table(*summary_rows(run.images())))
-    say(f"results: {run.root}")
-    if verifier.failures:
-        first = verifier.failures[0]
-        names = ", ".join(verifier.errors)
-        raise NotVerifiedError(
-            f"{len(verifier.errors)} of {len(targets)} images could not be verified ({names}): "
-            f"{first.message}",
-            first.hint,
-            first.exit_code,
-        )
-    failed = [n for n, r in records.items() if r.status != "pass"]
-    if failed:
-        raise ProbeFailedError(
-            f"{len(failed)} of {len(records)} images failed verification: {', '.join(failed)}",
-            f"details: {run.root / 'summary.md'}",
-        )
 
 
 def _targets(request: VerifyCommand) -> list[Target]:
@@ -194,17 +191,11 @@ def _targets(request: VerifyCommand) -> list[Target]:
 # probe (host mode) -------------------------------------------------------------
 
 
-class DeviceChoice(StrEnum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
-
-
 @app.command("probe")
 def probe_command(
     probes: ProbesOption = None,
-    device: Annotated[DeviceChoice, typer.Option(help="Where the probes compute.")] = (
-        DeviceChoice.auto
+    device: Annotated[ProbeDevice, typer.Option(help="Where the probes compute.")] = (
+        ProbeDevice.AUTO
     ),
     timeout_s: TimeoutOption = None,
     nodes: NodesOption = 1,
@@ -214,9 +205,7 @@ def probe_command(
     json_out: JsonOption = False,
 ) -> None:
     """Run the probes in this Python environment, no Docker (a doctor for GPU nodes)."""
-    dispatch(
-        lambda: ProbeCommand(probe_names(probes), device.value, timeout_s, nodes, out, json_out)
-    )
+    dispatch(lambda: ProbeCommand(probe_names(probes), device, timeout_s, nodes, out, json_out))
 
 
 @handles(ProbeCommand)
@@ -247,7 +236,7 @@ def probe(request: ProbeCommand) -> None:
         say(
             f"{document['status']} on {output.device} ({output.device_reason}) in {run.wall_s:.1f}s"
         )
-    if document["status"] != "pass":
+    if document["status"] is not Verdict.PASS:
         raise ProbeFailedError(f"probes failed on {run.output.device}")
 
 

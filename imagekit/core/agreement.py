@@ -3,7 +3,6 @@
 - `compare`: the versions an image reports from inside (the env probe's facts) against an
   identity (from its labels, or from the tag a plan gives it): torch without its `+local` part,
   Python major.minor, CUDA, cuDNN major. The structure checks and the publish gate both use it.
-- `expectations`: what the env probe itself compares inside the container, from the labels.
 - `label_checks`: an image's CUDA labels and NVIDIA_* variables against the compatibility data.
   Labels are what schedulers, `imagekit doctor` and people read before they pull an image, so a
   label that disagrees with the data misleads everyone downstream.
@@ -20,8 +19,6 @@ from imagekit.core.compat import AMD64, CompatData
 from imagekit.core.labels import ImageLabels
 from imagekit.core.plan import Cell, nvidia_require_cuda
 from imagekit.core.records import Check
-
-MIN_SHM_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -87,33 +84,6 @@ def disagreements(want: Identity, facts: Mapping[str, Any], source: str) -> list
     return [c.detail for c in compare(want, facts, source) if not c.ok]
 
 
-def expectations(labels: ImageLabels, *, container: bool = True) -> dict[str, Any]:
-    """What the env probe compares inside the image, from the image's own labels."""
-    expected: dict[str, Any] = {}
-    if labels.torch:
-        expected["torch"] = labels.torch
-        # A CPU image must report no CUDA; a CUDA image the CUDA of its label.
-        expected["cuda"] = labels.cuda
-    if labels.python:
-        expected["python"] = labels.python
-    if labels.cudnn:
-        expected["cudnn"] = labels.cudnn
-    if labels.nccl:
-        expected["nccl"] = labels.nccl
-    if labels.archs:
-        expected["archs"] = list(labels.archs)
-    if labels.glibc_floor:
-        expected["glibc_floor"] = labels.glibc_floor
-    if labels.rdma:
-        expected["rdma"] = True
-    if labels.torch_compile is not None:
-        expected["torch_compile"] = labels.torch_compile
-    if container:
-        expected["require_non_root"] = True
-        expected["min_shm_bytes"] = MIN_SHM_BYTES
-    return expected
-
-
 def label_checks(
     labels: dict[str, str], env: dict[str, str], data: CompatData, platform: str = ""
 ) -> list[Check]:
@@ -143,6 +113,23 @@ def label_checks(
         stray += ["NVIDIA_REQUIRE_CUDA"] if "NVIDIA_REQUIRE_CUDA" in env else []
         add("a CPU image carries no CUDA labels", not stray, f"found {stray}" if stray else "none")
         return checks
+
+    return checks + _cuda_checks(labels, env, data, torch, cuda, platform)
+
+
+def _cuda_checks(
+    labels: Mapping[str, str],
+    env: Mapping[str, str],
+    data: CompatData,
+    torch: str,
+    cuda: str,
+    platform: str,
+) -> list[Check]:
+    """A CUDA image's labels and NVIDIA_* variables against the data for its torch and CUDA."""
+    checks: list[Check] = []
+
+    def add(name: str, ok: bool, detail: str) -> None:
+        checks.append(Check(name=name, ok=bool(ok), detail=detail))
 
     problem = data.check_pair(torch, cuda)
     if problem:

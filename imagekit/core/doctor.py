@@ -7,6 +7,7 @@ must be one the image has machine code for.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,8 +16,10 @@ from imagekit.core.compat import CompatData, version_key
 from imagekit.core.labels import ImageLabels
 from imagekit.core.ports import EngineInfo
 from imagekit.core.runtime import docker_arch, runs_emulated
+from imagekit.errors import GpuMismatchError
 
 OK, WARN, FAIL = "ok", "warn", "fail"
+MARKS = {OK: "ok  ", WARN: "WARN", FAIL: "FAIL"}
 
 
 @dataclass(frozen=True)
@@ -181,61 +184,61 @@ def assess(
                 ),
             ),
         )
-    findings: list[Finding] = []
     need = parsed.min_driver or (data.cuda[cuda].min_driver if cuda in data.cuda else "")
+    findings = [_driver_finding(host.driver, cuda, need, data), *_gpu_findings(host, parsed)]
+    return Assessment(image, _verdict(findings), tuple(findings))
+
+
+def _driver_finding(driver: str, cuda: str, need: str, data: CompatData) -> Finding:
+    """Whether `driver` runs CUDA `cuda` (which needs `need`): fully, under minor-version
+    compatibility, or not at all."""
     floor = data.cuda[cuda].compat_driver_floor if cuda in data.cuda else None
-    driver = host.driver
     if need and version_key(driver) >= version_key(need):
-        findings.append(Finding(OK, f"driver {driver} >= {need}, the minimum for CUDA {cuda}"))
-    elif floor and version_key(driver) >= version_key(floor):
-        findings.append(
-            Finding(
-                WARN,
-                f"driver {driver} is older than {need} (CUDA {cuda}) but >= {floor}: it runs under "
-                "CUDA minor-version compatibility, without PTX JIT; kernels built for newer "
-                "architectures than the image's machine code fail. Upgrade the driver to "
-                f">= {need} for full support",
-            )
+        return Finding(OK, f"driver {driver} >= {need}, the minimum for CUDA {cuda}")
+    if floor and version_key(driver) >= version_key(floor):
+        return Finding(
+            WARN,
+            f"driver {driver} is older than {need} (CUDA {cuda}) but >= {floor}: it runs under "
+            "CUDA minor-version compatibility, without PTX JIT; kernels built for newer "
+            "architectures than the image's machine code fail. Upgrade the driver to "
+            f">= {need} for full support",
         )
-    else:
-        newest = newest_cuda_for(driver, data)
-        instead = f"; this driver runs images up to CUDA {newest}" if newest else ""
-        findings.append(
-            Finding(
-                FAIL, f"driver {driver} is too old for CUDA {cuda}: it needs >= {need}{instead}"
-            )
-        )
+    newest = newest_cuda_for(driver, data)
+    instead = f"; this driver runs images up to CUDA {newest}" if newest else ""
+    return Finding(FAIL, f"driver {driver} is too old for CUDA {cuda}: it needs >= {need}{instead}")
+
+
+def _gpu_findings(host: HostGpus, parsed: ImageLabels) -> list[Finding]:
+    """Whether each GPU of the host has machine code in the image."""
     archs = list(parsed.archs)
     if not host.gpus:
-        findings.append(Finding(WARN, "nvidia-smi listed no GPU: architectures not checked"))
+        return [Finding(WARN, "nvidia-smi listed no GPU: architectures not checked")]
+    findings = []
     for gpu in host.gpus:
         runs = arch_runs(gpu, archs)
+        what = f"GPU {gpu.index} ({gpu.name}, {gpu.arch})"
         if runs == gpu.arch:
-            findings.append(Finding(OK, f"GPU {gpu.index} ({gpu.name}, {gpu.arch}) is compiled in"))
+            findings.append(Finding(OK, f"{what} is compiled in"))
         elif runs:
-            findings.append(
-                Finding(
-                    OK, f"GPU {gpu.index} ({gpu.name}, {gpu.arch}) runs the image's {runs} code"
-                )
-            )
+            findings.append(Finding(OK, f"{what} runs the image's {runs} code"))
         else:
             findings.append(
                 Finding(
                     FAIL,
-                    f"GPU {gpu.index} ({gpu.name}, {gpu.arch}) has no machine code in the image "
+                    f"{what} has no machine code in the image "
                     f"(compiled for {' '.join(archs) or 'nothing'}); pick a CUDA variant that "
                     "targets it",
                 )
             )
+    return findings
+
+
+def _verdict(findings: list[Finding]) -> str:
+    """The worst finding decides."""
     levels = {f.level for f in findings}
-    verdict = (
-        "cannot use the GPUs here"
-        if FAIL in levels
-        else "runs with limits"
-        if WARN in levels
-        else "runs"
-    )
-    return Assessment(image, verdict, tuple(findings))
+    if FAIL in levels:
+        return "cannot use the GPUs here"
+    return "runs with limits" if WARN in levels else "runs"
 
 
 def _emulated(image: str, platform: str, machine: str, cuda: str | None) -> Assessment:
@@ -262,10 +265,84 @@ def _emulated(image: str, platform: str, machine: str, cuda: str | None) -> Asse
     )
 
 
+@dataclass(frozen=True)
+class Attested:
+    """What the signed verify attestations of an image say (`imagekit doctor --key`)."""
+
+    state: str
+    digest: str | None
+    level: str | None
+    why: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> Attested:
+        """From `attested_level`'s JSON."""
+        level, digest = data.get("level"), data.get("digest")
+        return cls(
+            str(data.get("state") or ""),
+            None if digest is None else str(digest),
+            str(level) if level else None,
+            str(data.get("why") or ""),
+        )
+
+    def to_json(self) -> dict[str, str | None]:
+        """As `imagekit doctor --json` shows it."""
+        return {"state": self.state, "digest": self.digest, "level": self.level, "why": self.why}
+
+
+def _marked(findings: Sequence[Finding]) -> list[str]:
+    return [f"  {MARKS[f.level]} {f.text}" for f in findings]
+
+
+def doctor_lines(
+    machine: str,
+    host: HostGpus,
+    engine: Sequence[Finding],
+    assessments: Sequence[Assessment],
+    attested: Mapping[str, Attested],
+) -> list[str]:
+    """`imagekit doctor` for people: the host, the engine's `findings`, then each image."""
+    lines = ["host:", f"  {MARKS[OK]} architecture: {machine}", *_marked(host_findings(host))]
+    lines += ["engine:", *_marked(engine)]
+    for a in assessments:
+        found = attested.get(a.image)
+        level = f"; attested level: {found.level or 'none'}" if found else ""
+        lines += [f"{a.image}: {a.verdict}{level}", *_marked(a.findings)]
+        if found:
+            lines.append(f"  {MARKS[OK] if found.level else MARKS[WARN]} attestation: {found.why}")
+    return lines
+
+
+def gpu_refusal(
+    assessments: Sequence[Assessment],
+    cuda_images: set[str],
+    engine: EngineInfo | None,
+    host: HostGpus,
+) -> GpuMismatchError | None:
+    """Why doctor exits 7 (None: it does not): an image that cannot use this host's GPUs, or
+    a CUDA image (`cuda_images`) where the driver is there but this engine's containers get no
+    GPU."""
+    refused = [a.image for a in assessments if not a.runs]
+    if engine is not None and not engine.remote and host.driver and not engine.gpu_runtime:
+        refused += [a.image for a in assessments if a.runs and a.image in cuda_images]
+    if not refused:
+        return None
+    return GpuMismatchError(
+        f"{len(refused)} of {len(assessments)} images cannot use this host's GPUs: "
+        + ", ".join(refused),
+        "see the FAIL lines above",
+    )
+
+
 def doctor_document(
-    host: HostGpus, assessments: list[Assessment], engine: EngineInfo | None = None
+    host: HostGpus,
+    assessments: list[Assessment],
+    engine: EngineInfo | None = None,
+    attested: Mapping[str, Attested] | None = None,
 ) -> dict[str, Any]:
-    """`imagekit doctor --json`: the host, the engine and the verdict on each image."""
+    """`imagekit doctor --json`: the host, the engine and the verdict on each image (with
+    `attested`: what each image's attestations say)."""
+    attested = attested or {}
     return {
         "engine": engine.to_json() if engine is not None else None,
         "host": {
@@ -283,6 +360,7 @@ def doctor_document(
                 "runs": a.runs,
                 "findings": [{"level": f.level, "text": f.text} for f in a.findings],
             }
+            | ({"attested": attested[a.image].to_json()} if a.image in attested else {})
             for a in assessments
         ],
     }

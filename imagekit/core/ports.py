@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from imagekit.core.build_stream import BuildLog
 from imagekit.core.labels import ImageLabels
+from imagekit.core.probe_contract import ProbeDevice, ProbeExpectations
 from imagekit.core.probes import NodeOutput, RunnerOutput, parse_events
 from imagekit.core.records import Check, ImageRecord, PublishRecord
 
@@ -271,8 +272,8 @@ class ProbeRequest:
     image: str
     probes_dir: Path
     probes: tuple[str, ...]
-    expected: Mapping[str, Any]
-    device: str  # auto | cpu | cuda
+    expected: ProbeExpectations
+    device: ProbeDevice
     gpus: bool
     timeout_s: float
     shm_bytes: int

@@ -19,7 +19,8 @@ from typing import Any
 
 import pydantic
 
-from imagekit.core.records import LEVELS, Check, Level, ProbeResult, Status
+from imagekit.core.probe_contract import ProbeDevice, ProbeExpectations
+from imagekit.core.records import LEVELS, Check, Level, ProbeResult, Status, Verdict
 from imagekit.errors import InputError
 
 DEFAULT_PROBES = (
@@ -212,6 +213,48 @@ def nccl_transport(log: str) -> dict[str, str]:
     return facts
 
 
+def _rank_results(probe: str, output: NodeOutput, nonce: str) -> list[ProbeResult]:
+    """The results the ranks of one node reported (lines with the run's `nonce` only)."""
+    found = []
+    for line in output.stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(event, dict) or event.pop("nonce", "") != nonce:
+            continue
+        if event.pop("event", None) == "rank":
+            found.append(_result_from({**event, "probe": probe}))
+    return found
+
+
+def _node_problems(
+    output: NodeOutput, mine: list[ProbeResult], nproc: int
+) -> list[tuple[Status, str]]:
+    """What went wrong on one node: ranks that never reported, and ranks that did not pass."""
+    problems: list[tuple[Status, str]] = []
+    if len(mine) < nproc:
+        if output.timed_out:
+            what = "never joined" if not mine else "did not finish"
+            problems.append((Status.TIMEOUT, f"node {output.node} {what} within the limit"))
+        elif "RendezvousTimeoutError" in output.stderr:
+            why = f"node {output.node}: the rendezvous timed out: a node never joined"
+            problems.append((Status.TIMEOUT, why))
+        else:
+            last = next((x for x in reversed(output.stderr.strip().splitlines()) if x.strip()), "")
+            problems.append(
+                (
+                    Status.ERROR,
+                    f"node {output.node} exited {output.exit_code} without a result"
+                    + (f": {last[-300:]}" if last else ""),
+                )
+            )
+    bad = [r for r in mine if r.status is not Status.PASS]
+    return problems + [(r.status, f"node {output.node} rank: {r.reason}") for r in bad]
+
+
 def combine_nodes(
     probe: str, outputs: Sequence[NodeOutput], *, nproc: int, nonce: str, device: str = ""
 ) -> ProbeResult:
@@ -220,46 +263,8 @@ def combine_nodes(
     A node whose ranks did not all report is named: `timeout` when the run hit its time
     limit (it never joined, or hung), else `error` with its exit code and last stderr line.
     """
-    ranks: dict[int, list[ProbeResult]] = {o.node: [] for o in outputs}
-    for output in outputs:
-        for line in output.stdout.splitlines():
-            if not line.startswith("{"):
-                continue
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(event, dict) or event.pop("nonce", "") != nonce:
-                continue
-            if event.pop("event", None) == "rank":
-                ranks[output.node].append(_result_from({**event, "probe": probe}))
-    problems: list[tuple[Status, str]] = []
-    for output in outputs:
-        mine = ranks[output.node]
-        bad = [r for r in mine if r.status is not Status.PASS]
-        if len(mine) < nproc:
-            if output.timed_out:
-                what = "never joined" if not mine else "did not finish"
-                problems.append((Status.TIMEOUT, f"node {output.node} {what} within the limit"))
-            elif "RendezvousTimeoutError" in output.stderr:
-                problems.append(
-                    (
-                        Status.TIMEOUT,
-                        f"node {output.node}: the rendezvous timed out: a node never joined",
-                    )
-                )
-            else:
-                last = next(
-                    (x for x in reversed(output.stderr.strip().splitlines()) if x.strip()), ""
-                )
-                problems.append(
-                    (
-                        Status.ERROR,
-                        f"node {output.node} exited {output.exit_code} without a result"
-                        + (f": {last[-300:]}" if last else ""),
-                    )
-                )
-        problems += [(r.status, f"node {output.node} rank: {r.reason}") for r in bad]
+    ranks = {o.node: _rank_results(probe, o, nonce) for o in outputs}
+    problems = [p for o in outputs for p in _node_problems(o, ranks[o.node], nproc)]
     checks = tuple(
         Check(name=f"node {o.node} rank {i}: {c.name}", ok=c.ok, detail=c.detail)
         for o in outputs
@@ -299,8 +304,8 @@ def runner_command(
     python: str,
     probes_dir: str,
     probes: list[str],
-    expected: dict[str, Any],
-    device: str,
+    expected: ProbeExpectations,
+    device: ProbeDevice,
     nonce_file: str = "",
 ) -> list[str]:
     """The command line that runs `probes` through the runner, in a container or here.
@@ -311,11 +316,11 @@ def runner_command(
         python,
         f"{probes_dir}/{RUNNER}",
         "--device",
-        device,
+        str(device),
         "--probes",
         ",".join(probes),
         "--expected",
-        json.dumps(expected, sort_keys=True),
+        json.dumps(expected.to_json(), sort_keys=True),
     ]
     return [*command, "--nonce-file", nonce_file] if nonce_file else command
 
@@ -399,7 +404,7 @@ def parse_events(
     return RunnerOutput(device, reason, tuple(ordered))
 
 
-def overall(results: Sequence[ProbeResult], required: Sequence[str] | None = None) -> str:
+def overall(results: Sequence[ProbeResult], required: Sequence[str] | None = None) -> Verdict:
     """pass when every required probe (default: all) passed or was skipped for a reason."""
     considered = [r for r in results if required is None or r.probe in required]
-    return "fail" if any(r.status.bad for r in considered) else "pass"
+    return Verdict.of(not any(r.status.bad for r in considered))

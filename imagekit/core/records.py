@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
 
 SHA256 = r"^sha256:[0-9a-f]{64}$"
 METRIC_NAME = r"_(ms|s|tflops|gbps|bytes|error|count)$"
@@ -58,6 +65,24 @@ class LevelState(StrEnum):
     FAIL = "fail"
     NOT_RUN = "not run"
     NOT_APPLICABLE = "n/a"  # the gpu level of a CPU image
+
+
+class Verdict(StrEnum):
+    """What verify concluded for one image: every required probe and check held, or not."""
+
+    PASS = "pass"
+    FAIL = "fail"
+
+    @classmethod
+    def of(cls, ok: bool) -> Verdict:
+        """PASS when `ok`."""
+        return cls.PASS if ok else cls.FAIL
+
+
+# The schema of a verdict as it was when the field was a Literal: the enum changes no JSON.
+VerdictField = Annotated[
+    Verdict, WithJsonSchema({"enum": ["pass", "fail"], "title": "Status", "type": "string"})
+]
 
 
 class Record(BaseModel):
@@ -143,7 +168,7 @@ class VerifyRecord(Record):
     device_reason: str = ""
     level: Reached = "none"
     levels: dict[Level, LevelState] = Field(default_factory=dict)
-    status: Literal["pass", "fail"]
+    status: VerdictField
     required_probes: tuple[str, ...] = ()
     # The levels the required probes belong to: each must pass for the gate to open.
     required_levels: tuple[Level, ...] = ()
@@ -199,7 +224,13 @@ class BuildRecord(Record):
     name: str
     reference: str
     flavour: Literal["slim", "full"]
-    status: Literal["built", "up-to-date", "failed", "skipped"]
+    # Inlined in the schema as the enum of its values, as it was before it was a StrEnum.
+    status: Annotated[
+        BuildStatus,
+        WithJsonSchema(
+            {"enum": [s.value for s in BuildStatus], "title": "Status", "type": "string"}
+        ),
+    ]
     message: str
     image_id: Annotated[str, StringConstraints(pattern=SHA256)] | None = None
     input_hash: Annotated[str, StringConstraints(pattern=SHA256)] | None = None

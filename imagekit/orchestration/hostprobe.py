@@ -10,6 +10,7 @@ from typing import Any
 
 from imagekit import __version__
 from imagekit.core.ports import ProbeRequest, ProbeRun, ProbeRunner
+from imagekit.core.probe_contract import ProbeDevice, ProbeExpectations
 from imagekit.core.probes import discover, multi_node, overall, select
 from imagekit.core.runtime import DEFAULT_SHM_BYTES, time_limit_s
 from imagekit.orchestration.nodes import run_across
@@ -19,7 +20,7 @@ def probe_here(
     runner: ProbeRunner,
     probes_dir: Path,
     probes: Sequence[str],
-    device: str,
+    device: ProbeDevice,
     timeout_s: float | None,
     nodes: int = 1,
 ) -> ProbeRun:
@@ -31,9 +32,9 @@ def probe_here(
         image="",
         probes_dir=probes_dir,
         probes=tuple(s.name for s in chosen),
-        expected={},
+        expected=ProbeExpectations(),
         device=device,
-        gpus=device != "cpu",
+        gpus=device is not ProbeDevice.CPU,
         timeout_s=time_limit_s(timeout_s, (s.timeout_s for s in chosen)),
         shm_bytes=DEFAULT_SHM_BYTES,
     )

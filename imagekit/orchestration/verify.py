@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from imagekit.core import labels as L
-from imagekit.core.agreement import Identity, compare, expectations, label_checks
+from imagekit.core.agreement import Identity, compare, label_checks
 from imagekit.core.compat import CompatData
 from imagekit.core.levels import level_states, reached
 from imagekit.core.ports import (
@@ -27,6 +27,7 @@ from imagekit.core.ports import (
     ProbeRunner,
     RunStore,
 )
+from imagekit.core.probe_contract import ProbeDevice, ProbeExpectations
 from imagekit.core.probes import (
     ProbeSpec,
     discover,
@@ -34,7 +35,7 @@ from imagekit.core.probes import (
     overall,
     select,
 )
-from imagekit.core.records import LEVELS, Check, ImageRecord, Timings, VerifyRecord
+from imagekit.core.records import LEVELS, Check, ImageRecord, Timings, Verdict, VerifyRecord
 from imagekit.core.runtime import (
     DEFAULT_SHM_BYTES,
     NATIVE,
@@ -46,7 +47,14 @@ from imagekit.core.runtime import (
     use_gpus,
 )
 from imagekit.core.summary import junit, markdown
-from imagekit.errors import EngineUnavailableError, GpuUnavailableError, ImagekitError, InputError
+from imagekit.errors import (
+    EngineUnavailableError,
+    GpuUnavailableError,
+    ImagekitError,
+    InputError,
+    NotVerifiedError,
+    ProbeFailedError,
+)
 from imagekit.events import Event, EventSink
 from imagekit.orchestration.nodes import run_across
 
@@ -72,6 +80,18 @@ class VerifySettings:
     shm_bytes: int = DEFAULT_SHM_BYTES
     structure: bool = True
     nodes: int = 1  # >1: every image also runs the multi-node probe across this many nodes
+
+
+def probes_folder(asked: Path | None, bundled: Path) -> Path:
+    """The probes folder to run (`--probes-dir`, else imagekit's own); InputError when it has
+    no runner to run them with."""
+    folder = asked or bundled
+    if not (folder / "_runner.py").is_file():
+        raise InputError(
+            f"--probes-dir {folder} has no _runner.py",
+            "copy imagekit's probes/ folder and add your probes beside them",
+        )
+    return folder
 
 
 def engine_gone(exc: ImagekitError) -> bool:
@@ -143,10 +163,7 @@ class VerifyRun:
                 target = replace(target, required=(*target.required, across.name))
         self.store.log_file(target.name, "verify").write_text(outcome.log)
         inspection = self._inspect(image, outcome, run_labels)
-        record = self._record(target, image, outcome, request, inspection, started)
-        record = record.model_copy(
-            update={"emulated": emulation.emulated, "emulated_cpu": emulation.cpu}
-        )
+        record = self._record(target, image, outcome, request, inspection, started, emulation)
         self.store.update_image(target.name, ImageRecord(verify=record))
         self.records[target.name] = record
         self.write_reports()
@@ -184,9 +201,8 @@ class VerifyRun:
             probes_dir=self.settings.probes_dir,
             probes=tuple(s.name for s in chosen),
             # A probe's own time limits (compile's child, ddp's rendezvous) stretch as ours do.
-            expected=expectations(image.imagekit)
-            | ({"time_scale": emulation.slowdown} if emulation.slowdown != 1 else {}),
-            device="cuda" if self.use_gpus else "cpu",
+            expected=ProbeExpectations.of_image(image.imagekit, time_scale=emulation.slowdown),
+            device=ProbeDevice.CUDA if self.use_gpus else ProbeDevice.CPU,
             gpus=self.use_gpus,
             timeout_s=time_limit_s(
                 self.settings.timeout_s, (s.timeout_s for s in chosen), emulation.slowdown
@@ -204,7 +220,7 @@ class VerifyRun:
             if self.settings.gpus is not GpuChoice.AUTO:
                 raise
             self.use_gpus = False  # --gpus auto: the CPU probes still tell a lot
-            return self.runner.run(replace(request, device="cpu", gpus=False))
+            return self.runner.run(replace(request, device=ProbeDevice.CPU, gpus=False))
 
     def _across(self) -> ProbeSpec:
         """The multi-node probe of the probes folder."""
@@ -255,12 +271,13 @@ class VerifyRun:
         request: ProbeRequest,
         inspection: tuple[list[Check], list[Check]],
         started: float,
+        emulation: Emulation = NATIVE,
     ) -> VerifyRecord:
         structure, agreement = inspection
         results = outcome.output.results
         required = list(target.required) or [r.probe for r in results]
         inspection_ok = all(c.ok for c in (*structure, *agreement))
-        status = overall(results, required) if inspection_ok else "fail"
+        status = overall(results, required) if inspection_ok else Verdict.FAIL
         states = level_states(
             results,
             {name: spec.level for name, spec in self.specs.items()},
@@ -275,11 +292,13 @@ class VerifyRun:
             labels=dict(image.labels),
             size_bytes=image.size_bytes,
             platform=image.platform,
+            emulated=emulation.emulated,
+            emulated_cpu=emulation.cpu,
             device=outcome.output.device,
             device_reason=outcome.output.device_reason,
             level=reached(states),
             levels=states,
-            status="pass" if status == "pass" else "fail",
+            status=status,
             required_probes=tuple(required),
             required_levels=tuple(
                 level
@@ -299,6 +318,27 @@ class VerifyRun:
         )
 
     # The run --------------------------------------------------------------------
+
+    def outcome_error(self, total: int) -> ImagekitError | None:
+        """Why the run as a whole did not pass (of `total` images), or None: an image that could
+        not be verified comes first (its own exit code), then images that failed."""
+        if self.failures:
+            first = self.failures[0]
+            names = ", ".join(self.errors)
+            return NotVerifiedError(
+                f"{len(self.errors)} of {total} images could not be verified ({names}): "
+                f"{first.message}",
+                first.hint,
+                first.exit_code,
+            )
+        failed = [n for n, r in self.records.items() if r.status is not Verdict.PASS]
+        if failed:
+            return ProbeFailedError(
+                f"{len(failed)} of {len(self.records)} images failed verification: "
+                f"{', '.join(failed)}",
+                f"details: {self.store.root / 'summary.md'}",
+            )
+        return None
 
     def write_reports(self) -> None:
         """summary.md and junit.xml for every image of this run so far."""
