@@ -25,20 +25,14 @@ from imagekit.core.context import ContextInputs
 from imagekit.core.matrix import Matrix, load_matrix
 from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import BuildOutcome, BuildRequest, Layer, LineSink
-from imagekit.core.records import ImageRecord
+from imagekit.core.records import BuildRecord, BuildStatus, ImageRecord
 from imagekit.core.render import RenderOptions
 from imagekit.events import Event
-from imagekit.orchestration.build import (
-    BUILT,
-    FAILED,
-    SKIPPED,
-    UP_TO_DATE,
-    BuildRun,
-    BuildSettings,
-    ImageResult,
-    budget_problem,
-)
+from imagekit.orchestration.build import BuildRun, BuildSettings, budget_problem
 from tests.fakes import FakeEngine
+
+BUILT, UP_TO_DATE = BuildStatus.BUILT, BuildStatus.UP_TO_DATE
+FAILED, SKIPPED = BuildStatus.FAILED, BuildStatus.SKIPPED
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_BASE = "imagekit-base/debian:bookworm"
@@ -160,14 +154,14 @@ class FakeBuilder:
 
 @dataclass
 class Outcome:
-    results: list[ImageResult]
+    results: list[BuildRecord]
     events: list[Event]
     run: RunFolder
 
     def status(self) -> dict[str, str]:
         return {r.name: r.status for r in self.results}
 
-    def by_name(self, name: str) -> ImageResult:
+    def by_name(self, name: str) -> BuildRecord:
         return next(r for r in self.results if r.name == name)
 
     def record(self, name: str) -> ImageRecord:

@@ -268,7 +268,7 @@ def case_build(f: Files) -> Line:
         BuildCommand(
             selection=selection(f),
             inputs=render_inputs(f),
-            builder="buildx",
+            builder=BuilderChoice.BUILDX,
             jobs=4,
             no_cache=True,
             fail_fast=True,
@@ -278,8 +278,8 @@ def case_build(f: Files) -> Line:
             json=True,
             cache_from="127.0.0.1:5000/cache/from",
             cache_to="127.0.0.1:5000/cache/to",
-            compression="zstd",
-            network="none",
+            compression=Compression.ZSTD,
+            network=BuildNetwork.NONE,
         ),
     )
 

@@ -58,24 +58,18 @@ from imagekit.core.matrix import _FIELD_HINTS, Matrix, load_matrix, parse_matrix
 from imagekit.core.matrix_schema import Defaults
 from imagekit.core.plan import ImagePlan, platform_arch, platform_suffix
 from imagekit.core.ports import BuildOutcome, BuildRequest, EngineInfo, LineSink, LocalImage
+from imagekit.core.records import BuildRecord, BuildStatus
 from imagekit.core.render import RenderOptions, image_labels, render_image
 from imagekit.core.report import plan_row, plans_table
 from imagekit.core.runtime import EMULATION_SLOWDOWN, NATIVE, Emulation, emulation_for
 from imagekit.core.summary import platform_text
 from imagekit.errors import InputError
 from imagekit.events import Event
-from imagekit.orchestration.build import (
-    BUILT,
-    FAILED,
-    SKIPPED,
-    BuildRun,
-    BuildSettings,
-    ImageResult,
-    _platform_mismatch,
-)
+from imagekit.orchestration.build import BuildRun, BuildSettings, _platform_mismatch
 from tests.fakes import FakeEngine, image_id
 from tests.matrixdoc import FILE, at, one_problem, problems, where
 
+BUILT, FAILED, SKIPPED = BuildStatus.BUILT, BuildStatus.FAILED, BuildStatus.SKIPPED
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_LOCAL = ROOT / "examples" / "cuda-local.yaml"
 CPU_EXAMPLE = ROOT / "examples" / "cpu.yaml"
@@ -871,7 +865,7 @@ class PlatformBuilder:
 
 @dataclass
 class Run:
-    results: dict[str, ImageResult]
+    results: dict[str, BuildRecord]
     builder: PlatformBuilder
 
     def status(self) -> dict[str, str]:

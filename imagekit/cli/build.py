@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import AbstractContextManager
 from dataclasses import asdict
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,12 +16,14 @@ from imagekit.cli.common import (
     CaCertOption,
     CreatedOption,
     ExtraIndexOption,
+    FlavourChoice,
     FlavourOption,
     JsonOption,
     MatrixOption,
     NoCaCertOption,
     OnlyOption,
     PipIndexOption,
+    PlatformChoice,
     PlatformOption,
     ResultsOption,
     RevisionOption,
@@ -45,25 +47,58 @@ from imagekit.cli.requests import (
     pairs,
     uv_platforms,
 )
-from imagekit.errors import BuildFailedError, EngineUnavailableError, InputError
+from imagekit.core.build_options import BuilderChoice, BuildNetwork, Compression
+from imagekit.errors import BuildFailedError, InputError
+
+if TYPE_CHECKING:  # imported lazily: the adapters load docker
+    from imagekit.adapters.engine import DockerEngine
+    from imagekit.core.context import ContextInputs
+    from imagekit.core.plan import ImagePlan
+    from imagekit.core.ports import Builder, Engine, RunStore
+    from imagekit.core.render import RenderOptions
+    from imagekit.events import EventSink
 
 # build -----------------------------------------------------------------------
 
 
-class BuilderChoice(StrEnum):
-    sdk = "sdk"
-    buildx = "buildx"
-    auto = "auto"
-
-
-class Compression(StrEnum):
-    gzip = "gzip"
-    zstd = "zstd"
-
-
-class BuildNetwork(StrEnum):
-    default = "default"
-    none = "none"
+BuilderOption = Annotated[
+    BuilderChoice,
+    typer.Option(help="sdk: Docker SDK; buildx: BuildKit; auto: buildx if present."),
+]
+JobsOption = Annotated[int, typer.Option(min=1, max=32, help="Images built at once.")]
+NoCacheOption = Annotated[bool, typer.Option(help="Rebuild every step.")]
+FailFastOption = Annotated[bool, typer.Option(help="Stop at the first failed image.")]
+PullOption = Annotated[
+    bool, typer.Option(help="Pull a base image the engine lacks (needs a registry).")
+]
+LabelOption = Annotated[
+    list[str] | None, typer.Option(help="Extra label KEY=VALUE on every image (repeatable).")
+]
+CacheFromOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="REPOSITORY",
+        help="BuildKit: reuse the build cache kept in this registry repository.",
+    ),
+]
+CacheToOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="REPOSITORY",
+        help="BuildKit: save the build cache (every stage) to this registry repository.",
+    ),
+]
+CompressionOption = Annotated[
+    Compression | None,
+    typer.Option(
+        help="Force every layer to this compression (BuildKit, containerd store). "
+        "Default: new layers gzip, reused ones as they are."
+    ),
+]
+NetworkOption = Annotated[
+    BuildNetwork,
+    typer.Option(help="The RUN steps' network; none: prove the build needs none."),
+]
 
 
 @app.command("build")
@@ -72,16 +107,11 @@ def build_command(
     only: OnlyOption = None,
     flavour: FlavourOption = None,
     platform: PlatformOption = None,
-    builder: Annotated[
-        BuilderChoice,
-        typer.Option(help="sdk: Docker SDK; buildx: BuildKit; auto: buildx if present."),
-    ] = BuilderChoice.sdk,
-    jobs: Annotated[int, typer.Option(min=1, max=32, help="Images built at once.")] = 1,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild every step.")] = False,
-    fail_fast: Annotated[bool, typer.Option(help="Stop at the first failed image.")] = False,
-    pull: Annotated[
-        bool, typer.Option(help="Pull a base image the engine lacks (needs a registry).")
-    ] = False,
+    builder: BuilderOption = BuilderChoice.SDK,
+    jobs: JobsOption = 1,
+    no_cache: NoCacheOption = False,
+    fail_fast: FailFastOption = False,
+    pull: PullOption = False,
     wheelhouse: WheelhouseOption = None,
     ca_cert: CaCertOption = None,
     no_ca_cert: NoCaCertOption = False,
@@ -90,44 +120,16 @@ def build_command(
     created: CreatedOption = None,
     revision: RevisionOption = None,
     base_override: BaseOverrideOption = None,
-    label: Annotated[
-        list[str] | None, typer.Option(help="Extra label KEY=VALUE on every image (repeatable).")
-    ] = None,
+    label: LabelOption = None,
     results: ResultsOption = Path("results"),
     json_out: JsonOption = False,
-    cache_from: Annotated[
-        str | None,
-        typer.Option(
-            metavar="REPOSITORY",
-            help="BuildKit: reuse the build cache kept in this registry repository.",
-        ),
-    ] = None,
-    cache_to: Annotated[
-        str | None,
-        typer.Option(
-            metavar="REPOSITORY",
-            help="BuildKit: save the build cache (every stage) to this registry repository.",
-        ),
-    ] = None,
-    compression: Annotated[
-        Compression | None,
-        typer.Option(
-            help="Force every layer to this compression (BuildKit, containerd store). "
-            "Default: new layers gzip, reused ones as they are."
-        ),
-    ] = None,
-    network: Annotated[
-        BuildNetwork,
-        typer.Option(help="The RUN steps' network; none: prove the build needs none."),
-    ] = BuildNetwork.default,
+    cache_from: CacheFromOption = None,
+    cache_to: CacheToOption = None,
+    compression: CompressionOption = None,
+    network: NetworkOption = BuildNetwork.DEFAULT,
 ) -> None:
     """Build the images of the matrix (slim before full), skipping those up to date."""
-    selection = Selection(
-        matrix,
-        tuple(only or ()),
-        flavour.value if flavour else None,
-        platform.value if platform else None,
-    )
+    selection = _selection(matrix, only, flavour, platform)
     inputs = RenderInputs.of(
         wheelhouse,
         ca_cert,
@@ -142,7 +144,7 @@ def build_command(
         lambda: BuildCommand(
             selection=selection,
             inputs=inputs,
-            builder=builder.value,
+            builder=builder,
             jobs=jobs,
             no_cache=no_cache,
             fail_fast=fail_fast,
@@ -152,95 +154,101 @@ def build_command(
             json=json_out,
             cache_from=cache_from,
             cache_to=cache_to,
-            compression=compression.value if compression else None,
-            network=None if network is BuildNetwork.default else network.value,
+            compression=compression,
+            network=network,
         )
     )
+
+
+def _selection(
+    matrix: Path,
+    only: list[str] | None,
+    flavour: FlavourChoice | None,
+    platform: PlatformChoice | None,
+) -> Selection:
+    """`--matrix`, `--only`, `--flavour` and `--platform` as a selection."""
+    return Selection(
+        matrix,
+        tuple(only or ()),
+        flavour.value if flavour else None,
+        platform.value if platform else None,
+    )
+
+
+class _DockerTools:
+    """`build_images`'s world for one request (`BuildTools` says what each method does):
+    Docker, buildx, the results folder, the terminal. Each adapter is looked up when it is
+    asked for, so that tests can replace it by name."""
+
+    def __init__(self, request: BuildCommand, plans: list[ImagePlan]) -> None:
+        self.request = request
+        self.platforms = uv_platforms(plans)
+        self.engine: DockerEngine | None = None
+
+    def render(self, buildkit: bool) -> tuple[RenderOptions, ContextInputs]:
+        return self.request.inputs.resolve(buildkit=buildkit, platforms=self.platforms)
+
+    def buildx_available(self) -> bool:
+        from imagekit.adapters import builders
+
+        return builders.buildx_available()
+
+    def buildx_driver(self) -> str:
+        from imagekit.adapters import builders
+
+        return builders.buildx_driver()
+
+    def check_results(self) -> None:
+        from imagekit.adapters.results import RunFolder
+
+        RunFolder.check_writable(self.request.results)
+
+    def connect(self) -> Engine:
+        from imagekit.adapters import engine
+
+        self.engine = engine.DockerEngine(engine.connect())
+        return self.engine
+
+    def builder(self, buildkit: bool) -> Builder:
+        from imagekit.adapters.builders import BuildxBuilder, SdkBuilder
+
+        assert self.engine is not None
+        return BuildxBuilder() if buildkit else SdkBuilder(self.engine.client)
+
+    def tidy(self) -> None:
+        assert self.engine is not None
+        note_leftovers(self.engine.client)
+
+    def open_run(self) -> RunStore:
+        from imagekit.adapters.results import RunFolder
+
+        assert self.engine is not None
+        run = RunFolder.create(self.request.results)
+        run.write_run("build", self.engine.info(), {"matrix": str(self.request.selection.matrix)})
+        return run
+
+    def view(self) -> AbstractContextManager[EventSink]:
+        return event_view()
 
 
 @handles(BuildCommand)
 def build(request: BuildCommand) -> None:
     """Build the selected images and print the outcome of each."""
-    from imagekit.adapters.builders import (
-        BuildxBuilder,
-        SdkBuilder,
-        buildx_available,
-        buildx_driver,
-    )
-    from imagekit.adapters.engine import DockerEngine, connect
-    from imagekit.adapters.results import RunFolder
-    from imagekit.core.build_features import buildkit_refusal
     from imagekit.core.report import build_table
-    from imagekit.orchestration.build import BuildRun, BuildSettings
+    from imagekit.orchestration.build import build_images
 
     plans = request.selection.plans()
-    # Bad inputs are reported before the engine is asked anything (checked again below if the
-    # engine rules BuildKit out).
-    guess = request.builder == "buildx" or (request.builder == "auto" and buildx_available())
-    platforms = uv_platforms(plans)
-    options, inputs = request.inputs.resolve(buildkit=guess, platforms=platforms)
-    RunFolder.check_writable(request.results)
-    engine = DockerEngine(connect())
-    facts = engine.info()
-    if request.builder == "buildx":
-        if not facts.has_buildkit:
-            raise EngineUnavailableError(
-                f"{facts.describe()}: its Docker API has no BuildKit, so buildx cannot use it",
-                "use --builder sdk (or auto, which picks it on this engine)",
-            )
-        if not buildx_available():
-            raise EngineUnavailableError(
-                "the docker buildx plugin is not installed", "use --builder sdk, or `make engine`"
-            )
-    # auto: BuildKit where the engine has it and the plugin is there; the SDK builder otherwise
-    # (Podman: buildx would try to pull a BuildKit image and fail).
-    use_buildx = request.builder == "buildx" or (
-        request.builder == "auto" and facts.has_buildkit and buildx_available()
-    )
-    if use_buildx != guess:
-        options, inputs = request.inputs.resolve(buildkit=use_buildx, platforms=platforms)
-    wants = request.buildkit_features()
-    refusal = buildkit_refusal(
-        wants,
-        cache_to=bool(request.cache_to),
-        compression=bool(request.compression),
-        use_buildx=use_buildx,
-        driver=buildx_driver() if use_buildx and wants else "",  # asked only when it matters
-        image_store=facts.image_store,
-        engine=facts.describe(),
-    )
-    if refusal is not None:
-        raise EngineUnavailableError(refusal.message, refusal.hint)
-    note_leftovers(engine.client)
-    run = RunFolder.create(request.results)
-    run.write_run("build", engine.info(), {"matrix": str(request.selection.matrix)})
-    settings = BuildSettings(
-        options=options,
-        inputs=inputs,
-        contexts_dir=run.root / "contexts",
-        jobs=request.jobs,
-        no_cache=request.no_cache,
-        fail_fast=request.fail_fast,
-        pull=request.pull,
-        extra_labels=request.labels,
-        cache_from=request.cache_from,
-        cache_to=request.cache_to,
-        compression=request.compression,
-        network=request.network,
-    )
-    chosen = BuildxBuilder() if use_buildx else SdkBuilder(engine.client)
-    with event_view() as view:
-        outcome = BuildRun(engine, chosen, plans, settings, run, view).execute()
+    tools = _DockerTools(request, plans)
+    report = build_images(plans, request, tools)
     if request.json:
-        print_json({"run_id": run.run_id, "results": [asdict(r) for r in outcome]})
+        print_json({"run_id": report.run_id, "results": [r.to_json() for r in report.results]})
     else:
-        typer.echo(build_table(outcome))
-    say(f"results: {run.root}")
-    failed = [r for r in outcome if not r.ok]
-    if failed:
+        typer.echo(build_table(report.results))
+    say(f"results: {report.root}")
+    if report.failed:
         raise BuildFailedError(
-            f"{len(failed)} of {len(outcome)} images failed or were skipped",
-            f"full logs: {run.root / 'logs'}",
+            f"{len(report.failed)} of {len(report.results)} images failed or were skipped",
+            f"full logs: {report.root / 'logs'}",
         )
 
 
@@ -269,12 +277,7 @@ def bake_command(
     base_override: BaseOverrideOption = None,
 ) -> None:
     """Write docker-bake.json for the plan (build it with `docker buildx bake -f FILE`)."""
-    selection = Selection(
-        matrix,
-        tuple(only or ()),
-        flavour.value if flavour else None,
-        platform.value if platform else None,
-    )
+    selection = _selection(matrix, only, flavour, platform)
     inputs = RenderInputs.of(
         wheelhouse,
         ca_cert,
@@ -291,21 +294,14 @@ def bake_command(
 @handles(BakeRequest)
 def bake(request: BakeRequest) -> None:
     """Render every selected image for BuildKit and write the bake file."""
-    from imagekit.core.bake import bake_file
-    from imagekit.core.context import write_context
-    from imagekit.core.render import render_image
+    from imagekit.orchestration.bake import bake_contexts
 
     plans = request.selection.plans()
     options, inputs = request.inputs.resolve(buildkit=True, platforms=uv_platforms(plans))
-    images = []
-    for plan in plans:
-        rendered = render_image(plan, options)
-        folder = write_context(rendered, request.contexts.resolve(), inputs)
-        images.append((rendered, folder.resolve()))
-    data = bake_file(images, inputs.ca_bundle.resolve() if inputs.ca_bundle else None)
+    data = bake_contexts(plans, options, inputs, request.contexts)
     request.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    out = request.out
-    say(f"wrote {out}: {len(images)} targets; build with `docker buildx bake -f {out}`")
+    out, count = request.out, len(plans)
+    say(f"wrote {out}: {count} targets; build with `docker buildx bake -f {out}`")
 
 
 # base ------------------------------------------------------------------------

@@ -239,7 +239,7 @@ class BuildCommand:
 
     selection: Selection
     inputs: RenderInputs
-    builder: str = "sdk"  # sdk | buildx | auto
+    builder: BuilderChoice = BuilderChoice.SDK
     jobs: int = 1
     no_cache: bool = False
     fail_fast: bool = False
@@ -249,28 +249,24 @@ class BuildCommand:
     json: bool = False
     cache_from: str | None = None
     cache_to: str | None = None
-    compression: str | None = None
-    network: str | None = None
+    compression: Compression | None = None
+    network: BuildNetwork = BuildNetwork.DEFAULT
 
     def __post_init__(self) -> None:
         for option, value in (("--cache-from", self.cache_from), ("--cache-to", self.cache_to)):
             if value is not None:
                 cache_repository(option, value)
-        wants = self.buildkit_features()
-        if wants and self.builder == "sdk":
+        wants = self.buildkit.wants
+        if wants and self.builder is BuilderChoice.SDK:
             raise InputError(
                 f"{' and '.join(wants)} need BuildKit, and --builder sdk is the legacy builder",
                 "add --builder buildx (or auto)",
             )
 
-    def buildkit_features(self) -> list[str]:
+    @property
+    def buildkit(self) -> BuildkitAsk:
         """The options asked for that only BuildKit has."""
-        wants = [
-            o for o, v in (("--cache-from", self.cache_from), ("--cache-to", self.cache_to)) if v
-        ]
-        if self.compression:
-            wants.append(f"--compression {self.compression}")
-        return wants
+        return BuildkitAsk(self.cache_from, self.cache_to, self.compression)
 
 
 def cache_repository(option: str, value: str) -> str:
@@ -459,7 +455,6 @@ class PublishCommand:
     def signing(self) -> str | None:
         """The key to sign with: none on a dry run, which pushes nothing to sign."""
         return None if self.dry_run else self.signing_key
-
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,37 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from imagekit.core import labels as L
 from imagekit.core.plan import ImagePlan, platform_suffix
 from imagekit.core.render import RenderedImage
+
+
+class BakeTarget(TypedDict):
+    """One target of a bake file (the keys `docker buildx bake` reads)."""
+
+    context: str
+    dockerfile: str
+    tags: list[str]
+    platforms: list[str]
+    args: dict[str, str]
+    labels: dict[str, str]
+    contexts: NotRequired[dict[str, str]]  # a full image's slim, as the target that builds it
+    secret: NotRequired[list[str]]
+
+
+class BakeGroup(TypedDict):
+    """A named set of targets (`docker buildx bake slim`)."""
+
+    targets: list[str]
+
+
+class BakeFile(TypedDict):
+    """A `docker-bake.json`."""
+
+    group: dict[str, BakeGroup]
+    target: dict[str, BakeTarget]
 
 
 def target_name(plan: ImagePlan) -> str:
@@ -21,17 +47,15 @@ def target_name(plan: ImagePlan) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", plan.name)
 
 
-def bake_file(
-    images: list[tuple[RenderedImage, Path]], ca_bundle: Path | None = None
-) -> dict[str, Any]:
+def bake_file(images: list[tuple[RenderedImage, Path]], ca_bundle: Path | None = None) -> BakeFile:
     """The bake definition for rendered images and their context folders."""
-    targets: dict[str, Any] = {}
+    targets: dict[str, BakeTarget] = {}
     slim_targets = {
         r.plan.reference: target_name(r.plan) for r, _ in images if r.plan.flavour == "slim"
     }
     for rendered, folder in images:
         plan = rendered.plan
-        target: dict[str, Any] = {
+        target: BakeTarget = {
             "context": str(folder),
             "dockerfile": "Dockerfile",
             "tags": [
@@ -49,7 +73,7 @@ def bake_file(
         if ca_bundle is not None:
             target["secret"] = [f"id=ca,src={ca_bundle}"]
         targets[target_name(plan)] = target
-    groups = {
+    groups: dict[str, BakeGroup] = {
         "default": {"targets": sorted(targets)},
         "slim": {
             "targets": sorted(target_name(r.plan) for r, _ in images if r.plan.flavour == "slim")

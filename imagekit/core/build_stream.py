@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 TAIL_LINES = 50
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -33,20 +33,23 @@ class BuildLog:
     error: str | None = None
     _partial: str = ""
 
-    def feed(self, item: dict[str, Any]) -> list[str]:
-        """Take one stream item; return the complete log lines it finished."""
+    def feed(self, item: Mapping[str, object]) -> list[str]:
+        """Take one stream item (a decoded JSON object); return the complete log lines it
+        finished."""
         finished: list[str] = []
         if "error" in item or "errorDetail" in item:
-            detail = item.get("errorDetail") or {}
-            message = str(item.get("error") or detail.get("message") or "build failed")
+            detail = item.get("errorDetail")
+            said = detail.get("message") if isinstance(detail, Mapping) else None
+            message = str(item.get("error") or said or "build failed")
             self.error = message.strip()
             finished.append(f"ERROR: {self.error}")
         if "stream" in item:
             text = self._partial + str(item["stream"])
             *complete, self._partial = text.split("\n")
             finished += [line.rstrip("\r") for line in complete]
-        if "aux" in item and isinstance(item["aux"], dict) and "ID" in item["aux"]:
-            self.image_id = str(item["aux"]["ID"])
+        aux = item.get("aux")
+        if isinstance(aux, Mapping) and "ID" in aux:
+            self.image_id = str(aux["ID"])
         if "status" in item:  # base image pulls report progress this way
             finished.append(str(item["status"]) + (f" {item['id']}" if "id" in item else ""))
         for line in finished:

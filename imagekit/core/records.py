@@ -218,9 +218,25 @@ class LayerSize(Record):
     created_by: str
 
 
+class BuildStatus(StrEnum):
+    """What `imagekit build` did with one image."""
+
+    BUILT = "built"
+    UP_TO_DATE = "up-to-date"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    @property
+    def ok(self) -> bool:
+        """Built or up to date (and, since a build over budget is FAILED, within budget)."""
+        return self in (BuildStatus.BUILT, BuildStatus.UP_TO_DATE)
+
+
 class BuildRecord(Record):
     """What `imagekit build` did for one image (the `build` section of its record)."""
 
+    # Also what `BuildRun` returns and `imagekit build` prints (a table row, or --json):
+    # one type from the build to the file, built once when the image's outcome is known.
     name: str
     reference: str
     flavour: Literal["slim", "full"]
@@ -240,6 +256,11 @@ class BuildRecord(Record):
     largest_layers: tuple[LayerSize, ...] = ()
     duration_s: Annotated[float, Field(ge=0)]
     log_path: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Built or up to date, and within budget."""
+        return self.status.ok
 
 
 class PlanRecord(Record):

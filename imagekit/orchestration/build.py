@@ -11,23 +11,68 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from imagekit.core import labels as L
+from imagekit.core.build_features import buildkit_refusal
+from imagekit.core.build_options import (
+    BuilderChoice,
+    BuildkitAsk,
+    BuildNetwork,
+    Compression,
+    builder_refusal,
+    guess_buildx,
+    use_buildx,
+)
 from imagekit.core.build_stream import BuildLog
 from imagekit.core.context import ContextInputs, input_hash, write_context
 from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import Builder, BuildRequest, Engine, RunStore
-from imagekit.core.records import BuildRecord, ImageRecord, PlanRecord
-from imagekit.core.render import RenderOptions, render_image
+from imagekit.core.ports import (
+    Builder,
+    BuildRequest,
+    Engine,
+    LineSink,
+    LocalImage,
+    RunStore,
+)
+from imagekit.core.records import BuildRecord, BuildStatus, ImageRecord, LayerSize, PlanRecord
+from imagekit.core.render import RenderedImage, RenderOptions, render_image
 from imagekit.core.runtime import runs_emulated
+from imagekit.errors import EngineUnavailableError
 from imagekit.events import Event, EventSink
 
 LARGEST_LAYERS = 5
 
-BUILT, UP_TO_DATE, FAILED, SKIPPED = "built", "up-to-date", "failed", "skipped"
+
+class BuildAsk(Protocol):
+    """How `imagekit build` was asked to build (its request, read-only): the builder and
+    every knob of `BuildSettings`."""
+
+    @property
+    def builder(self) -> BuilderChoice: ...
+    @property
+    def buildkit(self) -> BuildkitAsk: ...
+    @property
+    def jobs(self) -> int: ...
+    @property
+    def no_cache(self) -> bool: ...
+    @property
+    def fail_fast(self) -> bool: ...
+    @property
+    def pull(self) -> bool: ...
+    @property
+    def labels(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def cache_from(self) -> str | None: ...
+    @property
+    def cache_to(self) -> str | None: ...
+    @property
+    def compression(self) -> Compression | None: ...
+    @property
+    def network(self) -> BuildNetwork: ...
 
 
 @dataclass(frozen=True)
@@ -47,8 +92,34 @@ class BuildSettings:
     # BuildKit's registry cache: repositories that hold one cache per image, tagged as it is.
     cache_from: str | None = None
     cache_to: str | None = None
-    compression: str | None = None  # every layer forced to gzip or zstd (BuildKit)
-    network: str | None = None  # the RUN steps' network; "none": the build must be offline
+    compression: Compression | None = None  # every layer forced to gzip or zstd (BuildKit)
+    network: BuildNetwork = BuildNetwork.DEFAULT  # none: the build must be offline
+
+    def __post_init__(self) -> None:
+        # A value given as its text ("zstd", "none") is taken as its member: one type inside.
+        if self.compression is not None:
+            object.__setattr__(self, "compression", Compression(self.compression))
+        object.__setattr__(self, "network", BuildNetwork(self.network))
+
+    @classmethod
+    def of(
+        cls, ask: BuildAsk, options: RenderOptions, inputs: ContextInputs, contexts_dir: Path
+    ) -> BuildSettings:
+        """The settings of what was asked, with the render inputs resolved for the builder."""
+        return cls(
+            options=options,
+            inputs=inputs,
+            contexts_dir=contexts_dir,
+            jobs=ask.jobs,
+            no_cache=ask.no_cache,
+            fail_fast=ask.fail_fast,
+            pull=ask.pull,
+            extra_labels=ask.labels,
+            cache_from=ask.cache_from,
+            cache_to=ask.cache_to,
+            compression=ask.compression,
+            network=ask.network,
+        )
 
     def cache_ref(self, repository: str | None, plan: ImagePlan) -> str | None:
         """The cache reference of one image in `repository` (None: no cache)."""
@@ -70,28 +141,17 @@ def _platform_mismatch(parent_platform: str, plan: ImagePlan) -> str | None:
     )
 
 
-@dataclass
-class ImageResult:
-    """The outcome of one image of a build run."""
-
-    name: str
-    reference: str
-    flavour: str
-    status: str
-    message: str = ""
-    image_id: str | None = None
-    input_hash: str | None = None
-    size_bytes: int | None = None
-    size_budget_bytes: int | None = None
-    layer_count: int | None = None
-    largest_layers: list[dict[str, Any]] = field(default_factory=list)
-    duration_s: float = 0.0
-    log_path: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """Built or up to date, and within budget."""
-        return self.status in (BUILT, UP_TO_DATE)
+def _missing_parent(plan: ImagePlan, reference: str, pull_failure: str) -> str:
+    """Why a build cannot start: the image it starts FROM is not in the engine."""
+    what = "base image" if plan.flavour == "slim" else "slim image of this cell"
+    hint = (
+        "pull it with --pull, bootstrap one (`imagekit base bootstrap`) or map it "
+        "with --base-override"
+        if plan.flavour == "slim"
+        else "build the slim flavour first (drop --flavour full)"
+    )
+    message = f"the {what} {reference} is not in the engine; {hint}"
+    return message + (f" (pull failed: {pull_failure})" if pull_failure else "")
 
 
 def budget_problem(size_bytes: int, budget_bytes: int) -> str | None:
@@ -104,12 +164,25 @@ def budget_problem(size_bytes: int, budget_bytes: int) -> str | None:
     )
 
 
-def _step_reporter(events: EventSink, name: str) -> Any:
+@dataclass(frozen=True)
+class Measured:
+    """What the engine says about a built (or up-to-date) image (None: there is none)."""
+
+    image_id: str | None
+    size_bytes: int | None = None
+    layer_count: int | None = None
+    largest_layers: tuple[LayerSize, ...] = ()
+
+
+def _step_reporter(events: EventSink, name: str, lines: list[str]) -> LineSink:
+    """A line sink that keeps every line of the build's log in `lines` (the views fold it:
+    GitHub Actions `::group::`) and reports each new step."""
     # Keyed by the step number too: two steps in a row with the same instruction
     # (`RUN true` twice) are still two steps.
     last: dict[str, tuple[int, str]] = {"step": (0, "")}
 
     def on_line(log: BuildLog, line: str) -> None:
+        lines.append(line)
         if log.step and (log.step_index, log.step) != last["step"]:
             last["step"] = (log.step_index, log.step)
             events(Event("step", name, f"step {log.step_index}/{log.step_count}: {log.step}"))
@@ -135,7 +208,7 @@ class BuildRun:
         self.settings = settings
         self.run = run
         self.events = events
-        self.results: dict[str, ImageResult] = {}
+        self.results: dict[str, BuildRecord] = {}
         self.host_arch = engine.info().architecture
 
     def _platform(self, plan: ImagePlan) -> str | None:
@@ -147,63 +220,63 @@ class BuildRun:
 
     # One image ------------------------------------------------------------------
 
-    def build_one(self, plan: ImagePlan) -> ImageResult:
+    def build_one(self, plan: ImagePlan) -> BuildRecord:
         """Render, check for an up-to-date image, build, measure and record one plan."""
-        started = time.monotonic()
-        result = self._build_one(plan)
-        result.duration_s = round(time.monotonic() - started, 3)
+        log_lines: list[str] = []  # what the builder wrote to the image's log
+        result = self._build_one(plan, log_lines)
         self.run.update_image(plan.name, _image_record(plan, result))
-        data: dict[str, Any] = {"status": result.status}
-        if result.log_path and Path(result.log_path).is_file():
-            # The views fold this log (GitHub Actions `::group::`); the builder wrote it.
-            log_text = Path(result.log_path).read_text(encoding="utf-8", errors="replace")
-            data["log_lines"] = log_text.splitlines()
+        data = {"status": result.status.value, "log_lines": log_lines}
         self.events(Event("finished", plan.name, _summary(result), data))
         return result
 
-    def _build_one(self, plan: ImagePlan) -> ImageResult:
+    def _build_one(self, plan: ImagePlan, log_lines: list[str] | None = None) -> BuildRecord:
         s = self.settings
-        result = ImageResult(plan.name, plan.reference, plan.flavour, FAILED)
-        result.size_budget_bytes = plan.size_budget_bytes
+        started = time.monotonic()
         rendered = render_image(plan, s.options)
-        parent_ref = rendered.build_args.get("BASE_IMAGE") or rendered.build_args["SLIM_IMAGE"]
-        parent = self.engine.inspect_image(parent_ref)
-        pulled = ""
-        if parent is None and s.pull and plan.flavour == "slim":
-            pulled = self.engine.pull(parent_ref, self._platform(plan))
-            parent = self.engine.inspect_image(parent_ref)
-        if parent is None:
-            what = "base image" if plan.flavour == "slim" else "slim image of this cell"
-            hint = (
-                "pull it with --pull, bootstrap one (`imagekit base bootstrap`) or map it "
-                "with --base-override"
-                if plan.flavour == "slim"
-                else "build the slim flavour first (drop --flavour full)"
-            )
-            result.message = f"the {what} {parent_ref} is not in the engine; {hint}"
-            if pulled:
-                result.message += f" (pull failed: {pulled})"
-            return result
-        if (why := _platform_mismatch(parent.platform, plan)) is not None:
-            result.message = why
-            return result
+        parent = self._parent(plan, rendered)
+        if isinstance(parent, str):
+            return _record(plan, started, BuildStatus.FAILED, parent)
         engine_inputs = {"parent_image_id": parent.id}
         if s.compression:
             # Other layers, other image: an image is not up to date for a build that forces
             # another compression. (Only named when forced, so existing hashes stay.)
-            engine_inputs["layer_compression"] = s.compression
+            engine_inputs["layer_compression"] = s.compression.value
         digest = input_hash(rendered, s.inputs, engine_inputs)
-        result.input_hash = digest
         existing = self.engine.inspect_image(plan.reference)
         if existing is not None and not s.no_cache and existing.labels.get(L.INPUT_HASH) == digest:
-            result.status = UP_TO_DATE
-            result.message = "up to date"
-            self._measure(result, existing.id)
-            return result
+            measured = self._measure(existing.id)
+            return _record(plan, started, BuildStatus.UP_TO_DATE, "up to date", digest, measured)
         self.events(Event("started", plan.name, f"building with {self.builder.name}"))
+        request = self._request(plan, rendered, digest)
+        on_line = _step_reporter(self.events, plan.name, [] if log_lines is None else log_lines)
+        outcome = self.builder.build(request, on_line)
+        log_path = str(request.log_path)
+        if not outcome.ok or outcome.image_id is None:
+            return _record(
+                plan, started, BuildStatus.FAILED, outcome.message, digest, None, log_path
+            )
+        measured = self._measure(outcome.image_id)
+        return _record(plan, started, BuildStatus.BUILT, "built", digest, measured, log_path)
+
+    def _parent(self, plan: ImagePlan, rendered: RenderedImage) -> LocalImage | str:
+        """The image the build starts FROM (pulled where allowed), or why there is none to
+        build `plan` on."""
+        reference = rendered.build_args.get("BASE_IMAGE") or rendered.build_args["SLIM_IMAGE"]
+        parent = self.engine.inspect_image(reference)
+        pulled = ""
+        if parent is None and self.settings.pull and plan.flavour == "slim":
+            pulled = self.engine.pull(reference, self._platform(plan))
+            parent = self.engine.inspect_image(reference)
+        if parent is None:
+            return _missing_parent(plan, reference, pulled)
+        return _platform_mismatch(parent.platform, plan) or parent
+
+    def _request(self, plan: ImagePlan, rendered: RenderedImage, digest: str) -> BuildRequest:
+        """The builder's request: the context written, the labels, the cache references."""
+        s = self.settings
         folder = write_context(rendered, s.contexts_dir, s.inputs, input_hash=digest)
         labels = {L.INPUT_HASH: digest, L.MANAGED: "true", **dict(s.extra_labels)}
-        request = BuildRequest(
+        return BuildRequest(
             name=plan.name,
             context_dir=folder,
             reference=plan.reference,
@@ -215,40 +288,24 @@ class BuildRun:
             cache_from=s.cache_ref(s.cache_from, plan),
             cache_to=s.cache_ref(s.cache_to, plan),
             compression=s.compression,
-            network=s.network,
+            network=s.network.mode,
             platform=self._platform(plan),
         )
-        result.log_path = str(request.log_path)
-        outcome = self.builder.build(request, _step_reporter(self.events, plan.name))
-        if not outcome.ok or outcome.image_id is None:
-            result.message = outcome.message
-            return result
-        result.status = BUILT
-        result.message = "built"
-        self._measure(result, outcome.image_id)
-        return result
 
-    def _measure(self, result: ImageResult, image_id: str) -> None:
+    def _measure(self, image_id: str) -> Measured:
         image = self.engine.inspect_image(image_id)
-        result.image_id = image_id
         if image is None:
-            return
-        result.size_bytes = image.size_bytes
-        result.layer_count = len(image.layers)
+            return Measured(image_id)
         layers = sorted(self.engine.history(image_id), key=lambda x: -x.size_bytes)
-        result.largest_layers = [
-            {"size_bytes": x.size_bytes, "created_by": x.created_by[:200]}
+        largest = tuple(
+            LayerSize(size_bytes=x.size_bytes, created_by=x.created_by[:200])
             for x in layers[:LARGEST_LAYERS]
-        ]
-        if result.size_budget_bytes and (
-            why := budget_problem(image.size_bytes, result.size_budget_bytes)
-        ):
-            result.status = FAILED
-            result.message = why
+        )
+        return Measured(image_id, image.size_bytes, len(image.layers), largest)
 
     # The run --------------------------------------------------------------------
 
-    def execute(self) -> list[ImageResult]:
+    def execute(self) -> list[BuildRecord]:
         """Build every plan, slim before the full of its cell, `jobs` at a time.
 
         Builds run in daemon threads and the main thread waits in short slices, so
@@ -258,7 +315,7 @@ class BuildRun:
         pending = list(self.plans)
         selected_slims = {p.cell.id for p in pending if p.flavour == "slim"}
         jobs = max(1, self.settings.jobs)
-        done: queue.Queue[tuple[ImagePlan, ImageResult | BaseException]] = queue.Queue()
+        done: queue.Queue[tuple[ImagePlan, BuildRecord | BaseException]] = queue.Queue()
         running: set[str] = set()
         stop = False
         while pending or running:
@@ -296,7 +353,7 @@ class BuildRun:
         return [self.results[p.name] for p in self.plans if p.name in self.results]
 
     def _build_into(
-        self, plan: ImagePlan, done: queue.Queue[tuple[ImagePlan, ImageResult | BaseException]]
+        self, plan: ImagePlan, done: queue.Queue[tuple[ImagePlan, BuildRecord | BaseException]]
     ) -> None:
         try:
             done.put((plan, self.build_one(plan)))
@@ -317,20 +374,62 @@ class BuildRun:
         return None
 
     def _skip(self, plan: ImagePlan, why: str) -> None:
-        result = ImageResult(plan.name, plan.reference, plan.flavour, SKIPPED, why)
+        result = BuildRecord(
+            name=plan.name,
+            reference=plan.reference,
+            flavour=plan.flavour,
+            status=BuildStatus.SKIPPED,
+            message=why,
+            duration_s=0.0,
+        )
         self.results[plan.name] = result
         self.run.update_image(plan.name, _image_record(plan, result))
-        self.events(Event("finished", plan.name, why, {"status": SKIPPED}))
+        self.events(Event("finished", plan.name, why, {"status": BuildStatus.SKIPPED.value}))
 
 
-def _summary(result: ImageResult) -> str:
-    if result.status in (BUILT, UP_TO_DATE):
+def _record(
+    plan: ImagePlan,
+    started: float,
+    status: BuildStatus,
+    message: str,
+    digest: str | None = None,
+    measured: Measured | None = None,
+    log_path: str | None = None,
+) -> BuildRecord:
+    """The build record of one image, once its outcome is known: an image over its size
+    budget is a failure, whatever the build said."""
+    found = measured or Measured(None)
+    if (
+        found.size_bytes is not None
+        and plan.size_budget_bytes
+        and (why := budget_problem(found.size_bytes, plan.size_budget_bytes))
+    ):
+        status, message = BuildStatus.FAILED, why
+    return BuildRecord(
+        name=plan.name,
+        reference=plan.reference,
+        flavour=plan.flavour,
+        status=status,
+        message=message,
+        image_id=found.image_id,
+        input_hash=digest,
+        size_bytes=found.size_bytes,
+        size_budget_bytes=plan.size_budget_bytes,
+        layer_count=found.layer_count,
+        largest_layers=found.largest_layers,
+        duration_s=round(time.monotonic() - started, 3),
+        log_path=log_path,
+    )
+
+
+def _summary(result: BuildRecord) -> str:
+    if result.ok:
         size = f"{result.size_bytes / 1e9:.2f} GB" if result.size_bytes else "?"
         return f"{result.status} ({size}, {result.layer_count} layers, {result.duration_s:.0f}s)"
     return f"{result.status}: {result.message.splitlines()[0] if result.message else ''}"
 
 
-def _image_record(plan: ImagePlan, result: ImageResult) -> ImageRecord:
+def _image_record(plan: ImagePlan, result: BuildRecord) -> ImageRecord:
     """The `plan` and `build` sections of an image's record."""
     cell = plan.cell
     return ImageRecord(
@@ -344,5 +443,110 @@ def _image_record(plan: ImagePlan, result: ImageResult) -> ImageRecord:
             required_probes=plan.required_probes,
             size_budget_bytes=plan.size_budget_bytes,
         ),
-        build=BuildRecord.model_validate(asdict(result)),
+        build=result,
     )
+
+
+# The use case ---------------------------------------------------------------------------------
+
+
+class BuildTools(Protocol):
+    """What `build_images` asks of the world (the CLI hands in Docker's), in the order it asks:
+    nothing that needs the engine before the inputs are checked."""
+
+    def render(self, buildkit: bool) -> tuple[RenderOptions, ContextInputs]:
+        """The checked render inputs, for a BuildKit build or not (InputError if bad)."""
+        ...
+
+    def buildx_available(self) -> bool:
+        """Whether the docker buildx plugin is installed."""
+        ...
+
+    def buildx_driver(self) -> str:
+        """buildx's driver: docker, docker-container, ..."""
+        ...
+
+    def check_results(self) -> None:
+        """InputError when the results folder cannot be written."""
+        ...
+
+    def connect(self) -> Engine:
+        """The engine (connected now)."""
+        ...
+
+    def builder(self, buildkit: bool) -> Builder:
+        """buildx (BuildKit), or the engine's own builder."""
+        ...
+
+    def tidy(self) -> None:
+        """Remove what ended runs left on the engine; note what other runs have there."""
+        ...
+
+    def open_run(self) -> RunStore:
+        """A new run folder, its run.json written."""
+        ...
+
+    def view(self) -> AbstractContextManager[EventSink]:
+        """Where the run's events go while it builds."""
+        ...
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What a build run did: its run folder and one record per image, in plan order."""
+
+    run_id: str
+    root: Path
+    results: list[BuildRecord] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[BuildRecord]:
+        """The images that failed or were skipped."""
+        return [r for r in self.results if not r.ok]
+
+
+def choose_builder(ask: BuildAsk, tools: BuildTools) -> tuple[Engine, bool]:
+    """The engine, and whether buildx builds on it: the choice the engine allows, with the
+    BuildKit options it can do. EngineUnavailableError (with a hint) where it cannot."""
+    engine = tools.connect()
+    facts = engine.info()
+    plugin, buildkit = tools.buildx_available, ask.buildkit
+    refusal = builder_refusal(
+        ask.builder, has_buildkit=facts.has_buildkit, plugin=plugin, engine=facts.describe()
+    )
+    buildx = refusal is None and use_buildx(
+        ask.builder, has_buildkit=facts.has_buildkit, plugin=plugin
+    )
+    wants = buildkit.wants
+    refusal = refusal or buildkit_refusal(
+        wants,
+        cache_to=bool(buildkit.cache_to),
+        compression=bool(buildkit.compression),
+        use_buildx=buildx,
+        driver=tools.buildx_driver() if buildx and wants else "",  # asked only when it matters
+        image_store=facts.image_store,
+        engine=facts.describe(),
+    )
+    if refusal is not None:
+        raise EngineUnavailableError(refusal.message, refusal.hint)
+    return engine, buildx
+
+
+def build_images(plans: list[ImagePlan], ask: BuildAsk, tools: BuildTools) -> BuildReport:
+    """`imagekit build`: check the inputs, pick the builder the engine allows, and build every
+    plan into a new run folder."""
+    # Bad inputs are reported before the engine is asked anything (checked again below if the
+    # engine rules BuildKit out).
+    guess = guess_buildx(ask.builder, tools.buildx_available)
+    options, inputs = tools.render(guess)
+    tools.check_results()
+    engine, buildx = choose_builder(ask, tools)
+    if buildx != guess:
+        options, inputs = tools.render(buildx)
+    tools.tidy()
+    run = tools.open_run()
+    settings = BuildSettings.of(ask, options, inputs, run.root / "contexts")
+    builder = tools.builder(buildx)
+    with tools.view() as view:
+        results = BuildRun(engine, builder, plans, settings, run, view).execute()
+    return BuildReport(run.run_id, run.root, results)
