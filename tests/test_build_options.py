@@ -22,6 +22,7 @@ from imagekit.core.build_options import (
     guess_buildx,
     use_buildx,
 )
+from imagekit.core.build_outcome import missing_parent, summary
 from imagekit.core.context import ContextInputs
 from imagekit.core.matrix import load_matrix
 from imagekit.core.plan import ImagePlan
@@ -30,7 +31,8 @@ from imagekit.core.records import BuildRecord, BuildStatus
 from imagekit.core.render import RenderOptions
 from imagekit.errors import EngineUnavailableError, InputError
 from imagekit.events import Event, EventSink
-from imagekit.orchestration.build import BuildSettings, build_images
+from imagekit.orchestration.build import build_images
+from imagekit.orchestration.build_run import BuildSettings
 from tests.fakes import FakeEngine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -320,3 +322,31 @@ def test_the_driver_is_asked_only_for_buildkit_options(
     with pytest.raises(EngineUnavailableError, match="--compression needs buildx's docker"):
         build_images(slim, ask, forced)
     assert "driver" in forced.asked and "open run" not in forced.asked
+
+
+# What a build came to, in words ---------------------------------------------------------------
+
+
+def test_a_missing_parent_says_how_to_get_it(slim: list[ImagePlan]) -> None:
+    plan = slim[0]
+    said = missing_parent(plan, CPU_BASE, "")
+    assert said.startswith(f"the base image {CPU_BASE} is not in the engine; pull it with --pull")
+    assert missing_parent(plan, CPU_BASE, "denied").endswith(" (pull failed: denied)")
+
+
+def test_the_summary_of_a_finished_image() -> None:
+    built = BuildRecord(
+        name="a",
+        reference="r",
+        flavour="slim",
+        status=BuildStatus.BUILT,
+        message="built",
+        size_bytes=1_500_000_000,
+        layer_count=7,
+        duration_s=42.4,
+    )
+    assert summary(built) == "built (1.50 GB, 7 layers, 42s)"
+    failed = BuildRecord(
+        name="a", reference="r", flavour="slim", status="failed", message="no\nmore", duration_s=1
+    )
+    assert summary(failed) == "failed: no"

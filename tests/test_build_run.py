@@ -20,6 +20,7 @@ import pytest
 from imagekit.adapters.results import RunFolder
 from imagekit.cli.views import PlainView
 from imagekit.core import labels as L
+from imagekit.core.build_outcome import budget_problem
 from imagekit.core.build_stream import BuildLog
 from imagekit.core.context import ContextInputs
 from imagekit.core.matrix import Matrix, load_matrix
@@ -28,7 +29,7 @@ from imagekit.core.ports import BuildOutcome, BuildRequest, Layer, LineSink
 from imagekit.core.records import BuildRecord, BuildStatus, ImageRecord
 from imagekit.core.render import RenderOptions
 from imagekit.events import Event
-from imagekit.orchestration.build import BuildRun, BuildSettings, budget_problem
+from imagekit.orchestration.build_run import BuildRun, BuildSettings
 from tests.fakes import FakeEngine
 
 BUILT, UP_TO_DATE = BuildStatus.BUILT, BuildStatus.UP_TO_DATE

@@ -46,6 +46,7 @@ from imagekit.cli import app
 from imagekit.core import labels as L
 from imagekit.core.agreement import label_checks
 from imagekit.core.bake import bake_file, target_name
+from imagekit.core.build_outcome import platform_mismatch
 from imagekit.core.compat import AMD64, ARM64, PYPI_SIMPLE, WHEEL_MACHINES, load_compat
 from imagekit.core.context import (
     PLAN_FILE,
@@ -65,7 +66,7 @@ from imagekit.core.runtime import EMULATION_SLOWDOWN, NATIVE, Emulation, emulati
 from imagekit.core.summary import platform_text
 from imagekit.errors import InputError
 from imagekit.events import Event
-from imagekit.orchestration.build import BuildRun, BuildSettings, _platform_mismatch
+from imagekit.orchestration.build_run import BuildRun, BuildSettings
 from tests.fakes import FakeEngine, image_id
 from tests.matrixdoc import FILE, at, one_problem, problems, where
 
@@ -991,7 +992,7 @@ def test_a_missing_arm64_base_is_pulled_for_arm64(tmp_path: Path, local: Matrix)
     ],
 )
 def test_platform_mismatch(local: Matrix, found: str, name: str, expected: str | None) -> None:
-    assert _platform_mismatch(found, plan_named(local, name)) == expected
+    assert platform_mismatch(found, plan_named(local, name)) == expected
 
 
 # uv for a machine this one emulates ------------------------------------------------------

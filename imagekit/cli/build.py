@@ -66,7 +66,7 @@ BuilderOption = Annotated[
     typer.Option(help="sdk: Docker SDK; buildx: BuildKit; auto: buildx if present."),
 ]
 JobsOption = Annotated[int, typer.Option(min=1, max=32, help="Images built at once.")]
-NoCacheOption = Annotated[bool, typer.Option(help="Rebuild every step.")]
+NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Rebuild every step.")]
 FailFastOption = Annotated[bool, typer.Option(help="Stop at the first failed image.")]
 PullOption = Annotated[
     bool, typer.Option(help="Pull a base image the engine lacks (needs a registry).")
