@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from imagekit.adapters.results import RunFolder
-from imagekit.cli.requests import BuildCommand, RenderInputs, Selection
+from imagekit.cli.requests import BootstrapCommand, BuildCommand, RenderInputs, Selection
 from imagekit.core.build_options import (
     BuilderChoice,
     BuildkitAsk,
@@ -350,3 +350,10 @@ def test_the_summary_of_a_finished_image() -> None:
         name="a", reference="r", flavour="slim", status="failed", message="no\nmore", duration_s=1
     )
     assert summary(failed) == "failed: no"
+
+
+def test_a_base_tag_must_be_name_colon_tag() -> None:
+    for tag in ("imagekit-base/debian", "Bad Name:1", "host:5000/base"):
+        with pytest.raises(InputError, match="is not NAME:TAG"):
+            BootstrapCommand("bookworm", tag)
+    assert BootstrapCommand("bookworm", "host:5000/base:bookworm").tag.endswith(":bookworm")

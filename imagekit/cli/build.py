@@ -48,7 +48,7 @@ from imagekit.cli.requests import (
     uv_platforms,
 )
 from imagekit.core.build_options import BuilderChoice, BuildNetwork, Compression
-from imagekit.errors import BuildFailedError, InputError
+from imagekit.errors import BuildFailedError
 
 if TYPE_CHECKING:  # imported lazily: the adapters load docker
     from imagekit.adapters.engine import DockerEngine
@@ -131,15 +131,9 @@ def build_command(
     """Build the images of the matrix (slim before full), skipping those up to date."""
     selection = _selection(matrix, only, flavour, platform)
     inputs = RenderInputs.of(
-        wheelhouse,
-        ca_cert,
-        no_ca_cert,
-        pip_index_url,
-        extra_index_url,
-        created,
-        revision,
+        wheelhouse, ca_cert, no_ca_cert, pip_index_url, extra_index_url, created, revision,
         base_override,
-    )
+    )  # fmt: skip
     dispatch(
         lambda: BuildCommand(
             selection=selection,
@@ -177,53 +171,45 @@ def _selection(
 
 class _DockerTools:
     """`build_images`'s world for one request (`BuildTools` says what each method does):
-    Docker, buildx, the results folder, the terminal. Each adapter is looked up when it is
-    asked for, so that tests can replace it by name."""
+    Docker, buildx, the results folder, the terminal. An adapter's function is looked up in
+    its module when it is called, so that tests can replace it by name."""
 
     def __init__(self, request: BuildCommand, plans: list[ImagePlan]) -> None:
-        self.request = request
-        self.platforms = uv_platforms(plans)
+        from imagekit.adapters import builders, engine, results
+
+        self.request, self.platforms = request, uv_platforms(plans)
+        self.builders, self.docker, self.results = builders, engine, results
         self.engine: DockerEngine | None = None
 
     def render(self, buildkit: bool) -> tuple[RenderOptions, ContextInputs]:
         return self.request.inputs.resolve(buildkit=buildkit, platforms=self.platforms)
 
     def buildx_available(self) -> bool:
-        from imagekit.adapters import builders
-
-        return builders.buildx_available()
+        return self.builders.buildx_available()
 
     def buildx_driver(self) -> str:
-        from imagekit.adapters import builders
-
-        return builders.buildx_driver()
+        return self.builders.buildx_driver()
 
     def check_results(self) -> None:
-        from imagekit.adapters.results import RunFolder
-
-        RunFolder.check_writable(self.request.results)
+        self.results.RunFolder.check_writable(self.request.results)
 
     def connect(self) -> Engine:
-        from imagekit.adapters import engine
-
-        self.engine = engine.DockerEngine(engine.connect())
+        self.engine = self.docker.DockerEngine(self.docker.connect())
         return self.engine
 
     def builder(self, buildkit: bool) -> Builder:
-        from imagekit.adapters.builders import BuildxBuilder, SdkBuilder
-
         assert self.engine is not None
-        return BuildxBuilder() if buildkit else SdkBuilder(self.engine.client)
+        if buildkit:
+            return self.builders.BuildxBuilder()
+        return self.builders.SdkBuilder(self.engine.client)
 
     def tidy(self) -> None:
         assert self.engine is not None
         note_leftovers(self.engine.client)
 
     def open_run(self) -> RunStore:
-        from imagekit.adapters.results import RunFolder
-
         assert self.engine is not None
-        run = RunFolder.create(self.request.results)
+        run = self.results.RunFolder.create(self.request.results)
         run.write_run("build", self.engine.info(), {"matrix": str(self.request.selection.matrix)})
         return run
 
@@ -279,15 +265,9 @@ def bake_command(
     """Write docker-bake.json for the plan (build it with `docker buildx bake -f FILE`)."""
     selection = _selection(matrix, only, flavour, platform)
     inputs = RenderInputs.of(
-        wheelhouse,
-        ca_cert,
-        no_ca_cert,
-        pip_index_url,
-        extra_index_url,
-        created,
-        revision,
+        wheelhouse, ca_cert, no_ca_cert, pip_index_url, extra_index_url, created, revision,
         base_override,
-    )
+    )  # fmt: skip
     dispatch(lambda: BakeRequest(selection, inputs, out, contexts))
 
 
@@ -362,12 +342,7 @@ def bootstrap(request: BootstrapCommand) -> None:
     from imagekit.adapters.baseimage import BootstrapRequest
     from imagekit.adapters.baseimage import bootstrap as make_base
     from imagekit.adapters.engine import connect
-    from imagekit.core.plan import IMAGE_REF_RE
 
-    if not IMAGE_REF_RE.match(request.tag) or ":" not in request.tag.rsplit("/", 1)[-1]:
-        raise InputError(
-            f"--tag {request.tag!r} is not NAME:TAG", "e.g. imagekit-base/debian:bookworm"
-        )
     client = connect()
     native = request.arch == _host_arch()
     took = "about a minute" if native else "several minutes: emulated"

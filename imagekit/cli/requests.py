@@ -307,6 +307,14 @@ class BootstrapCommand:
     source_date_epoch: int | None = None
     arch: str = "amd64"
 
+    def __post_init__(self) -> None:
+        from imagekit.core.plan import IMAGE_REF_RE
+
+        if not IMAGE_REF_RE.match(self.tag) or ":" not in self.tag.rsplit("/", 1)[-1]:
+            raise InputError(
+                f"--tag {self.tag!r} is not NAME:TAG", "e.g. imagekit-base/debian:bookworm"
+            )
+
     @staticmethod
     def epoch_from(environ: Mapping[str, str]) -> int | None:
         """SOURCE_DATE_EPOCH, checked: seconds since 1970 for a reproducible base."""
