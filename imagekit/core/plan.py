@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from imagekit.core.compat import AMD64, variant_tag
+from imagekit.core.reference import has_registry_host
 
 # Docker's grammar (distribution/reference): tags are at most 128 characters.
 TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -66,8 +67,7 @@ def retarget(repository: str, registry: str | None) -> str:
     if not registry:
         return repository
     first, _, rest = repository.partition("/")
-    has_host = "." in first or ":" in first or first == "localhost"
-    return f"{registry.rstrip('/')}/{rest if has_host and rest else repository}"
+    return f"{registry.rstrip('/')}/{rest if has_registry_host(first) and rest else repository}"
 
 
 def nvidia_require_cuda(cuda: str) -> str:
