@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.core.ports import Attested
+from imagekit.core.reference import parse
 from imagekit.errors import InputError
 
 SIGNING_KEY_ENV = "IMAGEKIT_SIGNING_KEY"
@@ -40,8 +41,7 @@ def cosign_binary() -> str:
 
 def loopback(reference: str) -> bool:
     """Whether `reference` names a registry on this machine's loopback interface."""
-    host = reference.split("/", 1)[0]
-    return "/" in reference and host.startswith(LOOPBACK)
+    return parse(reference).registry.startswith(LOOPBACK)
 
 
 def check_key(option: str, key: str) -> None:

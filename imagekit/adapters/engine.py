@@ -27,6 +27,7 @@ from docker.models.containers import Container
 
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo, Layer, LocalImage
+from imagekit.core.reference import parse
 from imagekit.errors import EngineError, EngineUnavailableError
 
 PING_TIMEOUT_S = 15
@@ -189,11 +190,11 @@ def inspect_image(client: docker.DockerClient, reference: str) -> LocalImage | N
 
 def pull_image(client: docker.DockerClient, reference: str, platform: str | None = None) -> str:
     """Pull `reference` (for `platform`); "" when it worked, else the engine's reason."""
-    name, sep, tag = reference.rpartition(":")
-    if not sep or "/" in tag:
-        name, tag = reference, "latest"
+    ref = parse(reference)
     with engine_errors(f"pulling {reference}"):
         try:
+            # The engine's pull takes a digest in the tag's place, as docker-py's own does.
+            name, tag = ref.familiar_name, ref.reference_in_api
             stream = client.api.pull(name, tag, stream=True, decode=True, platform=platform)
             for item in stream:
                 if "error" in item or "errorDetail" in item:

@@ -29,8 +29,9 @@ import requests.exceptions
 from imagekit.adapters.engine import engine_errors
 from imagekit.adapters.pushstream import push_within
 from imagekit.core.ports import ManifestDocument, PushOutcome, RemoteManifest
+from imagekit.core.reference import DOCKER_HUB_HOSTS, LEGACY_DOCKER_HUB, ImageReference, parse
 from imagekit.core.retry import Backoff
-from imagekit.errors import RegistryError
+from imagekit.errors import InputError, RegistryError
 
 T = TypeVar("T")
 MANIFEST_TYPES = ", ".join(
@@ -63,17 +64,28 @@ def classify(message: str) -> str:
 
 
 def split_reference(reference: str) -> tuple[str, str, str]:
-    """("127.0.0.1:5000", "team/pytorch", "tag") from a full reference; a digest reference
-    (`...@sha256:...`) gives the digest in the tag's place, as the registry API takes it."""
-    name, at, digest = reference.partition("@")
-    if not at:
-        name, _, digest = reference.rpartition(":")
-    host, _, path = name.partition("/")
-    return host, path, digest
+    """("127.0.0.1:5000", "team/pytorch", "tag") from a reference: the host of its registry
+    API (`registry-1.docker.io` for `ubuntu:22.04`), the repository there (`library/ubuntu`),
+    and the digest, else the tag, as that API takes them. InputError for a bad reference."""
+    ref = parse(reference)
+    return ref.api_host, ref.repository, ref.reference_in_api
+
+
+# The key `docker login` files Docker Hub's credentials under in ~/.docker/config.json.
+DOCKER_HUB_AUTH_KEY = "https://index.docker.io/v1/"
+
+
+def auth_keys(host: str) -> tuple[str, ...]:
+    """The keys the Docker config may hold `host`'s credentials under, most likely first:
+    Docker Hub's (as docker.io, its API host or its legacy name) under the v1 index URL."""
+    if host in DOCKER_HUB_HOSTS:
+        return (DOCKER_HUB_AUTH_KEY, *DOCKER_HUB_HOSTS, f"https://{LEGACY_DOCKER_HUB}")
+    return (host, f"https://{host}", f"http://{host}")
 
 
 def registry_auth(host: str, environ: dict[str, str] | None = None) -> dict[str, str] | None:
-    """Credentials for `host`: IMAGEKIT_REGISTRY_USER/PASSWORD, else the Docker config's."""
+    """Credentials for `host` (a registry as a reference names it, or its API host):
+    IMAGEKIT_REGISTRY_USER/PASSWORD, else the Docker config's."""
     env = os.environ if environ is None else environ
     user, password = env.get("IMAGEKIT_REGISTRY_USER"), env.get("IMAGEKIT_REGISTRY_PASSWORD")
     if user and password:
@@ -83,7 +95,9 @@ def registry_auth(host: str, environ: dict[str, str] | None = None) -> dict[str,
         auths = json.loads(config.read_text()).get("auths", {})
     except (OSError, json.JSONDecodeError):
         return None
-    entry = auths.get(host) or auths.get(f"https://{host}") or {}
+    entry: dict[str, str] = next(
+        (auths[k] for k in auth_keys(host) if "auth" in auths.get(k, {})), {}
+    )
     if "auth" in entry:
         user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
         return {"username": user, "password": password}
@@ -117,7 +131,10 @@ def push(
 ) -> PushOutcome:
     """Push `reference`, retrying transient failures with exponential backoff, within
     `deadline_s` seconds in all when given: a push still running then is cancelled."""
-    repository, _, tag = reference.rpartition(":")
+    ref = parse(reference)
+    if not ref.tag:
+        raise InputError(f"cannot push {reference}: it names a digest, not a tag", "push a tag")
+    repository, tag = ref.familiar_name, ref.tag  # the name as the engine shows it
     errors: list[str] = []
     backoff = Backoff(attempts, backoff_s, deadline_s, clock)
     attempt = 0
@@ -140,6 +157,12 @@ def push(
 def _scheme(host: str) -> str:
     plain = host.startswith(("127.", "localhost", "[::1]"))
     return "http" if plain else "https"
+
+
+def _url(ref: ImageReference, kind: str, name: str) -> str:
+    """The registry API URL of `ref`'s manifest or blob `name` (`kind`: manifests, blobs)."""
+    host = ref.api_host
+    return f"{_scheme(host)}://{host}/v2/{ref.repository}/{kind}/{name}"
 
 
 def _request(
@@ -224,12 +247,12 @@ def _refusal(status: int, host: str, what: str) -> RegistryError:
 
 def remote_document(reference: str, auth: dict[str, str] | None = None) -> ManifestDocument | None:
     """The manifest (or index) a tag or digest names, byte for byte; None if absent."""
-    host, path, tag = split_reference(reference)
-    status, headers, body = _call(f"{_scheme(host)}://{host}/v2/{path}/manifests/{tag}", host, auth)
+    ref = parse(reference)
+    status, headers, body = _call(_url(ref, "manifests", ref.reference_in_api), ref.registry, auth)
     if status == 404:
         return None
     if status != 200:
-        raise _refusal(status, host, f"{path}:{tag}")
+        raise _refusal(status, ref.registry, ref.familiar)
     lowered = {k.lower(): v for k, v in headers.items()}
     digest = lowered.get("docker-content-digest") or "sha256:" + hashlib.sha256(body).hexdigest()
     data = json.loads(body)
@@ -252,11 +275,11 @@ def put_document(
 ) -> str:
     """Put `document`, unchanged, under the tag `reference` names; the digest the registry
     gives it (the same as the document's: the bytes are the same)."""
-    host, path, tag = split_reference(reference)
-    url = f"{_scheme(host)}://{host}/v2/{path}/manifests/{tag}"
-    status, headers, _ = _call(url, host, auth, "PUT", document.body, document.media_type)
+    ref = parse(reference)
+    url = _url(ref, "manifests", ref.reference_in_api)
+    status, headers, _ = _call(url, ref.registry, auth, "PUT", document.body, document.media_type)
     if status not in (200, 201):
-        raise _refusal(status, host, f"putting {path}:{tag}")
+        raise _refusal(status, ref.registry, f"putting {ref.familiar}")
     lowered = {k.lower(): v for k, v in headers.items()}
     return lowered.get("docker-content-digest") or document.digest
 
@@ -267,19 +290,33 @@ def remote_manifest(reference: str, auth: dict[str, str] | None = None) -> Remot
     return None if document is None else RemoteManifest(document.digest, document.config)
 
 
-def remote_config(reference: str, auth: dict[str, str] | None = None) -> dict[str, Any] | None:
+def remote_config(
+    reference: str, auth: dict[str, str] | None = None, platform: str | None = None
+) -> dict[str, Any] | None:
     """The image config (its `config.Labels`, `config.Env`) of a tag, read from the registry
-    without pulling a layer; None when the tag is absent."""
-    manifest = remote_manifest(reference, auth)
-    if manifest is None or not manifest.config:
+    without pulling a layer; None when the tag is absent. For an index (`ubuntu:22.04` is
+    one), the config of its image for `platform` (`linux/arm64`), else of its first image."""
+    ref = parse(reference)
+    document = remote_document(reference, auth)
+    if document is not None and document.is_index:
+        child = _image_for(document, platform)
+        document = None if child is None else remote_document(f"{ref.name}@{child}", auth)
+    if document is None or not document.config:
         return None
-    host, path, _ = split_reference(reference)
-    url = f"{_scheme(host)}://{host}/v2/{path}/blobs/{manifest.config}"
-    status, _, body = _call(url, host, auth)
+    status, _, body = _call(_url(ref, "blobs", document.config), ref.registry, auth)
     if status != 200:
-        raise RegistryError(f"registry {host} answered {status} for the config of {reference}")
+        what = f"the config of {reference}"
+        raise RegistryError(f"registry {ref.registry} answered {status} for {what}")
     config: dict[str, Any] = json.loads(body)
     return config
+
+
+def _image_for(index: ManifestDocument, platform: str | None) -> str | None:
+    """The digest of the image an index holds for `platform` (os/architecture compared;
+    any image when None); None when it holds none."""
+    wanted = None if platform is None else platform.split("/")[:2]
+    found = (d for d, p in index.images() if wanted is None or p.split("/")[:2] == wanted)
+    return next(found, None)
 
 
 class HttpRegistry:
@@ -330,7 +367,7 @@ class HttpRegistry:
                 self.sleep(delay)
 
     def _auth(self, reference: str) -> dict[str, str] | None:
-        return registry_auth(split_reference(reference)[0])
+        return registry_auth(parse(reference).registry)
 
     def manifest(self, reference: str) -> RemoteManifest | None:
         """What the registry holds under `reference`; None when the tag is absent."""
@@ -354,7 +391,7 @@ class HttpRegistry:
             attempts=self.attempts,
             backoff_s=self.backoff_s,
             sleep=self.sleep,
-            auth=registry_auth(split_reference(reference)[0]),
+            auth=registry_auth(parse(reference).registry),
             deadline_s=self._left_s(),
             clock=self.clock,
         )
