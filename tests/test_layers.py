@@ -1,7 +1,9 @@
 """The layers stay visible: the pure core imports no adapter, orchestration talks to the world
-only through the ports, adapters never reach up into orchestration or the CLI.
+only through the ports, adapters never reach up into orchestration or the CLI, and every module
+of the package belongs to a layer.
 
-`make lint` runs this file, so a leak fails before any other test runs.
+`make lint` runs this file, so a leak fails before any other test runs. Each rule is also run
+on a planted violation, so that a rule that stopped seeing anything fails too.
 """
 
 from __future__ import annotations
@@ -21,29 +23,93 @@ FORBIDDEN = {
     "core": ("imagekit.adapters", "imagekit.orchestration", "imagekit.cli", *EFFECTS),
     "orchestration": ("imagekit.adapters", "imagekit.cli", *EFFECTS),
     "adapters": ("imagekit.orchestration", "imagekit.cli"),
+    "cli": (),
 }
+# The modules at the package's root, each in the layer whose rules it keeps. A new one fails
+# test_every_module_belongs_to_a_layer until it is placed here.
+ROOT_MODULES = {
+    "__init__.py": "core",  # the version
+    "__main__.py": "cli",  # `python -m imagekit`
+    "errors.py": "core",  # the error kinds and exit codes every layer raises
+    "resources.py": "core",  # where the bundled templates/ and probes/ lie
+    "events.py": "orchestration",  # the events orchestration emits, and the sink it calls
+}
+# Orchestration reaches the environment and the file system only through the ports: no
+# `os.environ`/`os.getenv`, no `open()`, no Path reads or writes of its own.
+ORCHESTRATION_EFFECTS = {
+    "os.environ", "os.getenv", "os.putenv", "os.remove", "os.unlink", "os.makedirs",
+    "shutil", "open", "write_text", "write_bytes", "read_text", "read_bytes", "mkdir", "unlink",
+    "rmtree", "touch",
+}  # fmt: skip
 
 
-def imports(path: Path) -> list[tuple[int, str]]:
-    """Every module `path` imports, with its line (relative imports resolved)."""
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, module: str | None = None) -> list[tuple[int, str]]:
+    """Every module `path` imports, with its line; relative imports are resolved against
+    `module` (the dotted name of `path`, by default from where it lies in the package)."""
+    module = module or _module_of(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.append((node.lineno, node.module))
-            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.append((node.lineno, base))
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
     return found
 
 
-def leaks(layer: str) -> list[str]:
+def _files(layer: str, root: Path = PACKAGE) -> list[Path]:
+    placed = [root / name for name, owner in ROOT_MODULES.items() if owner == layer]
+    return sorted([*(root / layer).rglob("*.py"), *(p for p in placed if p.exists())])
+
+
+def leaks(layer: str, root: Path = PACKAGE) -> list[str]:
     """`file:line: imports X` for every forbidden import in one layer."""
     banned = FORBIDDEN[layer]
     found = []
-    for path in sorted((PACKAGE / layer).rglob("*.py")):
-        for line, module in imports(path):
-            if any(module == b or module.startswith(b + ".") for b in banned):
-                found.append(f"{path.relative_to(PACKAGE.parent)}:{line}: imports {module}")
+    for path in _files(layer, root):
+        module = "imagekit." + _dotted(path, root)
+        for line, name in imports(path, module):
+            if any(name == b or name.startswith(b + ".") for b in banned):
+                found.append(f"{path.relative_to(root.parent)}:{line}: imports {name}")
+    return sorted(set(found))
+
+
+def _dotted(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def effects(path: Path) -> list[str]:
+    """`file:line: uses X` for each reach of orchestration code into the environment or the
+    file system: `os.environ`, `open(...)`, `.write_text(...)` and the like."""
+    found = []
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        name = ""
+        if isinstance(node, ast.Attribute):
+            owner = node.value.id if isinstance(node.value, ast.Name) else ""
+            if owner == "os":
+                name = f"os.{node.attr}" if f"os.{node.attr}" in ORCHESTRATION_EFFECTS else ""
+            elif node.attr in ORCHESTRATION_EFFECTS:  # a Path's (or any object's) own method
+                name = node.attr
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            name = node.func.id if node.func.id == "open" else ""
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            modules += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            name = next((m for m in modules if m == "shutil"), "")
+        if name:
+            found.append(f"{path.name}:{getattr(node, 'lineno', 0)}: uses {name}")
     return sorted(set(found))
 
 
@@ -52,11 +118,81 @@ def test_each_layer_imports_only_what_it_may(layer: str) -> None:
     assert leaks(layer) == []
 
 
+def test_every_module_belongs_to_a_layer() -> None:
+    unplaced = [p.name for p in PACKAGE.glob("*.py") if p.name not in ROOT_MODULES]
+    folders = [p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()]
+    assert unplaced == []
+    assert sorted(folders) == sorted(FORBIDDEN)
+
+
+def test_orchestration_reaches_the_world_only_through_the_ports() -> None:
+    found = [e for path in _files("orchestration") for e in effects(path)]
+    assert found == []
+
+
+# Each rule on a planted violation ----------------------------------------------------------
+
+
+def _plant(root: Path, files: dict[str, str]) -> Path:
+    package = root / "imagekit"
+    for name, text in files.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return package
+
+
 def test_the_contract_catches_a_core_module_that_imports_docker(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("from __future__ import annotations\nimport docker.errors\n")
-    assert (2, "docker.errors") in imports(bad)
-    assert any(m.startswith("docker") for _, m in imports(bad))
+    package = _plant(
+        tmp_path, {"core/bad.py": "from __future__ import annotations\nimport docker.errors\n"}
+    )
+    assert leaks("core", package) == ["imagekit/core/bad.py:2: imports docker.errors"]
+
+
+def test_the_contract_resolves_relative_imports(tmp_path: Path) -> None:
+    package = _plant(
+        tmp_path,
+        {
+            "core/bad.py": "from ..adapters import engine\n",
+            "core/deep/worse.py": "from ...orchestration.build import BuildRun\n",
+            "orchestration/bad.py": "from . import verify\nfrom ..cli import common\n",
+        },
+    )
+    assert leaks("core", package) == [
+        "imagekit/core/bad.py:1: imports imagekit.adapters",
+        "imagekit/core/bad.py:1: imports imagekit.adapters.engine",
+        "imagekit/core/deep/worse.py:1: imports imagekit.orchestration.build",
+        "imagekit/core/deep/worse.py:1: imports imagekit.orchestration.build.BuildRun",
+    ]
+    assert leaks("orchestration", package) == [
+        "imagekit/orchestration/bad.py:2: imports imagekit.cli",
+        "imagekit/orchestration/bad.py:2: imports imagekit.cli.common",
+    ]
+
+
+def test_a_root_module_keeps_the_rules_of_its_layer(tmp_path: Path) -> None:
+    package = _plant(tmp_path, {"errors.py": "import docker\n", "core/__init__.py": ""})
+    assert leaks("core", package) == ["imagekit/errors.py:1: imports docker"]
+
+
+@pytest.mark.parametrize(
+    ("code", "seen"),
+    [
+        ("import os\nx = os.environ.get('A')\n", "os.environ"),
+        ("import os\nx = os.getenv('A')\n", "os.getenv"),
+        ("with open('f', 'a') as h:\n    pass\n", "open"),
+        ("def f(p):\n    p.write_text('x')\n", "write_text"),
+        ("def f(p):\n    return p.read_text()\n", "read_text"),
+        ("def f(p):\n    p.mkdir()\n", "mkdir"),
+        ("import shutil\n", "shutil"),
+    ],
+)
+def test_the_contract_catches_orchestration_reaching_the_world(
+    tmp_path: Path, code: str, seen: str
+) -> None:
+    path = tmp_path / "bad.py"
+    path.write_text(code)
+    assert [e.split(": uses ")[1] for e in effects(path)] == [seen]
 
 
 def test_label_names_are_spelled_only_in_the_labels_module() -> None:

@@ -469,3 +469,22 @@ def test_gpus_all_on_an_engine_that_would_drop_the_request_is_refused_before_any
         "(Podman 5.4+ passes them): running CPU probes only (GPU probes skip)"
     ]
     assert runner.requests == []
+
+
+def test_the_summary_goes_to_github_s_step_summary_only_when_one_is_given(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    step_summary = tmp_path / "step-summary.md"
+    step_summary.write_text("an earlier step's summary\n")
+    engine = FakeEngine()
+    built(engine, slim)
+    runner = FakeProbeRunner(env_facts=CPU_FACTS)
+    verify, _ = make_run(tmp_path / "a", engine, runner, step_summary=step_summary)
+    verify.execute([target(slim)])
+    summary = (verify.store.root / "summary.md").read_text()
+    assert step_summary.read_text() == "an earlier step's summary\n" + summary
+    # Without one, nothing outside the run folder is written; the log is the run's.
+    verify, _ = make_run(tmp_path / "b", engine, FakeProbeRunner(env_facts=CPU_FACTS))
+    verify.execute([target(slim)])
+    assert step_summary.read_text() == "an earlier step's summary\n" + summary
+    assert verify.store.log_file(slim.name, "verify").is_file()

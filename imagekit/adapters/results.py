@@ -137,6 +137,17 @@ class RunFolder:
         """The full log of one image's build (or other stage)."""
         return self.root / "logs" / f"{name}.{stage}.log"
 
+    def write_log(self, name: str, stage: str, text: str) -> None:
+        """Write the full log of one image's stage."""
+        path = self.log_file(name, stage)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def append_report_to(self, name: str, target: Path) -> None:
+        """Append report `name` to `target` (GitHub's step summary, which other steps share)."""
+        with target.open("a", encoding="utf-8") as handle:
+            handle.write((self.root / name).read_text())
+
     def write_run(self, command: str, engine: EngineInfo, extra: dict[str, Any]) -> None:
         """run.json: who ran what where."""
         write_json(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -134,6 +135,12 @@ def verify(request: VerifyCommand) -> None:
         raise error
 
 
+def step_summary_file() -> Path | None:
+    """GitHub Actions' step summary (GITHUB_STEP_SUMMARY), where verify adds its summary."""
+    value = os.environ.get("GITHUB_STEP_SUMMARY")
+    return Path(value) if value else None
+
+
 def verify_settings(request: VerifyCommand, probes_dir: Path) -> VerifySettings:
     """How to verify, from the request (`probes_dir`: the folder checked to have a runner)."""
     from imagekit.orchestration.verify import VerifySettings
@@ -146,6 +153,7 @@ def verify_settings(request: VerifyCommand, probes_dir: Path) -> VerifySettings:
         shm_bytes=request.shm_bytes,
         structure=request.structure,
         nodes=request.nodes,
+        step_summary=step_summary_file(),
     )
 
 

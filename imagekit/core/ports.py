@@ -545,6 +545,15 @@ class RunStore(Protocol):
         """The full log of one image's stage."""
         ...
 
+    def write_log(self, name: str, stage: str, text: str) -> None:
+        """Write the full log of one image's stage (`log_file`)."""
+        ...
+
+    def append_report_to(self, name: str, target: Path) -> None:
+        """Append a report file of the run (summary.md) to a file outside it: GitHub's step
+        summary."""
+        ...
+
     def update_image(self, name: str, record: ImageRecord) -> None:
         """Merge the sections of `record` into the image's record on disk."""
         ...

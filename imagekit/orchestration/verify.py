@@ -8,7 +8,6 @@ what it finished.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -80,6 +79,7 @@ class VerifySettings:
     shm_bytes: int = DEFAULT_SHM_BYTES
     structure: bool = True
     nodes: int = 1  # >1: every image also runs the multi-node probe across this many nodes
+    step_summary: Path | None = None  # GitHub's step summary file: the summary is added to it
 
 
 def probes_folder(asked: Path | None, bundled: Path) -> Path:
@@ -161,7 +161,7 @@ class VerifyRun:
             outcome = self._run_nodes(image, nodes, outcome, run_labels, emulation)
             if target.required and across.name not in target.required:
                 target = replace(target, required=(*target.required, across.name))
-        self.store.log_file(target.name, "verify").write_text(outcome.log)
+        self.store.write_log(target.name, "verify", outcome.log)
         inspection = self._inspect(image, outcome, run_labels)
         record = self._record(target, image, outcome, request, inspection, started, emulation)
         self.store.update_image(target.name, ImageRecord(verify=record))
@@ -368,8 +368,6 @@ class VerifyRun:
                         break
         finally:
             self.write_reports()
-            step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-            if step_summary:
-                with open(step_summary, "a", encoding="utf-8") as handle:
-                    handle.write((self.store.root / "summary.md").read_text())
+            if self.settings.step_summary is not None:
+                self.store.append_report_to("summary.md", self.settings.step_summary)
         return self.records
