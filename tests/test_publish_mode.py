@@ -139,6 +139,17 @@ def test_each_option_changes_what_a_publish_does(tmp_path: Path, slim: ImagePlan
     assert promoted.registry.pushed == [] and promoted.engine.tagged == []
     assert promoted.registry.put_tags == [f"{slim.repository}:{t}" for t, _ in final_tags(slim)]
 
+    # A dry run of a promotion gates the candidate and lists the tags, and puts none.
+    rehearsed = World(tmp_path / "rehearsed", slim)
+    _candidate(rehearsed, "7")
+    record = run(rehearsed, {"from_candidate": "7", "dry_run": True}, engine=False)
+    assert record.status is PublishStatus.DRY_RUN
+    assert rehearsed.registry.put_tags == [] and rehearsed.registry.pushed == []
+    listed = [(t.tag, t.status) for t in record.tags]
+    assert listed == [
+        (f"{slim.repository}:{t}", PublishStatus.DRY_RUN) for t, _ in final_tags(slim)
+    ]
+
 
 def test_force_publishes_an_image_no_record_passed_and_says_so(
     tmp_path: Path, slim: ImagePlan

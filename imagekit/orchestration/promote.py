@@ -212,6 +212,12 @@ class Promotion:
                         digest=held.digest,
                     )
                 )
+            if self.settings.dry_run:  # checked and gated: nothing is put
+                tags += [
+                    TagRecord(tag=f"{repository}:{t}", kind=k, status=PublishStatus.DRY_RUN)
+                    for t, k in todo
+                ]
+                return Pushed(PublishStatus.DRY_RUN, tuple(tags))
             for tag, kind in todo:
                 tags.append(self._put(f"{repository}:{tag}", kind, document))
         except RegistryError as exc:
