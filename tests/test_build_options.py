@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from imagekit.adapters.results import RunFolder
-from imagekit.cli.requests import BootstrapCommand, BuildCommand, RenderInputs, Selection
 from imagekit.core.build_options import (
     BuilderChoice,
     BuildkitAsk,
@@ -29,6 +28,7 @@ from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import Builder, BuildOutcome, BuildRequest, EngineInfo, LineSink
 from imagekit.core.records import BuildRecord, BuildStatus
 from imagekit.core.render import RenderOptions
+from imagekit.core.requests import BootstrapCommand, BuildCommand, RenderInputs, Selection
 from imagekit.errors import EngineUnavailableError, InputError
 from imagekit.events import Event, EventSink
 from imagekit.orchestration.build import build_images
@@ -88,7 +88,7 @@ def test_buildkit_options_are_named_as_on_the_command_line() -> None:
 
 def test_the_request_refuses_buildkit_options_with_the_sdk_builder(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="--compression gzip need BuildKit"):
-        BuildCommand(Selection(), RenderInputs(), compression=Compression.GZIP)
+        BuildCommand(Selection(), inputs=RenderInputs(), compression=Compression.GZIP)
 
 
 # The builder ----------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ class Tools:
 
 
 def request(**knobs: object) -> BuildCommand:
-    return BuildCommand(Selection(), RenderInputs(), **knobs)  # type: ignore[arg-type]
+    return BuildCommand(Selection(), inputs=RenderInputs(), **knobs)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from imagekit.cli.requests import PublishCommand, Selection
 from imagekit.core.matrix import load_matrix
 from imagekit.core.multiarch import ImageGroup
 from imagekit.core.plan import ImagePlan
@@ -23,6 +22,7 @@ from imagekit.core.publish import (
     publish_rows,
 )
 from imagekit.core.records import PublishRecord, PublishStatus, TagRecord
+from imagekit.core.requests import PublishCommand, Selection
 from imagekit.errors import EngineError, ExitCode, InputError, PublishError
 from imagekit.orchestration.publish import publish_images
 from tests.test_publish_run import World, _candidate, verified

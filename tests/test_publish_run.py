@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from imagekit.cli.requests import PublishCommand, Selection
 from imagekit.core.matrix import load_matrix
 from imagekit.core.multiarch import ImageGroup
 from imagekit.core.plan import ImagePlan
@@ -22,6 +21,7 @@ from imagekit.core.records import (
     Timings,
     VerifyRecord,
 )
+from imagekit.core.requests import PublishCommand, Selection
 from imagekit.orchestration.publish import (
     PublishPorts,
     PushRun,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.cli.requests import Selection, VerifyCommand
 from imagekit.cli.verify import verify_settings
+from imagekit.core.requests import Selection, VerifyCommand
 from imagekit.core.runtime import GpuChoice
 
 

@@ -3,51 +3,17 @@ reach what is required? The check to run before an image runs (or in an admissio
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
-from imagekit.cli.common import JsonOption, app, dispatch, handles, print_json
-from imagekit.cli.requests import LEVEL_NAMES, AttestVerifyRequest
+from imagekit.cli.common import app, print_json
+from imagekit.cli.options import command
+from imagekit.core.requests import AttestVerifyRequest
 
 attest_app = typer.Typer(
     help="Check the signature and attestations imagekit publish attached to an image.",
     no_args_is_help=True,
 )
 app.add_typer(attest_app, name="attest")
-
-
-@attest_app.command("verify")
-def attest_verify_command(
-    image: Annotated[str, typer.Argument(help="The image: REGISTRY/REPOSITORY:TAG or @DIGEST.")],
-    key: Annotated[
-        str, typer.Option("--key", help="The cosign public key the image must be signed with.")
-    ],
-    require_level: Annotated[
-        str | None,
-        typer.Option(
-            "--require-level",
-            help="The level the attested verify record must reach: " + ", ".join(LEVEL_NAMES),
-        ),
-    ] = None,
-    require_probe: Annotated[
-        list[str] | None,
-        typer.Option("--require-probe", help="A probe that must have passed (repeatable)."),
-    ] = None,
-    json_out: JsonOption = False,
-) -> None:
-    """Check that IMAGE is signed by KEY and that its attested verify record reaches what is
-    required. Exit 8, with one line saying why, when the image is unsigned, signed by another
-    key, or its record falls short."""
-    dispatch(
-        lambda: AttestVerifyRequest(
-            image=image,
-            key=key,
-            require_level=require_level,
-            require_probes=tuple(require_probe or ()),
-            json=json_out,
-        )
-    )
 
 
 # cosign verifies against the registry: a slow registry is given two minutes per image.
@@ -63,7 +29,7 @@ def attested_level(reference: str, key: str) -> dict[str, str | None]:
     return level_of(Cosign(key, timeout_s=READ_TIMEOUT_S), reference).to_json()
 
 
-@handles(AttestVerifyRequest)
+@command(attest_app, "verify", AttestVerifyRequest)
 def attest_verify(request: AttestVerifyRequest) -> None:
     """Check one image; NotAttestedError (exit 8) with one line when it falls short."""
     from imagekit.adapters.cosign import Cosign, check_key

@@ -6,48 +6,25 @@ import json
 import os
 from contextlib import AbstractContextManager
 from dataclasses import asdict
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from imagekit.cli.common import (
-    BaseOverrideOption,
-    CaCertOption,
-    CreatedOption,
-    ExtraIndexOption,
-    FlavourChoice,
-    FlavourOption,
-    JsonOption,
-    MatrixOption,
-    NoCaCertOption,
-    OnlyOption,
-    PipIndexOption,
-    PlatformChoice,
-    PlatformOption,
-    ResultsOption,
-    RevisionOption,
-    WheelhouseOption,
     app,
-    dispatch,
     event_view,
-    handles,
     note_leftovers,
     print_json,
+    rendering,
     say,
 )
-from imagekit.cli.requests import (
+from imagekit.cli.options import command
+from imagekit.core.requests import (
     BakeRequest,
     BootstrapCommand,
     BuildCommand,
     GcRequest,
-    RenderInputs,
-    Selection,
-    duration_s,
-    pairs,
-    uv_platforms,
 )
-from imagekit.core.build_options import BuilderChoice, BuildNetwork, Compression
 from imagekit.errors import BuildFailedError
 
 if TYPE_CHECKING:  # imported lazily: the adapters load docker
@@ -58,116 +35,6 @@ if TYPE_CHECKING:  # imported lazily: the adapters load docker
     from imagekit.core.render import RenderOptions
     from imagekit.events import EventSink
 
-# build -----------------------------------------------------------------------
-
-
-BuilderOption = Annotated[
-    BuilderChoice,
-    typer.Option(help="sdk: Docker SDK; buildx: BuildKit; auto: buildx if present."),
-]
-JobsOption = Annotated[int, typer.Option(min=1, max=32, help="Images built at once.")]
-NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Rebuild every step.")]
-FailFastOption = Annotated[bool, typer.Option(help="Stop at the first failed image.")]
-PullOption = Annotated[
-    bool, typer.Option(help="Pull a base image the engine lacks (needs a registry).")
-]
-LabelOption = Annotated[
-    list[str] | None, typer.Option(help="Extra label KEY=VALUE on every image (repeatable).")
-]
-CacheFromOption = Annotated[
-    str | None,
-    typer.Option(
-        metavar="REPOSITORY",
-        help="BuildKit: reuse the build cache kept in this registry repository.",
-    ),
-]
-CacheToOption = Annotated[
-    str | None,
-    typer.Option(
-        metavar="REPOSITORY",
-        help="BuildKit: save the build cache (every stage) to this registry repository.",
-    ),
-]
-CompressionOption = Annotated[
-    Compression | None,
-    typer.Option(
-        help="Force every layer to this compression (BuildKit, containerd store). "
-        "Default: new layers gzip, reused ones as they are."
-    ),
-]
-NetworkOption = Annotated[
-    BuildNetwork,
-    typer.Option(help="The RUN steps' network; none: prove the build needs none."),
-]
-
-
-@app.command("build")
-def build_command(
-    matrix: MatrixOption = Path("matrix.yaml"),
-    only: OnlyOption = None,
-    flavour: FlavourOption = None,
-    platform: PlatformOption = None,
-    builder: BuilderOption = BuilderChoice.SDK,
-    jobs: JobsOption = 1,
-    no_cache: NoCacheOption = False,
-    fail_fast: FailFastOption = False,
-    pull: PullOption = False,
-    wheelhouse: WheelhouseOption = None,
-    ca_cert: CaCertOption = None,
-    no_ca_cert: NoCaCertOption = False,
-    pip_index_url: PipIndexOption = None,
-    extra_index_url: ExtraIndexOption = None,
-    created: CreatedOption = None,
-    revision: RevisionOption = None,
-    base_override: BaseOverrideOption = None,
-    label: LabelOption = None,
-    results: ResultsOption = Path("results"),
-    json_out: JsonOption = False,
-    cache_from: CacheFromOption = None,
-    cache_to: CacheToOption = None,
-    compression: CompressionOption = None,
-    network: NetworkOption = BuildNetwork.DEFAULT,
-) -> None:
-    """Build the images of the matrix (slim before full), skipping those up to date."""
-    selection = _selection(matrix, only, flavour, platform)
-    inputs = RenderInputs.of(
-        wheelhouse, ca_cert, no_ca_cert, pip_index_url, extra_index_url, created, revision,
-        base_override,
-    )  # fmt: skip
-    dispatch(
-        lambda: BuildCommand(
-            selection=selection,
-            inputs=inputs,
-            builder=builder,
-            jobs=jobs,
-            no_cache=no_cache,
-            fail_fast=fail_fast,
-            pull=pull,
-            labels=pairs("--label", tuple(label or ()), "team=ml"),
-            results=results,
-            json=json_out,
-            cache_from=cache_from,
-            cache_to=cache_to,
-            compression=compression,
-            network=network,
-        )
-    )
-
-
-def _selection(
-    matrix: Path,
-    only: list[str] | None,
-    flavour: FlavourChoice | None,
-    platform: PlatformChoice | None,
-) -> Selection:
-    """`--matrix`, `--only`, `--flavour` and `--platform` as a selection."""
-    return Selection(
-        matrix,
-        tuple(only or ()),
-        flavour.value if flavour else None,
-        platform.value if platform else None,
-    )
-
 
 class _DockerTools:
     """`build_images`'s world for one request (`BuildTools` says what each method does):
@@ -177,12 +44,12 @@ class _DockerTools:
     def __init__(self, request: BuildCommand, plans: list[ImagePlan]) -> None:
         from imagekit.adapters import builders, engine, results
 
-        self.request, self.platforms = request, uv_platforms(plans)
+        self.request, self.plans = request, plans
         self.builders, self.docker, self.results = builders, engine, results
         self.engine: DockerEngine | None = None
 
     def render(self, buildkit: bool) -> tuple[RenderOptions, ContextInputs]:
-        return self.request.inputs.resolve(buildkit=buildkit, platforms=self.platforms)
+        return rendering(self.request.inputs, self.plans, buildkit=buildkit)
 
     def buildx_available(self) -> bool:
         return self.builders.buildx_available()
@@ -217,7 +84,7 @@ class _DockerTools:
         return event_view()
 
 
-@handles(BuildCommand)
+@command(app, "build", BuildCommand)
 def build(request: BuildCommand) -> None:
     """Build the selected images and print the outcome of each."""
     from imagekit.core.report import build_table
@@ -238,46 +105,13 @@ def build(request: BuildCommand) -> None:
         )
 
 
-# bake ------------------------------------------------------------------------
-
-
-@app.command("bake")
-def bake_command(
-    matrix: MatrixOption = Path("matrix.yaml"),
-    out: Annotated[Path, typer.Option(help="Where to write the bake file.")] = Path(
-        "docker-bake.json"
-    ),
-    contexts: Annotated[Path, typer.Option(help="Folder for the build contexts.")] = Path(
-        "out/bake"
-    ),
-    only: OnlyOption = None,
-    flavour: FlavourOption = None,
-    platform: PlatformOption = None,
-    wheelhouse: WheelhouseOption = None,
-    ca_cert: CaCertOption = None,
-    no_ca_cert: NoCaCertOption = False,
-    pip_index_url: PipIndexOption = None,
-    extra_index_url: ExtraIndexOption = None,
-    created: CreatedOption = None,
-    revision: RevisionOption = None,
-    base_override: BaseOverrideOption = None,
-) -> None:
-    """Write docker-bake.json for the plan (build it with `docker buildx bake -f FILE`)."""
-    selection = _selection(matrix, only, flavour, platform)
-    inputs = RenderInputs.of(
-        wheelhouse, ca_cert, no_ca_cert, pip_index_url, extra_index_url, created, revision,
-        base_override,
-    )  # fmt: skip
-    dispatch(lambda: BakeRequest(selection, inputs, out, contexts))
-
-
-@handles(BakeRequest)
+@command(app, "bake", BakeRequest)
 def bake(request: BakeRequest) -> None:
     """Render every selected image for BuildKit and write the bake file."""
     from imagekit.orchestration.bake import bake_contexts
 
     plans = request.selection.plans()
-    options, inputs = request.inputs.resolve(buildkit=True, platforms=uv_platforms(plans))
+    options, inputs = rendering(request.inputs, plans, buildkit=True)
     data = bake_contexts(plans, options, inputs, request.contexts)
     request.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     out, count = request.out, len(plans)
@@ -290,44 +124,10 @@ base_app = typer.Typer(help="Base images without a registry.", no_args_is_help=T
 app.add_typer(base_app, name="base")
 
 
-@base_app.command("bootstrap")
-def base_bootstrap_command(
-    suite: Annotated[str, typer.Option(help="Debian or Ubuntu suite, e.g. bookworm, noble.")],
-    tag: Annotated[
-        str, typer.Option(help="Image name:tag to create, e.g. imagekit-base/debian:bookworm.")
-    ],
-    mirror: Annotated[
-        str | None, typer.Option(help="Package mirror (a snapshot mirror makes it reproducible).")
-    ] = None,
-    include: Annotated[
-        str, typer.Option(help="Comma-separated packages to add.")
-    ] = "python3,python3-venv,ca-certificates",
-    variant: Annotated[str, typer.Option(help="mmdebstrap variant.")] = "minbase",
-    docs: Annotated[
-        bool,
-        typer.Option(help="Keep manuals, translations and package docs (as -slim images do not)."),
-    ] = False,
-    arch: Annotated[
-        str | None,
-        typer.Option(
-            help="Debian architecture: amd64 or arm64 (one other than this machine's runs "
-            "through qemu-user-static). Default: this machine's."
-        ),
-    ] = None,
-) -> None:
-    """Make a minimal base image with Python from distribution packages (needs mmdebstrap)."""
-    dispatch(
-        lambda: BootstrapCommand(
-            suite=suite,
-            tag=tag,
-            mirror=mirror,
-            include=tuple(p for p in include.split(",") if p),
-            variant=variant,
-            docs=docs,
-            source_date_epoch=BootstrapCommand.epoch_from(os.environ),
-            arch=arch or _host_arch(),
-        )
-    )
+def _bootstrap_request(arch: str | None, **options: Any) -> BootstrapCommand:
+    """The request, its architecture this machine's unless given, SOURCE_DATE_EPOCH read."""
+    epoch = BootstrapCommand.epoch_from(os.environ)
+    return BootstrapCommand(**options, arch=arch or _host_arch(), source_date_epoch=epoch)
 
 
 def _host_arch() -> str:
@@ -336,7 +136,7 @@ def _host_arch() -> str:
     return host_arch() or "amd64"
 
 
-@handles(BootstrapCommand)
+@command(base_app, "bootstrap", BootstrapCommand, _bootstrap_request)
 def bootstrap(request: BootstrapCommand) -> None:
     """Bootstrap the base and load it into the engine; prints its image id."""
     from imagekit.adapters.baseimage import BootstrapRequest
@@ -352,28 +152,7 @@ def bootstrap(request: BootstrapCommand) -> None:
     say(f"{request.tag} is {image_id}")
 
 
-# gc --------------------------------------------------------------------------
-
-
-@app.command("gc")
-def gc_command(
-    older_than: Annotated[
-        str, typer.Option(help="Only what is older than this: 30s, 10m, 2h, 1d.")
-    ] = "0s",
-    dry_run: Annotated[bool, typer.Option(help="List, remove nothing.")] = False,
-    run_id: Annotated[
-        str | None,
-        typer.Option(help="Only the containers of this run (its io.imagekit.run-id label)."),
-    ] = None,
-) -> None:
-    """Remove containers and dangling build-stage images that imagekit left behind.
-
-    Dangling build stages are also the classic builder's layer cache: without them the next
-    build of those images starts cold."""
-    dispatch(lambda: GcRequest(duration_s("--older-than", older_than), dry_run, run_id))
-
-
-@handles(GcRequest)
+@command(app, "gc", GcRequest)
 def gc(request: GcRequest) -> None:
     """List or remove what imagekit left behind."""
     from imagekit.adapters.engine import age_s, connect, leftovers, remove

@@ -8,21 +8,24 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import StrEnum
-from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from imagekit import __version__
-from imagekit.core.runtime import GpuChoice
+from imagekit.core.requests import RenderInputs, uv_platforms
 from imagekit.errors import (
     ExitCode,
     ImagekitError,
 )
+
+if TYPE_CHECKING:
+    from imagekit.core.context import ContextInputs
+    from imagekit.core.plan import ImagePlan
+    from imagekit.core.render import RenderOptions
 
 app = typer.Typer(
     name="imagekit",
@@ -41,42 +44,6 @@ class _State:
 
 
 STATE = _State()
-
-MatrixOption = Annotated[
-    Path, typer.Option("--matrix", "-m", help="The matrix file.", show_default=True)
-]
-OnlyOption = Annotated[
-    list[str] | None,
-    typer.Option("--only", help="Pick images by name, cell id or tag prefix (repeatable)."),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
-
-
-class FlavourChoice(StrEnum):
-    slim = "slim"
-    full = "full"
-
-
-class MatrixFormat(StrEnum):
-    table = "table"
-    json = "json"
-    github = "github"
-
-
-FlavourOption = Annotated[
-    FlavourChoice | None, typer.Option("--flavour", help="Only this flavour.")
-]
-
-
-class PlatformChoice(StrEnum):
-    amd64 = "linux/amd64"
-    arm64 = "linux/arm64"
-
-
-PlatformOption = Annotated[
-    PlatformChoice | None,
-    typer.Option("--platform", help="Only the images of this Docker platform."),
-]
 
 
 def say(message: str) -> None:
@@ -211,46 +178,15 @@ def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
-# inputs shared by render, build and bake ------------------------------------------
+def rendering(
+    inputs: RenderInputs, plans: Iterable[ImagePlan], *, buildkit: bool
+) -> tuple[RenderOptions, ContextInputs]:
+    """The render options and context files of `plans`: the inputs checked, with uv for each
+    platform of theirs this machine emulates."""
+    from imagekit.adapters.installer import foreign_installers
 
-WheelhouseOption = Annotated[
-    Path | None, typer.Option(help="Install from these wheels only (offline).")
-]
-CaCertOption = Annotated[
-    Path | None,
-    typer.Option(
-        help="Extra CA bundle for pip (builder stages only). "
-        "Default: $PIP_CERT, $SSL_CERT_FILE or $REQUESTS_CA_BUNDLE."
-    ),
-]
-NoCaCertOption = Annotated[bool, typer.Option("--no-ca-cert", help="Use no extra CA bundle.")]
-PipIndexOption = Annotated[str | None, typer.Option(help="Mirror for every package index.")]
-ExtraIndexOption = Annotated[
-    list[str] | None, typer.Option(help="Additional package index (repeatable).")
-]
-CreatedOption = Annotated[str | None, typer.Option(help="org.opencontainers.image.created")]
-RevisionOption = Annotated[str | None, typer.Option(help="org.opencontainers.image.revision")]
-BaseOverrideOption = Annotated[
-    list[str] | None,
-    typer.Option(help="Use a local base instead: IMAGE=LOCAL_IMAGE (repeatable)."),
-]
-
-
-ResultsOption = Annotated[
-    Path, typer.Option(help="Folder that receives results/<run-id>/.", envvar="IMAGEKIT_RESULTS")
-]
-
-
-GpusOption = Annotated[
-    GpuChoice, typer.Option("--gpus", help="auto: GPUs when the engine has them.")
-]
-
-ProbesOption = Annotated[
-    str | None, typer.Option(help="Comma-separated probes (default: all that apply).")
-]
-TimeoutOption = Annotated[
-    float | None, typer.Option(help="Time limit per image in seconds (default: from the probes).")
-]
+    foreign = foreign_installers(uv_platforms(plans), inputs.wheelhouse)
+    return inputs.resolve(buildkit=buildkit, foreign=foreign)
 
 
 @contextmanager

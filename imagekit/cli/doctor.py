@@ -3,77 +3,25 @@
 from __future__ import annotations
 
 import platform
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 
 from imagekit.cli.common import (
-    FlavourOption,
-    JsonOption,
-    OnlyOption,
-    PlatformOption,
     app,
-    dispatch,
-    handles,
     print_json,
     say,
 )
-from imagekit.cli.requests import DoctorRequest, Selection
+from imagekit.cli.options import command
 from imagekit.core.labels import ImageLabels
 from imagekit.core.ports import EngineInfo
+from imagekit.core.requests import DoctorRequest, Selection
 
 if TYPE_CHECKING:
     from imagekit.core.doctor import Attested
 
 
-@app.command("doctor")
-def doctor_command(
-    image: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--image", help="An image to check (repeatable): local engine first, then registry."
-        ),
-    ] = None,
-    matrix: Annotated[
-        Path | None,
-        typer.Option("--matrix", "-m", help="Check every image this matrix would build."),
-    ] = None,
-    only: OnlyOption = None,
-    flavour: FlavourOption = None,
-    platform_choice: PlatformOption = None,
-    nvidia_smi: Annotated[
-        Path | None, typer.Option(help="The nvidia-smi to ask (default: the one on PATH).")
-    ] = None,
-    json_out: JsonOption = False,
-    key: Annotated[
-        str | None,
-        typer.Option(
-            "--key",
-            help="A cosign public key: also show the level each --image's signed verify "
-            "attestation reached.",
-        ),
-    ] = None,
-) -> None:
-    """Read this host's NVIDIA driver and GPUs and say whether each image's labels allow it to
-    run here (driver new enough, architecture compiled in), before anything is pulled.
-
-    Exit 7 when an image cannot use the GPUs here, or needs a GPU this host lacks."""
-    dispatch(
-        lambda: DoctorRequest(
-            tuple(image or ()),
-            matrix,
-            tuple(only or ()),
-            flavour.value if flavour else None,
-            nvidia_smi,
-            json_out,
-            key,
-            platform_choice.value if platform_choice else None,
-        )
-    )
-
-
-@handles(DoctorRequest)
+@command(app, "doctor", DoctorRequest)
 def doctor(request: DoctorRequest) -> None:
     """Assess each image against this host; exit 7 when one cannot use its GPUs."""
     from imagekit.adapters.hostgpu import read_host

@@ -4,71 +4,31 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
-from typing import Annotated
 
 import typer
 
 from imagekit.cli.common import (
-    BaseOverrideOption,
-    CaCertOption,
-    CreatedOption,
-    ExtraIndexOption,
-    FlavourOption,
-    JsonOption,
-    MatrixFormat,
-    MatrixOption,
-    NoCaCertOption,
-    OnlyOption,
-    PipIndexOption,
-    PlatformOption,
-    RevisionOption,
-    WheelhouseOption,
     app,
     compat_app,
-    dispatch,
-    handles,
     print_json,
+    rendering,
     say,
 )
-from imagekit.cli.requests import (
+from imagekit.cli.options import command
+from imagekit.core.requests import (
     CheckRequest,
     CompatRequest,
     ExplainRequest,
+    MatrixFormat,
     MatrixRequest,
-    RenderInputs,
     RenderRequest,
     SchemaRequest,
-    Selection,
     TagsRequest,
-    uv_platforms,
 )
 from imagekit.errors import InputError
 
-# matrix ----------------------------------------------------------------------
 
-
-@app.command("matrix")
-def matrix_command(
-    matrix: MatrixOption = Path("matrix.yaml"),
-    only: OnlyOption = None,
-    flavour: FlavourOption = None,
-    platform: PlatformOption = None,
-    fmt: Annotated[MatrixFormat, typer.Option("--format", help="Output format.")] = (
-        MatrixFormat.table
-    ),
-) -> None:
-    """List the images the matrix expands to."""
-    selection = Selection(
-        matrix,
-        tuple(only or ()),
-        flavour.value if flavour else None,
-        platform.value if platform else None,
-    )
-    dispatch(lambda: MatrixRequest(selection, fmt.value))
-
-
-@handles(MatrixRequest)
+@command(app, "matrix", MatrixRequest)
 def show_matrix(request: MatrixRequest) -> None:
     """Print the plans as a table, JSON, or a GitHub Actions matrix."""
     from imagekit.core.report import plan_row, plans_table
@@ -88,16 +48,7 @@ def show_matrix(request: MatrixRequest) -> None:
         say(f"{request.selection.matrix}: {len(loaded.cells)} cells, {len(plans)} images")
 
 
-# check -----------------------------------------------------------------------
-
-
-@app.command("check")
-def check_command(matrix: MatrixOption = Path("matrix.yaml"), json_out: JsonOption = False) -> None:
-    """Validate the matrix and lint every rendered Dockerfile (exit 0 or 2)."""
-    dispatch(lambda: CheckRequest(matrix, json_out))
-
-
-@handles(CheckRequest)
+@command(app, "check", CheckRequest)
 def check(request: CheckRequest) -> None:
     """Validate the matrix, then lint the legacy and BuildKit render of every image."""
     from imagekit.adapters.lint import lint_plans
@@ -132,63 +83,13 @@ def check(request: CheckRequest) -> None:
     )
 
 
-# render ----------------------------------------------------------------------
-
-
-@app.command("render")
-def render_command(
-    matrix: MatrixOption = Path("matrix.yaml"),
-    out: Annotated[Path, typer.Option("--out", help="Folder for the build contexts.")] = Path(
-        "out"
-    ),
-    only: OnlyOption = None,
-    flavour: FlavourOption = None,
-    platform: PlatformOption = None,
-    wheelhouse: WheelhouseOption = None,
-    ca_cert: CaCertOption = None,
-    no_ca_cert: NoCaCertOption = False,
-    pip_index_url: PipIndexOption = None,
-    extra_index_url: ExtraIndexOption = None,
-    buildkit: Annotated[bool, typer.Option(help="Render BuildKit syntax (cache, secrets).")] = (
-        False
-    ),
-    created: CreatedOption = None,
-    revision: RevisionOption = None,
-    base_override: BaseOverrideOption = None,
-    check: Annotated[
-        bool, typer.Option("--check", help="Compare with what --out holds; exit 1 if different.")
-    ] = False,
-    json_out: JsonOption = False,
-) -> None:
-    """Write a Dockerfile and build context per image (one folder each)."""
-    selection = Selection(
-        matrix,
-        tuple(only or ()),
-        flavour.value if flavour else None,
-        platform.value if platform else None,
-    )
-    inputs = RenderInputs.of(
-        wheelhouse,
-        ca_cert,
-        no_ca_cert,
-        pip_index_url,
-        extra_index_url,
-        created,
-        revision,
-        base_override,
-    )
-    dispatch(lambda: RenderRequest(selection, inputs, out, buildkit, check, json_out))
-
-
-@handles(RenderRequest)
+@command(app, "render", RenderRequest)
 def render(request: RenderRequest) -> None:
     """Write the build contexts, or compare them with what `--out` holds."""
     from imagekit.core.context import compare_tree, render_tree
 
     plans = request.selection.plans()
-    options, inputs = request.inputs.resolve(
-        buildkit=request.buildkit, platforms=uv_platforms(plans)
-    )
+    options, inputs = rendering(request.inputs, plans, buildkit=request.buildkit)
     if request.check:
         differences = compare_tree(plans, options, inputs, request.out)
         for line in differences:
@@ -207,21 +108,7 @@ def render(request: RenderRequest) -> None:
     say(f"rendered {len(folders)} images into {request.out}")
 
 
-# compat ----------------------------------------------------------------------
-
-
-@compat_app.callback(invoke_without_command=True)
-def compat_show(
-    ctx: typer.Context,
-    torch: Annotated[str | None, typer.Option(help="Show one release, e.g. 2.8.0.")] = None,
-    json_out: JsonOption = False,
-) -> None:
-    """Show the compatibility table (or one release)."""
-    if ctx.invoked_subcommand is None:
-        dispatch(lambda: CompatRequest(torch, json_out))
-
-
-@handles(CompatRequest)
+@command(compat_app, "compat", CompatRequest, callback=True)
 def show_compat(request: CompatRequest) -> None:
     """The compatibility table of every release, or of one."""
     from imagekit.core.compat import load_compat
@@ -242,21 +129,7 @@ def show_compat(request: CompatRequest) -> None:
     say("* experimental in PyTorch's release matrix; ~ inferred, checked at verify time")
 
 
-@compat_app.command("explain")
-def compat_explain(
-    torch: Annotated[str, typer.Option(help="PyTorch release, e.g. 2.8.0.")],
-    cuda: Annotated[str, typer.Option(help="CUDA version, e.g. 12.8, or cpu.")],
-    python: Annotated[str | None, typer.Option(help="Python, e.g. 3.12.")] = None,
-    os_name: Annotated[str | None, typer.Option("--os", help="Base OS, e.g. ubuntu-24.04.")] = (
-        None
-    ),
-    json_out: JsonOption = False,
-) -> None:
-    """Explain one cell: what it derives to, or why it cannot be built."""
-    dispatch(lambda: ExplainRequest(torch, cuda, python, os_name, json_out))
-
-
-@handles(ExplainRequest)
+@command(compat_app, "explain", ExplainRequest)
 def explain(request: ExplainRequest) -> None:
     """What one cell derives to, or every reason it cannot be built (exit 2)."""
     from imagekit.core.compat import load_compat
@@ -274,30 +147,7 @@ def explain(request: ExplainRequest) -> None:
         raise InputError("cannot build this cell:\n  - " + "\n  - ".join(reasons))
 
 
-# schema ----------------------------------------------------------------------
-
-
-@app.command("schema")
-def schema_command(
-    out: Annotated[Path | None, typer.Option(help="Write to this file instead of stdout.")] = None,
-    results: Annotated[
-        bool, typer.Option("--results", help="The schema of a results record instead.")
-    ] = False,
-    attestation: Annotated[
-        bool,
-        typer.Option(
-            "--attestation",
-            help="The schema of the verify attestation's predicate "
-            "(https://imagekit.dev/attestations/verify/v1) instead.",
-        ),
-    ] = False,
-) -> None:
-    """Print the JSON Schema of matrix.yaml (or of a results record, or of the verify
-    attestation's predicate), for editors and CI."""
-    dispatch(lambda: SchemaRequest(out, results, attestation))
-
-
-@handles(SchemaRequest)
+@command(app, "schema", SchemaRequest)
 def schema(request: SchemaRequest) -> None:
     """Print or write a JSON Schema."""
     if request.results:
@@ -319,29 +169,7 @@ def schema(request: SchemaRequest) -> None:
         say(f"wrote {request.out}")
 
 
-# tags ------------------------------------------------------------------------
-
-
-@app.command("tags")
-def tags_command(
-    matrix: MatrixOption = Path("matrix.yaml"),
-    only: OnlyOption = None,
-    flavour: FlavourOption = None,
-    platform: PlatformOption = None,
-    registry: Annotated[str | None, typer.Option(help="Push to this registry instead.")] = None,
-    json_out: JsonOption = False,
-) -> None:
-    """List every tag publish would push: versioned (immutable) and aliases (may move)."""
-    selection = Selection(
-        matrix,
-        tuple(only or ()),
-        flavour.value if flavour else None,
-        platform.value if platform else None,
-    )
-    dispatch(lambda: TagsRequest(selection, registry, json_out))
-
-
-@handles(TagsRequest)
+@command(app, "tags", TagsRequest)
 def tags(request: TagsRequest) -> None:
     """Every tag of every selected image."""
     from imagekit.core.multiarch import platform_tag

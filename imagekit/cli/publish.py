@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 
 from imagekit.cli.common import (
-    FlavourOption,
-    JsonOption,
-    MatrixOption,
-    OnlyOption,
-    PlatformOption,
-    ResultsOption,
     app,
-    dispatch,
-    handles,
     note_leftovers,
     plain_view,
     print_json,
     say,
 )
-from imagekit.cli.requests import PublishCommand, Selection
+from imagekit.cli.options import command
+from imagekit.core.requests import PublishCommand
 
 if TYPE_CHECKING:
     from imagekit.core.ports import Engine, Signer
@@ -30,95 +22,15 @@ if TYPE_CHECKING:
     from imagekit.orchestration.publish import PublishPorts
 
 
-RegistryOption = Annotated[
-    str | None, typer.Option(help="Push to this registry instead of the matrix's.")
-]
-DryRunOption = Annotated[bool, typer.Option(help="Check everything, push nothing.")]
-ForceOption = Annotated[
-    bool, typer.Option(help="Publish despite the gate (recorded in the results).")
-]
-CandidateOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Push only TAG-candidate-ID of each gated image, nothing else (CI, before "
-        "the other jobs verify it)."
-    ),
-]
-FromCandidateOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Promote TAG-candidate-ID inside the registry: the same manifest under the "
-        "versioned tag and the aliases, gated on records for the image it holds; no pull, "
-        "no engine."
-    ),
-]
-AttemptsOption = Annotated[int, typer.Option(min=1, max=10, help="Tries per tag.")]
-DeadlineOption = Annotated[
-    float,
-    typer.Option(min=1, help="Stop retrying the registry once this many seconds have passed."),
-]
-BackoffOption = Annotated[float, typer.Option(min=0, help="First retry delay; doubles each time.")]
-SigningKeyOption = Annotated[
-    str | None,
-    typer.Option(
-        "--signing-key",
-        envvar="IMAGEKIT_SIGNING_KEY",
-        help="A cosign private key (its password in COSIGN_PASSWORD): sign each published "
-        "digest and attach the verify record and the SBOM as attestations.",
-    ),
-]
-
-
-@app.command(
+@command(
+    app,
     "publish",
+    PublishCommand,
     help="Push the tags of images that passed verification (exit 6 if any is refused or fails)."
     "\n\nIn CI, --candidate ID pushes one pre-release tag per image after its first "
     "verification, and --from-candidate ID later promotes those candidates to the final tags "
     "inside the registry, once every verification passed.",
 )
-def publish_command(
-    matrix: MatrixOption = Path("matrix.yaml"),
-    only: OnlyOption = None,
-    flavour: FlavourOption = None,
-    platform: PlatformOption = None,
-    registry: RegistryOption = None,
-    dry_run: DryRunOption = False,
-    force: ForceOption = False,
-    candidate: CandidateOption = None,
-    from_candidate: FromCandidateOption = None,
-    attempts: AttemptsOption = 4,
-    deadline_s: DeadlineOption = 300.0,
-    backoff_s: BackoffOption = 2.0,
-    results: ResultsOption = Path("results"),
-    json_out: JsonOption = False,
-    signing_key: SigningKeyOption = None,
-) -> None:
-    """Push the tags of images that passed verification (exit 6 if any is refused or fails)."""
-    selection = Selection(
-        matrix,
-        tuple(only or ()),
-        flavour.value if flavour else None,
-        platform.value if platform else None,
-    )
-    dispatch(
-        lambda: PublishCommand(
-            selection=selection,
-            registry=registry,
-            dry_run=dry_run,
-            force=force,
-            candidate=candidate,
-            from_candidate=from_candidate,
-            attempts=attempts,
-            backoff_s=backoff_s,
-            deadline_s=deadline_s,
-            results=results,
-            json=json_out,
-            signing_key=signing_key,
-        )
-    )
-
-
-@handles(PublishCommand)
 def publish(request: PublishCommand) -> None:
     """Gate and push every selected image; exit 6 when one is refused or fails (exit 3 when
     the engine refused something)."""

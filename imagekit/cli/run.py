@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from imagekit.cli.common import GpusOption, app, dispatch, handles, remove_orphans, say
-from imagekit.cli.requests import RunCommand
-from imagekit.core.runtime import GpuChoice
+from imagekit.cli.common import app, remove_orphans, say
+from imagekit.cli.options import command
+from imagekit.core.requests import RunCommand
 from imagekit.errors import InputError
 
 if TYPE_CHECKING:
@@ -19,50 +18,19 @@ if TYPE_CHECKING:
     from imagekit.core.ports import EngineInfo
 
 
-@app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def run_command(
-    image: Annotated[str, typer.Argument(help="A full image (any image for --shell / -- CMD).")],
-    command: Annotated[
-        list[str] | None, typer.Argument(help="After --: a command to run instead of a service.")
-    ] = None,
-    jupyter: Annotated[bool, typer.Option("--jupyter", help="JupyterLab (the default).")] = False,
-    ssh: Annotated[bool, typer.Option("--ssh", help="sshd, key only.")] = False,
-    tensorboard: Annotated[bool, typer.Option("--tensorboard", help="TensorBoard.")] = False,
-    shell: Annotated[bool, typer.Option("--shell", help="An interactive shell.")] = False,
-    authorized_keys: Annotated[
-        Path | None, typer.Option(help="Public keys for --ssh (default: ~/.ssh/id_*.pub).")
-    ] = None,
-    workspace: Annotated[
-        Path, typer.Option(help="Folder mounted at /workspace (default: here).")
-    ] = Path("."),
-    gpus: GpusOption = GpuChoice.AUTO,
-    port: Annotated[
-        list[str] | None, typer.Option(help="HOST:CONTAINER port mapping (repeatable).")
-    ] = None,
-    user: Annotated[
-        str | None,
-        typer.Option(
-            help="Run as USER[:GROUP] (docker's --user). Default: the owner of the workspace."
-        ),
-    ] = None,
-) -> None:
-    """Start JupyterLab, sshd or TensorBoard in an image (or a shell / a command)."""
-    flags = {"jupyter": jupyter, "ssh": ssh, "tensorboard": tensorboard, "shell": shell}
-    dispatch(
-        lambda: RunCommand(
-            image=image,
-            service=RunCommand.pick_service(flags, tuple(command or ())),
-            command=tuple(command or ()),
-            authorized_keys=authorized_keys,
-            workspace=workspace,
-            gpus=gpus,
-            ports=RunCommand.parse_ports(tuple(port or ())),
-            user=RunCommand.parse_user(user),
-        )
-    )
+def _run_request(service: dict[str, bool], command: tuple[str, ...], **options: Any) -> RunCommand:
+    """The request, its service the one flag given (or the command after --)."""
+    chosen = RunCommand.pick_service(service, command)
+    return RunCommand(service=chosen, command=command, **options)
 
 
-@handles(RunCommand)
+@command(
+    app,
+    "run",
+    RunCommand,
+    _run_request,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
 def run(request: RunCommand) -> None:
     """Serve until Ctrl-C, SIGTERM or SIGHUP (the container goes with it); a shell or a command
     replaces this process with `docker run`."""

@@ -5,39 +5,25 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from imagekit.cli.common import (
-    FlavourOption,
-    GpusOption,
-    JsonOption,
-    MatrixOption,
-    OnlyOption,
-    PlatformOption,
-    ProbesOption,
-    ResultsOption,
-    TimeoutOption,
     app,
-    dispatch,
-    handles,
     note_leftovers,
     plain_view,
     print_json,
     say,
 )
-from imagekit.cli.requests import (
+from imagekit.cli.options import command
+from imagekit.core.records import Verdict
+from imagekit.core.requests import (
     ProbeCommand,
     ReportRequest,
-    Selection,
     VerifyCommand,
-    probe_names,
     record_name,
 )
-from imagekit.core.probe_contract import ProbeDevice
-from imagekit.core.records import Verdict
-from imagekit.core.runtime import DEFAULT_SHM_BYTES, GpuChoice
 from imagekit.errors import ProbeFailedError
 
 if TYPE_CHECKING:
@@ -46,68 +32,8 @@ if TYPE_CHECKING:
     from imagekit.core.records import VerifyRecord
     from imagekit.orchestration.verify import Target, VerifySettings
 
-NodesOption = Annotated[
-    int,
-    typer.Option(
-        min=1,
-        max=16,
-        help="Also run the multi-node DDP probe (ddp_nodes) across this many nodes: "
-        "containers of the image on a network of their own (verify), or torchrun processes "
-        "on loopback (probe).",
-    ),
-]
 
-# verify ----------------------------------------------------------------------
-
-
-@app.command("verify")
-def verify_command(
-    images: Annotated[
-        list[str] | None, typer.Argument(help="Images to verify (default: the matrix's).")
-    ] = None,
-    matrix: MatrixOption = Path("matrix.yaml"),
-    only: OnlyOption = None,
-    flavour: FlavourOption = None,
-    platform: PlatformOption = None,
-    gpus: GpusOption = GpuChoice.AUTO,
-    probes: ProbesOption = None,
-    timeout_s: TimeoutOption = None,
-    shm_size: Annotated[int, typer.Option(help="/dev/shm bytes (NCCL needs >= 1 GiB).")] = (
-        DEFAULT_SHM_BYTES
-    ),
-    structure: Annotated[bool, typer.Option(help="Run the structure checks (testinfra).")] = True,
-    probes_dir: Annotated[
-        Path | None, typer.Option(help="Run the probes of this folder instead of imagekit's.")
-    ] = None,
-    nodes: NodesOption = 1,
-    results: ResultsOption = Path("results"),
-    json_out: JsonOption = False,
-) -> None:
-    """Run the probes inside each image and record the results."""
-    selection = Selection(
-        matrix,
-        tuple(only or ()),
-        flavour.value if flavour else None,
-        platform.value if platform else None,
-    )
-    dispatch(
-        lambda: VerifyCommand(
-            selection=selection,
-            images=tuple(images or ()),
-            gpus=gpus,
-            probes=probe_names(probes),
-            timeout_s=timeout_s,
-            shm_bytes=shm_size,
-            structure=structure,
-            probes_dir=probes_dir,
-            nodes=nodes,
-            results=results,
-            json=json_out,
-        )
-    )
-
-
-@handles(VerifyCommand)
+@command(app, "verify", VerifyCommand)
 def verify(request: VerifyCommand) -> None:
     """Verify the images, print the summary, exit 5 when one did not pass."""
     from imagekit.adapters.containers import ContainerProbeRunner
@@ -196,27 +122,7 @@ def _targets(request: VerifyCommand) -> list[Target]:
     return [Target(p.name, p.reference, p.required_probes, p.nodes) for p in plans]
 
 
-# probe (host mode) -------------------------------------------------------------
-
-
-@app.command("probe")
-def probe_command(
-    probes: ProbesOption = None,
-    device: Annotated[ProbeDevice, typer.Option(help="Where the probes compute.")] = (
-        ProbeDevice.AUTO
-    ),
-    timeout_s: TimeoutOption = None,
-    nodes: NodesOption = 1,
-    out: Annotated[
-        Path | None, typer.Option(help="Also write the results JSON to this file.")
-    ] = None,
-    json_out: JsonOption = False,
-) -> None:
-    """Run the probes in this Python environment, no Docker (a doctor for GPU nodes)."""
-    dispatch(lambda: ProbeCommand(probe_names(probes), device, timeout_s, nodes, out, json_out))
-
-
-@handles(ProbeCommand)
+@command(app, "probe", ProbeCommand)
 def probe(request: ProbeCommand) -> None:
     """Run the probes here, print what they found, exit 5 when one did not pass."""
     from imagekit.adapters.hostprobe import HostProbeRunner
@@ -248,25 +154,7 @@ def probe(request: ProbeCommand) -> None:
         raise ProbeFailedError(f"probes failed on {run.output.device}")
 
 
-# report ----------------------------------------------------------------------
-
-
-@app.command("report")
-def report_command(
-    runs: Annotated[
-        list[Path] | None,
-        typer.Argument(help="Run folders (default: the newest under --results); two: compare."),
-    ] = None,
-    results: ResultsOption = Path("results"),
-    threshold: Annotated[
-        float, typer.Option(help="A metric change worse than this fraction is reported.")
-    ] = 0.2,
-) -> None:
-    """Show a run's summary table; with two runs, what got worse from the first to the second."""
-    dispatch(lambda: ReportRequest(tuple(runs or ()), results, threshold))
-
-
-@handles(ReportRequest)
+@command(app, "report", ReportRequest)
 def report(request: ReportRequest) -> None:
     """The summary of one run, or what got worse between two."""
     from imagekit.adapters.results import RunFolder

@@ -1,0 +1,102 @@
+"""The requests of the commands that read the matrix: matrix, check, render, compat, schema,
+tags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+from imagekit.core.requests.options import JSON, MATRIX, MatrixFormat, Opt
+from imagekit.core.requests.selection import RenderInputs, Selection
+from imagekit.errors import InputError
+
+
+@dataclass(frozen=True)
+class MatrixRequest:
+    """List the images the matrix expands to."""
+
+    selection: Selection
+    format: Annotated[str, Opt("--format", help="Output format.", choices=MatrixFormat)] = "table"
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """Validate the matrix and lint every rendered Dockerfile (exit 0 or 2)."""
+
+    matrix: Annotated[Path, MATRIX] = Path("matrix.yaml")
+    json: Annotated[bool, JSON] = False
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    """Write a Dockerfile and build context per image (one folder each)."""
+
+    selection: Selection
+    inputs: RenderInputs
+    out: Annotated[Path, Opt("--out", help="Folder for the build contexts.", after="matrix")] = (
+        Path("out")
+    )
+    buildkit: Annotated[
+        bool,
+        Opt(
+            "--buildkit/--no-buildkit",
+            help="Render BuildKit syntax (cache, secrets).",
+            after="extra_index_urls",
+        ),
+    ] = False
+    check: Annotated[
+        bool, Opt("--check", help="Compare with what --out holds; exit 1 if different.")
+    ] = False
+    json: Annotated[bool, JSON] = False
+
+
+@dataclass(frozen=True)
+class CompatRequest:
+    """Show the compatibility table (or one release)."""
+
+    torch: Annotated[str | None, Opt("--torch", help="Show one release, e.g. 2.8.0.")] = None
+    json: Annotated[bool, JSON] = False
+
+
+@dataclass(frozen=True)
+class ExplainRequest:
+    """Explain one cell: what it derives to, or why it cannot be built."""
+
+    torch: Annotated[str, Opt("--torch", help="PyTorch release, e.g. 2.8.0.")]
+    cuda: Annotated[str, Opt("--cuda", help="CUDA version, e.g. 12.8, or cpu.")]
+    python: Annotated[str | None, Opt("--python", help="Python, e.g. 3.12.")] = None
+    os: Annotated[str | None, Opt("--os", help="Base OS, e.g. ubuntu-24.04.")] = None
+    json: Annotated[bool, JSON] = False
+
+
+@dataclass(frozen=True)
+class SchemaRequest:
+    """Print the JSON Schema of matrix.yaml (or of a results record, or of the verify
+    attestation's predicate), for editors and CI."""
+
+    out: Annotated[Path | None, Opt("--out", help="Write to this file instead of stdout.")] = None
+    results: Annotated[bool, Opt("--results", help="The schema of a results record instead.")] = (
+        False
+    )
+    attestation: Annotated[
+        bool,
+        Opt(
+            "--attestation",
+            help="The schema of the verify attestation's predicate "
+            "(https://imagekit.dev/attestations/verify/v1) instead.",
+        ),
+    ] = False
+
+    def __post_init__(self) -> None:
+        if self.results and self.attestation:
+            raise InputError("--results and --attestation name two schemas; pick one")
+
+
+@dataclass(frozen=True)
+class TagsRequest:
+    """List every tag publish would push: versioned (immutable) and aliases (may move)."""
+
+    selection: Selection
+    registry: Annotated[str | None, Opt("--registry", help="Push to this registry instead.")] = None
+    json: Annotated[bool, JSON] = False
