@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.cli.verify import verify_settings
+from imagekit.cli.verify import step_summary_file
 from imagekit.core.requests import Selection, VerifyCommand
 from imagekit.core.runtime import GpuChoice
+from imagekit.orchestration.verify import VerifySettings
 
 
 def test_every_verify_option_reaches_the_settings(
@@ -26,7 +27,7 @@ def test_every_verify_option_reaches_the_settings(
         structure=False,
         nodes=2,
     )
-    settings = verify_settings(request, tmp_path / "probes")
+    settings = VerifySettings.of(request, tmp_path / "probes", step_summary_file())
     assert settings.probes_dir == tmp_path / "probes"
     assert settings.step_summary == tmp_path / "summary.md"
     for field in dataclasses.fields(settings):
@@ -38,4 +39,5 @@ def test_every_verify_option_reaches_the_settings(
 
 def test_without_github_s_step_summary_there_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    assert verify_settings(VerifyCommand(Selection()), Path("probes")).step_summary is None
+    settings = VerifySettings.of(VerifyCommand(Selection()), Path("probes"), step_summary_file())
+    assert settings.step_summary is None

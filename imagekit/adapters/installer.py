@@ -15,11 +15,18 @@ import tempfile
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from imagekit.adapters.baseimage import host_arch
 from imagekit.core.compat import WHEEL_MACHINES
 from imagekit.core.context import file_sha256, wheel_runs_on
+from imagekit.core.requests import RenderInputs, uv_platforms
 from imagekit.errors import InputError
+
+if TYPE_CHECKING:
+    from imagekit.core.context import ContextInputs
+    from imagekit.core.plan import ImagePlan
+    from imagekit.core.render import RenderOptions
 
 
 def host_platform() -> str:
@@ -75,3 +82,12 @@ def foreign_installers(
     """uv for each of `platforms` this machine runs only under emulation."""
     native = host_platform()
     return tuple((p, uv_for(p, wheelhouse)) for p in sorted(set(platforms)) if p != native)
+
+
+def rendering(
+    inputs: RenderInputs, plans: Iterable[ImagePlan], *, buildkit: bool
+) -> tuple[RenderOptions, ContextInputs]:
+    """The render options and context files of `plans` (render, build, bake): the inputs
+    checked, with uv for each platform of theirs this machine emulates."""
+    foreign = foreign_installers(uv_platforms(plans), inputs.wheelhouse)
+    return inputs.resolve(buildkit=buildkit, foreign=foreign)

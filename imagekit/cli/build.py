@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import AbstractContextManager
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
@@ -14,9 +13,8 @@ from imagekit.cli.common import (
     app,
     event_view,
     note_leftovers,
-    print_json,
-    rendering,
     say,
+    show,
 )
 from imagekit.cli.options import command
 from imagekit.core.requests import (
@@ -27,76 +25,19 @@ from imagekit.core.requests import (
 )
 from imagekit.errors import BuildFailedError
 
-if TYPE_CHECKING:  # imported lazily: the adapters load docker
-    from imagekit.adapters.engine import DockerEngine
-    from imagekit.core.context import ContextInputs
-    from imagekit.core.plan import ImagePlan
-    from imagekit.core.ports import Builder, Engine, RunStore
-    from imagekit.core.render import RenderOptions
-    from imagekit.events import EventSink
-
-
-class _DockerTools:
-    """`build_images`'s world for one request (`BuildTools` says what each method does):
-    Docker, buildx, the results folder, the terminal. An adapter's function is looked up in
-    its module when it is called, so that tests can replace it by name."""
-
-    def __init__(self, request: BuildCommand, plans: list[ImagePlan]) -> None:
-        from imagekit.adapters import builders, engine, results
-
-        self.request, self.plans = request, plans
-        self.builders, self.docker, self.results = builders, engine, results
-        self.engine: DockerEngine | None = None
-
-    def render(self, buildkit: bool) -> tuple[RenderOptions, ContextInputs]:
-        return rendering(self.request.inputs, self.plans, buildkit=buildkit)
-
-    def buildx_available(self) -> bool:
-        return self.builders.buildx_available()
-
-    def buildx_driver(self) -> str:
-        return self.builders.buildx_driver()
-
-    def check_results(self) -> None:
-        self.results.RunFolder.check_writable(self.request.results)
-
-    def connect(self) -> Engine:
-        self.engine = self.docker.DockerEngine(self.docker.connect())
-        return self.engine
-
-    def builder(self, buildkit: bool) -> Builder:
-        assert self.engine is not None
-        if buildkit:
-            return self.builders.BuildxBuilder()
-        return self.builders.SdkBuilder(self.engine.client)
-
-    def tidy(self) -> None:
-        assert self.engine is not None
-        note_leftovers(self.engine.client)
-
-    def open_run(self) -> RunStore:
-        assert self.engine is not None
-        run = self.results.RunFolder.create(self.request.results)
-        run.write_run("build", self.engine.info(), {"matrix": str(self.request.selection.matrix)})
-        return run
-
-    def view(self) -> AbstractContextManager[EventSink]:
-        return event_view()
-
 
 @command(app, "build", BuildCommand)
 def build(request: BuildCommand) -> None:
     """Build the selected images and print the outcome of each."""
+    from imagekit.adapters.build_tools import DockerBuildTools
     from imagekit.core.report import build_table
     from imagekit.orchestration.build import build_images
 
     plans = request.selection.plans()
-    tools = _DockerTools(request, plans)
+    tools = DockerBuildTools(request, plans, tidy=note_leftovers, view=event_view)
     report = build_images(plans, request, tools)
-    if request.json:
-        print_json({"run_id": report.run_id, "results": [r.to_json() for r in report.results]})
-    else:
-        typer.echo(build_table(report.results))
+    data = {"run_id": report.run_id, "results": [r.to_json() for r in report.results]}
+    show(request.json, data, build_table(report.results))
     say(f"results: {report.root}")
     if report.failed:
         raise BuildFailedError(
@@ -108,6 +49,7 @@ def build(request: BuildCommand) -> None:
 @command(app, "bake", BakeRequest)
 def bake(request: BakeRequest) -> None:
     """Render every selected image for BuildKit and write the bake file."""
+    from imagekit.adapters.installer import rendering
     from imagekit.orchestration.bake import bake_contexts
 
     plans = request.selection.plans()

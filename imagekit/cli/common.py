@@ -1,5 +1,5 @@
-"""What the CLI's commands share: the app, error handling and exit codes, common options,
-the render inputs of render/build/bake, and the progress views."""
+"""What the CLI's commands share: the app, error handling and exit codes, dispatch, the one
+JSON envelope (`show`) and the progress views."""
 
 from __future__ import annotations
 
@@ -8,24 +8,18 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from imagekit import __version__
-from imagekit.core.requests import RenderInputs, uv_platforms
 from imagekit.errors import (
     ExitCode,
     ImagekitError,
 )
-
-if TYPE_CHECKING:
-    from imagekit.core.context import ContextInputs
-    from imagekit.core.plan import ImagePlan
-    from imagekit.core.render import RenderOptions
 
 app = typer.Typer(
     name="imagekit",
@@ -174,19 +168,18 @@ def note_leftovers(client: Any) -> None:
         )
 
 
-def print_json(data: Any) -> None:
+def print_json(data: object) -> None:
+    """The one JSON envelope on stdout: indented, keys sorted."""
     typer.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
-def rendering(
-    inputs: RenderInputs, plans: Iterable[ImagePlan], *, buildkit: bool
-) -> tuple[RenderOptions, ContextInputs]:
-    """The render options and context files of `plans`: the inputs checked, with uv for each
-    platform of theirs this machine emulates."""
-    from imagekit.adapters.installer import foreign_installers
-
-    foreign = foreign_installers(uv_platforms(plans), inputs.wheelhouse)
-    return inputs.resolve(buildkit=buildkit, foreign=foreign)
+def show(as_json: bool, data: object, text: str | Callable[[], str]) -> None:
+    """A command's result on stdout: `data` as JSON with --json, else the text for people
+    (a callable: made only when it is shown; empty: nothing)."""
+    if as_json:
+        print_json(data)
+    elif lines := text() if callable(text) else text:
+        typer.echo(lines)
 
 
 @contextmanager

@@ -5,12 +5,10 @@ from __future__ import annotations
 import platform
 from typing import TYPE_CHECKING
 
-import typer
-
 from imagekit.cli.common import (
     app,
-    print_json,
     say,
+    show,
 )
 from imagekit.cli.options import command
 from imagekit.core.labels import ImageLabels
@@ -40,11 +38,9 @@ def doctor(request: DoctorRequest) -> None:
     machine = platform.machine()
     assessments = [assess(name, labels, host, load_compat(), machine) for name, labels in targets]
     attested = _attested(request)
-    if request.json:
-        print_json(doctor_document(host, assessments, engine, attested))
-    else:
-        about = engine_findings(engine, host, why_none)
-        typer.echo("\n".join(doctor_lines(machine, host, about, assessments, attested)))
+    about = engine_findings(engine, host, why_none)
+    lines = doctor_lines(machine, host, about, assessments, attested)
+    show(request.json, doctor_document(host, assessments, engine, attested), "\n".join(lines))
     # The driver is there, but containers of this engine may get no GPU: CUDA images refused.
     cuda = {name for name, labels in targets if ImageLabels.parse(labels).cuda}
     if (error := gpu_refusal(assessments, cuda, engine, host)) is not None:

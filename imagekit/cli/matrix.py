@@ -11,8 +11,8 @@ from imagekit.cli.common import (
     app,
     compat_app,
     print_json,
-    rendering,
     say,
+    show,
 )
 from imagekit.cli.options import command
 from imagekit.core.requests import (
@@ -86,6 +86,7 @@ def check(request: CheckRequest) -> None:
 @command(app, "render", RenderRequest)
 def render(request: RenderRequest) -> None:
     """Write the build contexts, or compare them with what `--out` holds."""
+    from imagekit.adapters.installer import rendering
     from imagekit.core.context import compare_tree, render_tree
 
     plans = request.selection.plans()
@@ -100,11 +101,7 @@ def render(request: RenderRequest) -> None:
         say(f"{request.out}: {len(plans)} images match a fresh render")
         return
     folders = render_tree(plans, options, inputs, request.out)
-    if request.json:
-        print_json([str(f) for f in folders])
-    else:
-        for folder in folders:
-            typer.echo(str(folder))
+    show(request.json, [str(f) for f in folders], "\n".join(str(f) for f in folders))
     say(f"rendered {len(folders)} images into {request.out}")
 
 
@@ -138,11 +135,8 @@ def explain(request: ExplainRequest) -> None:
     derived, reasons = explain_cell(
         load_compat(), request.torch, request.cuda, request.python, request.os
     )
-    if request.json:
-        print_json({"ok": not reasons, "facts": derived, "reasons": reasons})
-    else:
-        for key, value in derived.items():
-            typer.echo(f"{key:<18} {value}")
+    lines = "\n".join(f"{key:<18} {value}" for key, value in derived.items())
+    show(request.json, {"ok": not reasons, "facts": derived, "reasons": reasons}, lines)
     if reasons:
         raise InputError("cannot build this cell:\n  - " + "\n  - ".join(reasons))
 
@@ -150,18 +144,9 @@ def explain(request: ExplainRequest) -> None:
 @command(app, "schema", SchemaRequest)
 def schema(request: SchemaRequest) -> None:
     """Print or write a JSON Schema."""
-    if request.results:
-        from imagekit.core.records import results_schema_text
+    from imagekit.core.report import schema_text
 
-        text = results_schema_text()
-    elif request.attestation:
-        from imagekit.core.attest import predicate_schema_text
-
-        text = predicate_schema_text()
-    else:
-        from imagekit.core.matrix_schema import json_schema
-
-        text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    text = schema_text(request.results, request.attestation)
     if request.out is None:
         typer.echo(text, nl=False)
     else:
@@ -172,28 +157,9 @@ def schema(request: SchemaRequest) -> None:
 @command(app, "tags", TagsRequest)
 def tags(request: TagsRequest) -> None:
     """Every tag of every selected image."""
-    from imagekit.core.multiarch import platform_tag
-    from imagekit.core.plan import retarget
-    from imagekit.core.report import table
+    from imagekit.core.report import table, tag_rows
 
     matrix = request.selection.load()
-    platforms = Counter((p.repository, p.tag) for p in matrix.plans)
-    rows = []
-    listed: set[tuple[str, str]] = set()
-    for plan in request.selection.plans(matrix):
-        repository = retarget(plan.repository, request.registry)
-        image = (plan.repository, plan.tag)
-        if platforms[image] > 1:
-            # One manifest per platform under its own tag; the image's tags name their index.
-            rows.append(
-                [plan.name, f"{repository}:{platform_tag(plan.tag, plan.platform)}", "platform"]
-            )
-        if image in listed:
-            continue
-        listed.add(image)
-        rows.append([plan.name, f"{repository}:{plan.tag}", "versioned"])
-        rows += [[plan.name, f"{repository}:{alias}", "alias"] for alias in plan.aliases]
-    if request.json:
-        print_json([{"image": r[0], "tag": r[1], "kind": r[2]} for r in rows])
-    else:
-        typer.echo(table(["IMAGE", "TAG", "KIND"], rows))
+    rows = tag_rows(request.selection.plans(matrix), matrix.plans, request.registry)
+    data = [{"image": r[0], "tag": r[1], "kind": r[2]} for r in rows]
+    show(request.json, data, lambda: table(["IMAGE", "TAG", "KIND"], rows))

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import typer
-
 from imagekit.cli.common import (
     app,
     note_leftovers,
     plain_view,
-    print_json,
     say,
+    show,
 )
 from imagekit.cli.options import command
 from imagekit.core.requests import PublishCommand
@@ -45,11 +43,12 @@ def publish(request: PublishCommand) -> None:
     RunFolder.check_writable(request.results)
     ports, engine = _ports(request, settings)
     outcome = publish_images(settings, groups, ports, engine)
-    if request.json:
-        records = [r.to_json() for r in outcome.records]
-        print_json({"run_id": ports.store.run_id, "images": records})
-    else:
-        typer.echo(table(["IMAGE", "STATUS", "TAGS", "REASONS"], publish_rows(outcome.records)))
+    data = {"run_id": ports.store.run_id, "images": [r.to_json() for r in outcome.records]}
+    show(
+        request.json,
+        data,
+        table(["IMAGE", "STATUS", "TAGS", "REASONS"], publish_rows(outcome.records)),
+    )
     say(f"results: {ports.store.root / 'publish.json'}")
     if (error := outcome.failure()) is not None:
         raise error

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,8 +12,8 @@ from imagekit.cli.common import (
     app,
     note_leftovers,
     plain_view,
-    print_json,
     say,
+    show,
 )
 from imagekit.cli.options import command
 from imagekit.core.records import Verdict
@@ -22,15 +21,14 @@ from imagekit.core.requests import (
     ProbeCommand,
     ReportRequest,
     VerifyCommand,
-    record_name,
 )
 from imagekit.errors import ProbeFailedError
 
 if TYPE_CHECKING:
     from imagekit.adapters.engine import DockerEngine
     from imagekit.adapters.results import RunFolder
-    from imagekit.core.records import VerifyRecord
-    from imagekit.orchestration.verify import Target, VerifySettings
+    from imagekit.core.summary import Records
+    from imagekit.orchestration.verify import Target
 
 
 @command(app, "verify", VerifyCommand)
@@ -39,11 +37,13 @@ def verify(request: VerifyCommand) -> None:
     from imagekit.adapters.containers import ContainerProbeRunner
     from imagekit.adapters.structure import DockerInspector
     from imagekit.core.compat import load_compat
-    from imagekit.orchestration.verify import VerifyRun, probes_folder
+    from imagekit.core.records import ImageRecord
+    from imagekit.orchestration.verify import VerifyRun, VerifySettings, probes_folder, targets_of
     from imagekit.resources import probes_dir as bundled_probes
 
-    targets = _targets(request)
-    settings = verify_settings(request, probes_folder(request.probes_dir, bundled_probes()))
+    targets = targets_of(request.images, [] if request.images else request.selection.plans())
+    folder = probes_folder(request.probes_dir, bundled_probes())
+    settings = VerifySettings.of(request, folder, step_summary_file())
     client, engine, run = _open_run(request.results, targets)
     inspector = DockerInspector(client)
     runner = ContainerProbeRunner(client)
@@ -55,7 +55,8 @@ def verify(request: VerifyCommand) -> None:
     except KeyboardInterrupt:
         say(f"interrupted; finished images are recorded in {run.root}")
         raise
-    _print_records(request.json, run, records)
+    images = {name: ImageRecord(verify=r).to_json() for name, r in records.items()}
+    show(request.json, {"run_id": run.run_id, "images": images}, lambda: summary(run.images()))
     say(f"results: {run.root}")
     if (error := verifier.outcome_error(len(targets))) is not None:
         raise error
@@ -65,22 +66,6 @@ def step_summary_file() -> Path | None:
     """GitHub Actions' step summary (GITHUB_STEP_SUMMARY), where verify adds its summary."""
     value = os.environ.get("GITHUB_STEP_SUMMARY")
     return Path(value) if value else None
-
-
-def verify_settings(request: VerifyCommand, probes_dir: Path) -> VerifySettings:
-    """How to verify, from the request (`probes_dir`: the folder checked to have a runner)."""
-    from imagekit.orchestration.verify import VerifySettings
-
-    return VerifySettings(
-        probes_dir=probes_dir,
-        probes=request.probes,
-        gpus=request.gpus,
-        timeout_s=request.timeout_s,
-        shm_bytes=request.shm_bytes,
-        structure=request.structure,
-        nodes=request.nodes,
-        step_summary=step_summary_file(),
-    )
 
 
 def _open_run(results: Path, targets: list[Target]) -> tuple[Any, DockerEngine, RunFolder]:
@@ -99,27 +84,12 @@ def _open_run(results: Path, targets: list[Target]) -> tuple[Any, DockerEngine, 
     return client, engine, run
 
 
-def _print_records(as_json: bool, run: RunFolder, records: Mapping[str, VerifyRecord]) -> None:
-    """The records of the run as JSON, or the run's summary table."""
-    from imagekit.core.records import ImageRecord
+def summary(images: Records) -> str:
+    """The summary table of a run's records (`RunFolder.images()`)."""
     from imagekit.core.report import table
     from imagekit.core.summary import summary_rows
 
-    if as_json:
-        images = {n: ImageRecord(verify=r).to_json() for n, r in records.items()}
-        print_json({"run_id": run.run_id, "images": images})
-    else:
-        typer.echo(table(*summary_rows(run.images())))
-
-
-def _targets(request: VerifyCommand) -> list[Target]:
-    """The images named on the command line, else the selected images of the matrix."""
-    from imagekit.orchestration.verify import Target
-
-    if request.images:
-        return [Target(record_name(ref), ref) for ref in request.images]
-    plans = request.selection.plans()
-    return [Target(p.name, p.reference, p.required_probes, p.nodes) for p in plans]
+    return table(*summary_rows(images))
 
 
 @command(app, "probe", ProbeCommand)
@@ -142,14 +112,10 @@ def probe(request: ProbeCommand) -> None:
     document = host_document(run)
     if request.out is not None:
         write_json(request.out, document)
-    if request.json:
-        print_json(document)
-    else:
-        typer.echo(table(["PROBE", "STATUS", "REASON", "METRICS"], result_rows(run)))
-        output = run.output
-        say(
-            f"{document['status']} on {output.device} ({output.device_reason}) in {run.wall_s:.1f}s"
-        )
+    show(request.json, document, table(["PROBE", "STATUS", "REASON", "METRICS"], result_rows(run)))
+    if not request.json:
+        output, took = run.output, f"{run.wall_s:.1f}s"
+        say(f"{document['status']} on {output.device} ({output.device_reason}) in {took}")
     if document["status"] is not Verdict.PASS:
         raise ProbeFailedError(f"probes failed on {run.output.device}")
 
@@ -158,12 +124,11 @@ def probe(request: ProbeCommand) -> None:
 def report(request: ReportRequest) -> None:
     """The summary of one run, or what got worse between two."""
     from imagekit.adapters.results import RunFolder
-    from imagekit.core.report import table
-    from imagekit.core.summary import changes, summary_rows
+    from imagekit.core.summary import changes
 
     folders = [RunFolder.open(f) for f in request.runs] or [RunFolder.newest(request.results)]
     loaded = [f.images() for f in folders]
-    typer.echo(table(*summary_rows(loaded[-1])))
+    typer.echo(summary(loaded[-1]))
     say(f"run: {folders[-1].root}")
     if len(loaded) == 2:
         found = changes(loaded[0], loaded[1], request.threshold)

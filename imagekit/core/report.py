@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from imagekit.core.compat import CPU, CompatData
@@ -150,3 +151,51 @@ def build_table(results: list[Any]) -> str:
             ]
         )
     return table(header, rows)
+
+
+def tag_rows(
+    selected: Sequence[ImagePlan], plans: Sequence[ImagePlan], registry: str | None
+) -> list[list[str]]:
+    """[image, tag, kind] for every tag publish would push for `selected` (of the matrix's
+    `plans`): each platform's own tag when an image has several, then the versioned tag and
+    the aliases, once per image."""
+    from collections import Counter
+
+    from imagekit.core.multiarch import platform_tag
+    from imagekit.core.plan import retarget
+
+    platforms = Counter((p.repository, p.tag) for p in plans)
+    rows = []
+    listed: set[tuple[str, str]] = set()
+    for plan in selected:
+        repository = retarget(plan.repository, registry)
+        image = (plan.repository, plan.tag)
+        if platforms[image] > 1:
+            # One manifest per platform under its own tag; the image's tags name their index.
+            rows.append(
+                [plan.name, f"{repository}:{platform_tag(plan.tag, plan.platform)}", "platform"]
+            )
+        if image in listed:
+            continue
+        listed.add(image)
+        rows.append([plan.name, f"{repository}:{plan.tag}", "versioned"])
+        rows += [[plan.name, f"{repository}:{alias}", "alias"] for alias in plan.aliases]
+    return rows
+
+
+def schema_text(results: bool = False, attestation: bool = False) -> str:
+    """The JSON Schema `imagekit schema` prints: of matrix.yaml, of a results record
+    (`results`), or of the verify attestation's predicate (`attestation`)."""
+    if results:
+        from imagekit.core.records import results_schema_text
+
+        return results_schema_text()
+    if attestation:
+        from imagekit.core.attest import predicate_schema_text
+
+        return predicate_schema_text()
+    import json
+
+    from imagekit.core.matrix_schema import json_schema
+
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"

@@ -17,6 +17,7 @@ from imagekit.core import labels as L
 from imagekit.core.agreement import Identity, compare, label_checks
 from imagekit.core.compat import CompatData
 from imagekit.core.levels import level_states, reached
+from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import (
     Engine,
     Inspector,
@@ -35,6 +36,7 @@ from imagekit.core.probes import (
     select,
 )
 from imagekit.core.records import LEVELS, Check, ImageRecord, Timings, Verdict, VerifyRecord
+from imagekit.core.requests import VerifyCommand, record_name
 from imagekit.core.runtime import (
     DEFAULT_SHM_BYTES,
     NATIVE,
@@ -80,6 +82,29 @@ class VerifySettings:
     structure: bool = True
     nodes: int = 1  # >1: every image also runs the multi-node probe across this many nodes
     step_summary: Path | None = None  # GitHub's step summary file: the summary is added to it
+
+    @classmethod
+    def of(
+        cls, request: VerifyCommand, probes_dir: Path, step_summary: Path | None
+    ) -> VerifySettings:
+        """How to verify, from the request (`probes_dir`: the folder checked to have a runner)."""
+        return cls(
+            probes_dir=probes_dir,
+            probes=request.probes,
+            gpus=request.gpus,
+            timeout_s=request.timeout_s,
+            shm_bytes=request.shm_bytes,
+            structure=request.structure,
+            nodes=request.nodes,
+            step_summary=step_summary,
+        )
+
+
+def targets_of(images: Sequence[str], plans: Sequence[ImagePlan]) -> list[Target]:
+    """The images named on the command line, else the selected images of the matrix."""
+    if images:
+        return [Target(record_name(ref), ref) for ref in images]
+    return [Target(p.name, p.reference, p.required_probes, p.nodes) for p in plans]
 
 
 def probes_folder(asked: Path | None, bundled: Path) -> Path:

@@ -1,0 +1,75 @@
+"""`build_images`'s world made of Docker: the engine, buildx, the results folder (the CLI hands
+in the terminal's parts: what to say about leftovers, and the progress view)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from imagekit.core.requests import BuildCommand
+
+if TYPE_CHECKING:  # imported lazily: the adapters load docker
+    from imagekit.adapters.engine import DockerEngine
+    from imagekit.core.context import ContextInputs
+    from imagekit.core.plan import ImagePlan
+    from imagekit.core.ports import Builder, Engine, RunStore
+    from imagekit.core.render import RenderOptions
+    from imagekit.events import EventSink
+
+
+class DockerBuildTools:
+    """`build_images`'s world for one request (`BuildTools` says what each method does):
+    Docker, buildx, the results folder, the terminal. An adapter's function is looked up in
+    its module when it is called, so that tests can replace it by name."""
+
+    def __init__(
+        self,
+        request: BuildCommand,
+        plans: list[ImagePlan],
+        tidy: Callable[[Any], None],
+        view: Callable[[], AbstractContextManager[EventSink]],
+    ) -> None:
+        """`tidy(client)`: remove what ended runs left and note the rest; `view()`: where the
+        events go (both belong to the terminal, so the caller gives them)."""
+        from imagekit.adapters import builders, engine, installer, results
+
+        self.request, self.plans, self.tidy_up, self.make_view = request, plans, tidy, view
+        self.builders, self.docker, self.results = builders, engine, results
+        self.installer = installer
+        self.engine: DockerEngine | None = None
+
+    def render(self, buildkit: bool) -> tuple[RenderOptions, ContextInputs]:
+        return self.installer.rendering(self.request.inputs, self.plans, buildkit=buildkit)
+
+    def buildx_available(self) -> bool:
+        return self.builders.buildx_available()
+
+    def buildx_driver(self) -> str:
+        return self.builders.buildx_driver()
+
+    def check_results(self) -> None:
+        self.results.RunFolder.check_writable(self.request.results)
+
+    def connect(self) -> Engine:
+        self.engine = self.docker.DockerEngine(self.docker.connect())
+        return self.engine
+
+    def builder(self, buildkit: bool) -> Builder:
+        assert self.engine is not None
+        if buildkit:
+            return self.builders.BuildxBuilder()
+        return self.builders.SdkBuilder(self.engine.client)
+
+    def tidy(self) -> None:
+        assert self.engine is not None
+        self.tidy_up(self.engine.client)
+
+    def open_run(self) -> RunStore:
+        assert self.engine is not None
+        run = self.results.RunFolder.create(self.request.results)
+        run.write_run("build", self.engine.info(), {"matrix": str(self.request.selection.matrix)})
+        return run
+
+    def view(self) -> AbstractContextManager[EventSink]:
+        return self.make_view()
