@@ -7,14 +7,23 @@ Orchestration never prints; it calls an `EventSink`. The CLI picks the view that
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
+
+
+class EventKind(StrEnum):
+    """What happened to an image."""
+
+    STARTED = "started"  # its work began
+    STEP = "step"  # it moved on to the next step (a build step, a probe)
+    FINISHED = "finished"  # its work ended, well or not: the message says which
 
 
 @dataclass(frozen=True)
 class Event:
-    """Something happened to one image: `kind` is started | step | line | finished."""
+    """Something happened to one image."""
 
-    kind: str
+    kind: EventKind
     image: str
     message: str = ""
     data: dict[str, Any] = field(default_factory=dict)

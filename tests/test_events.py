@@ -9,7 +9,7 @@ import pytest
 
 from imagekit.cli import views
 from imagekit.cli.views import PlainView
-from imagekit.events import Event
+from imagekit.events import Event, EventKind
 
 SLIM = "2.13.0-cpu-py3.11-slim"
 LOG = ["Step 1/2 : FROM imagekit-base/debian:bookworm", "Successfully built 0123456789ab"]
@@ -36,11 +36,11 @@ def test_started_step_and_finished_are_one_line_each(clock: SimpleNamespace) -> 
     out = io.StringIO()
     view = PlainView(out, github=False)
 
-    view(Event("started", SLIM, "building with sdk"))
+    view(Event(EventKind.STARTED, SLIM, "building with sdk"))
     clock.now += 42.4
-    view(Event("step", SLIM, "step 4/5: RUN pip install -r requirements.txt"))
+    view(Event(EventKind.STEP, SLIM, "step 4/5: RUN pip install -r requirements.txt"))
     clock.now += 100
-    view(Event("finished", SLIM, "built (1.20 GB, 9 layers, 143s)", {"status": "built"}))
+    view(Event(EventKind.FINISHED, SLIM, "built (1.20 GB, 9 layers, 143s)", {"status": "built"}))
 
     assert out.getvalue().splitlines() == [
         f"{SLIM}: building with sdk",
@@ -50,7 +50,7 @@ def test_started_step_and_finished_are_one_line_each(clock: SimpleNamespace) -> 
 
 
 def test_step_of_an_image_that_never_started_shows_zero_seconds(clock: SimpleNamespace) -> None:
-    assert shown(False, Event("step", SLIM, "step 1/5: FROM x")) == [
+    assert shown(False, Event(EventKind.STEP, SLIM, "step 1/5: FROM x")) == [
         f"{SLIM}: [    0s] step 1/5: FROM x"
     ]
 
@@ -61,7 +61,9 @@ def test_other_event_kinds_print_nothing(kind: str) -> None:
 
 
 def test_github_folds_the_log_lines_of_a_finished_image_in_a_group() -> None:
-    lines = shown(True, Event("finished", SLIM, "built", {"status": "built", "log_lines": LOG}))
+    lines = shown(
+        True, Event(EventKind.FINISHED, SLIM, "built", {"status": "built", "log_lines": LOG})
+    )
 
     assert lines == [
         f"{SLIM}: built",
@@ -83,7 +85,7 @@ def test_github_folds_the_log_lines_of_a_finished_image_in_a_group() -> None:
 def test_no_group_without_github_or_without_log_lines(
     github: bool, data: dict[str, object]
 ) -> None:
-    assert shown(github, Event("finished", SLIM, "done", data)) == [f"{SLIM}: done"]
+    assert shown(github, Event(EventKind.FINISHED, SLIM, "done", data)) == [f"{SLIM}: done"]
 
 
 @pytest.mark.parametrize("value,github", [("true", True), ("false", False), (None, False)])

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from imagekit.events import Event
+from imagekit.events import Event, EventKind
 
 
 class PlainView:
@@ -23,13 +23,13 @@ class PlainView:
 
     def __call__(self, event: Event) -> None:
         with self.lock:
-            if event.kind == "started":
+            if event.kind is EventKind.STARTED:
                 self.started[event.image] = time.monotonic()
                 self._write(f"{event.image}: {event.message}")
-            elif event.kind == "step":
+            elif event.kind is EventKind.STEP:
                 elapsed = time.monotonic() - self.started.get(event.image, time.monotonic())
                 self._write(f"{event.image}: [{elapsed:5.0f}s] {event.message}")
-            elif event.kind == "finished":
+            elif event.kind is EventKind.FINISHED:
                 self._write(f"{event.image}: {event.message}")
                 log = event.data.get("log_lines")
                 if self.github and log:
@@ -76,11 +76,11 @@ class LiveView:
 
     def __call__(self, event: Event) -> None:
         with self.lock:
-            if event.kind == "started":
+            if event.kind is EventKind.STARTED:
                 self.rows[event.image] = (time.monotonic(), event.message)
-            elif event.kind == "step" and event.image in self.rows:
+            elif event.kind is EventKind.STEP and event.image in self.rows:
                 self.rows[event.image] = (self.rows[event.image][0], event.message)
-            elif event.kind == "finished":
+            elif event.kind is EventKind.FINISHED:
                 self.rows.pop(event.image, None)
                 self.console.print(f"{event.image}: {event.message}")
             self.live.update(self._table())

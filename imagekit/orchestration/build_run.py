@@ -37,7 +37,7 @@ from imagekit.core.ports import (
 from imagekit.core.records import BuildRecord, BuildStatus, ImageRecord, LayerSize, PlanRecord
 from imagekit.core.render import RenderedImage, RenderOptions, render_image
 from imagekit.core.runtime import runs_emulated
-from imagekit.events import Event, EventSink
+from imagekit.events import Event, EventKind, EventSink
 
 LARGEST_LAYERS = 5
 
@@ -142,7 +142,9 @@ def _step_reporter(events: EventSink, name: str, lines: list[str]) -> LineSink:
         lines.append(line)
         if log.step and (log.step_index, log.step) != last["step"]:
             last["step"] = (log.step_index, log.step)
-            events(Event("step", name, f"step {log.step_index}/{log.step_count}: {log.step}"))
+            events(
+                Event(EventKind.STEP, name, f"step {log.step_index}/{log.step_count}: {log.step}")
+            )
 
     return on_line
 
@@ -183,7 +185,7 @@ class BuildRun:
         result = self._build_one(plan, log_lines)
         self.run.update_image(plan.name, _image_record(plan, result))
         data = {"status": result.status.value, "log_lines": log_lines}
-        self.events(Event("finished", plan.name, summary(result), data))
+        self.events(Event(EventKind.FINISHED, plan.name, summary(result), data))
         return result
 
     def _build_one(self, plan: ImagePlan, log_lines: list[str] | None = None) -> BuildRecord:
@@ -203,7 +205,7 @@ class BuildRun:
         if existing is not None and not s.no_cache and existing.labels.get(L.INPUT_HASH) == digest:
             measured = self._measure(existing.id)
             return _record(plan, started, BuildStatus.UP_TO_DATE, "up to date", digest, measured)
-        self.events(Event("started", plan.name, f"building with {self.builder.name}"))
+        self.events(Event(EventKind.STARTED, plan.name, f"building with {self.builder.name}"))
         request = self._request(plan, rendered, digest)
         on_line = _step_reporter(self.events, plan.name, [] if log_lines is None else log_lines)
         outcome = self.builder.build(request, on_line)
@@ -341,7 +343,9 @@ class BuildRun:
         )
         self.results[plan.name] = result
         self.run.update_image(plan.name, _image_record(plan, result))
-        self.events(Event("finished", plan.name, why, {"status": BuildStatus.SKIPPED.value}))
+        self.events(
+            Event(EventKind.FINISHED, plan.name, why, {"status": BuildStatus.SKIPPED.value})
+        )
 
 
 def _record(

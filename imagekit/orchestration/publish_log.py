@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from imagekit.core.ports import Registry, RunStore, SbomMaker, Signer
 from imagekit.core.records import Evidence, PublishRecord
-from imagekit.events import Event, EventSink
+from imagekit.events import Event, EventKind, EventSink
 
 
 @dataclass(frozen=True)
@@ -37,5 +37,5 @@ class PublishLog:
         self.done.append(record)
         self.store.write_publish(self.done)
         message = record.status + (": " + "; ".join(record.reasons) if record.reasons else "")
-        self.events(Event("finished", name, message, {"status": record.status}))
+        self.events(Event(EventKind.FINISHED, name, message, {"status": record.status}))
         return record

@@ -56,7 +56,7 @@ from imagekit.errors import (
     NotVerifiedError,
     ProbeFailedError,
 )
-from imagekit.events import Event, EventSink
+from imagekit.events import Event, EventKind, EventSink
 from imagekit.orchestration.nodes import run_across
 
 
@@ -172,7 +172,7 @@ class VerifyRun:
     def verify_one(self, target: Target) -> VerifyRecord:
         """Probe and inspect one image; its record is on disk when this returns."""
         started = time.monotonic()
-        self.events(Event("started", target.name, f"verifying {target.reference}"))
+        self.events(Event(EventKind.STARTED, target.name, f"verifying {target.reference}"))
         image = self._image(target)
         chosen = self._probes_for(image)
         run_labels = {L.RUN_ID: self.store.run_id, L.IMAGE: target.name}
@@ -196,7 +196,7 @@ class VerifyRun:
         message = f"{record.status} on {record.device or '?'}" + (
             f" ({', '.join(bad)})" if bad else ""
         )
-        self.events(Event("finished", target.name, message, {"status": record.status}))
+        self.events(Event(EventKind.FINISHED, target.name, message, {"status": record.status}))
         return record
 
     def _image(self, target: Target) -> LocalImage:
@@ -386,7 +386,9 @@ class VerifyRun:
                 except ImagekitError as exc:
                     self.errors[target.name] = exc.message
                     self.failures.append(exc)
-                    self.events(Event("finished", target.name, f"not verified: {exc.message}"))
+                    self.events(
+                        Event(EventKind.FINISHED, target.name, f"not verified: {exc.message}")
+                    )
                     if engine_gone(exc):
                         for rest in targets[index + 1 :]:
                             self.errors[rest.name] = "not reached: the engine stopped answering"
