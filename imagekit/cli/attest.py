@@ -33,11 +33,10 @@ def attested_level(reference: str, key: str) -> dict[str, str | None]:
 def attest_verify(request: AttestVerifyRequest) -> None:
     """Check one image; NotAttestedError (exit 8) with one line when it falls short."""
     from imagekit.adapters.cosign import Cosign, check_key
-    from imagekit.core.attest import Requirement
     from imagekit.orchestration.attest_verify import check_attestations
 
     check_key("--key", request.key)
-    required = Requirement(request.require_level, request.require_probes)  # type: ignore[arg-type]
+    required = request.requirement()
     reader = Cosign(request.key, timeout_s=READ_TIMEOUT_S)
     check = check_attestations(reader, request.image, required)
     if request.json:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+from imagekit.core.attest import Requirement
+from imagekit.core.records import Reached
 from imagekit.core.requests.options import (
     FLAVOUR,
     GPUS,
@@ -230,7 +232,9 @@ class DoctorRequest:
             raise InputError("--key checks the attestations of --image IMAGE", "add --image")
 
 
-LEVEL_NAMES = ("static", "cpu", "gpu")
+# The levels an attested record can be required to reach, by the name --require-level takes.
+REQUIRABLE: dict[str, Reached] = {"static": "static", "cpu": "cpu", "gpu": "gpu"}
+LEVEL_NAMES = tuple(REQUIRABLE)
 
 
 @dataclass(frozen=True)
@@ -260,3 +264,8 @@ class AttestVerifyRequest:
                 f"--require-level {self.require_level!r} is not a level",
                 "one of " + ", ".join(LEVEL_NAMES),
             )
+
+    def requirement(self) -> Requirement:
+        """What the image's attested record must show."""
+        level = REQUIRABLE[self.require_level] if self.require_level is not None else None
+        return Requirement(level, self.require_probes)
