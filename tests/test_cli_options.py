@@ -46,7 +46,7 @@ from imagekit.core.requests import (
     TagsRequest,
     VerifyCommand,
 )
-from imagekit.core.runtime import GpuChoice
+from imagekit.core.runtime import GpuChoice, Service
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_DIR = ROOT / "imagekit" / "cli"
@@ -523,7 +523,7 @@ def case_run_command(f: Files) -> Line:
         ],
         RunCommand(
             image="local/full:1",
-            service="command",
+            service=Service.COMMAND,
             command=("python", "-c", "print(1)"),
             workspace=f.workspace,
             gpus=GpuChoice.NONE,
@@ -537,7 +537,7 @@ def case_run_ssh(f: Files) -> Line:
         ["run", "local/full:1", "--ssh", "--authorized-keys", str(f.keys), "--gpus", "all"],
         RunCommand(
             image="local/full:1",
-            service="ssh",
+            service=Service.SSH,
             authorized_keys=f.keys,
             gpus=GpuChoice.ALL,
         ),
@@ -548,7 +548,7 @@ def case_run_jupyter(f: Files) -> Line:
     return Line(
         ["run", "local/full:1", "--jupyter", "--port", "18888:8888", "--user", "4321:4321"],
         RunCommand(
-            image="local/full:1", service="jupyter", ports=((8888, 18888),), user="4321:4321"
+            image="local/full:1", service=Service.JUPYTER, ports=((8888, 18888),), user="4321:4321"
         ),
     )
 
@@ -556,14 +556,14 @@ def case_run_jupyter(f: Files) -> Line:
 def case_run_tensorboard(f: Files) -> Line:
     return Line(
         ["run", "local/full:1", "--tensorboard"],
-        RunCommand(image="local/full:1", service="tensorboard"),
+        RunCommand(image="local/full:1", service=Service.TENSORBOARD),
     )
 
 
 def case_run_shell(f: Files) -> Line:
     return Line(
         ["run", "local/slim:1", "--shell", "--workspace", str(f.workspace)],
-        RunCommand(image="local/slim:1", service="shell", workspace=f.workspace),
+        RunCommand(image="local/slim:1", service=Service.SHELL, workspace=f.workspace),
     )
 
 

@@ -32,14 +32,14 @@ from imagekit.adapters.engine import container_limits, engine_errors, gpu_device
 from imagekit.adapters.orphans import owner
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo
-from imagekit.core.runtime import DEFAULT_SHM_BYTES, root_serves
+from imagekit.core.runtime import DEFAULT_SHM_BYTES, Service, root_serves
 from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError, InputError
 
 NO_GPU_HINT = (
     "install the NVIDIA Container Toolkit on the host and restart the engine, "
     "or run without --gpus (or with --gpus none)"
 )
-SERVICE_PORTS = {"jupyter": 8888, "tensorboard": 6006, "ssh": 2222}
+SERVICE_PORTS = {Service.JUPYTER: 8888, Service.TENSORBOARD: 6006, Service.SSH: 2222}
 # The signals that stop a run (imagekit.cli.signals raises each as a KeyboardInterrupt).
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 # What the engine says when `--gpus` asks for a device driver it does not have.
@@ -63,7 +63,7 @@ class RunRequest:
     """What to start."""
 
     image: str
-    service: str  # jupyter | ssh | tensorboard
+    service: Service  # jupyter, ssh or tensorboard
     workspace: Path
     gpus: bool
     host_ports: dict[int, int] = field(default_factory=dict)  # container port -> host port
@@ -97,13 +97,13 @@ def host_user() -> str | None:
     return None if uid == 0 else f"{uid}:{gid}"
 
 
-def root_must_serve(service: str, workspace: Path, *, rootless: bool = False) -> bool:
+def root_must_serve(service: Service, workspace: Path, *, rootless: bool = False) -> bool:
     """Whether a service can save into `workspace` only as the container's root (see
     `why_root_serves`)."""
     return why_root_serves(service, workspace, rootless=rootless) is not None
 
 
-def why_root_serves(service: str, workspace: Path, *, rootless: bool = False) -> str | None:
+def why_root_serves(service: Service, workspace: Path, *, rootless: bool = False) -> str | None:
     """Why a service can save into `workspace` only as the container's root, or None when it
     need not (`core.runtime.root_serves`, for this process and that folder's owner)."""
     owner = workspace.resolve().stat().st_uid
@@ -213,7 +213,7 @@ def _check(request: RunRequest) -> None:
             f"port {host_port} is already in use on this host",
             f"pick another one: --port OTHER:{port}",
         )
-    if request.service == "ssh" and request.authorized_keys is None:
+    if request.service is Service.SSH and request.authorized_keys is None:
         raise InputError(
             "--ssh needs a public key to let in",
             "pass --authorized-keys FILE (default: ~/.ssh/id_ed25519.pub if it exists)",
@@ -225,11 +225,11 @@ def _create(client: docker.DockerClient, request: RunRequest) -> Container:
     port, host_port = request.ports
     environment = {}
     volumes = {str(request.workspace.resolve()): {"bind": "/workspace", "mode": "rw"}}
-    if request.service == "jupyter":
+    if request.service is Service.JUPYTER:
         environment["JUPYTER_TOKEN"] = request.token
     if request.allow_root:
         environment["IMAGEKIT_ALLOW_ROOT"] = "1"
-    if request.service == "ssh" and request.authorized_keys is not None:
+    if request.service is Service.SSH and request.authorized_keys is not None:
         volumes[str(request.authorized_keys.resolve())] = {
             "bind": "/etc/imagekit/authorized_keys",
             "mode": "ro",
@@ -266,14 +266,14 @@ def _start(container: Container, request: RunRequest) -> None:
             raise start_refused(request, str(exc.explanation or exc)) or exc from None
 
 
-def _answers(service: str, port: int) -> bool:
-    if service == "ssh":
+def _answers(service: Service, port: int) -> bool:
+    if service is Service.SSH:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
                 return sock.recv(4).startswith(b"SSH-")
         except OSError:
             return False
-    path = "/api" if service == "jupyter" else "/"
+    path = "/api" if service is Service.JUPYTER else "/"
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
             return bool(response.status == 200)
@@ -311,9 +311,9 @@ def wait_ready(
 def how_to_reach(request: RunRequest, user_name: str) -> str:
     """The URL (with its token) or the ssh command for the started service."""
     _, host_port = request.ports
-    if request.service == "jupyter":
+    if request.service is Service.JUPYTER:
         return f"http://127.0.0.1:{host_port}/lab?token={request.token}"
-    if request.service == "tensorboard":
+    if request.service is Service.TENSORBOARD:
         return f"http://127.0.0.1:{host_port}/"
     return f"ssh -p {host_port} {user_name}@127.0.0.1"
 

@@ -11,6 +11,7 @@ import typer
 from imagekit.cli.common import app, remove_orphans, say
 from imagekit.cli.options import command
 from imagekit.core.requests import RunCommand
+from imagekit.core.runtime import Service
 from imagekit.errors import InputError
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def _service(request: RunCommand, gpus: bool, info: EngineInfo) -> tuple[RunRequ
     from imagekit.adapters import workstation
 
     keys = request.authorized_keys
-    if keys is None and request.service == "ssh":
+    if keys is None and request.service is Service.SSH:
         keys = workstation.default_public_key()
     as_root = None
     if request.user is None:
@@ -101,7 +102,7 @@ def _exec_docker_run(
     docker_cli = shutil.which("docker")
     if docker_cli is None:
         raise InputError("--shell and -- CMD need the docker CLI on PATH")
-    args = ["shell"] if request.service == "shell" else list(request.command)
+    args = ["shell"] if request.service is Service.SHELL else list(request.command)
     argv = docker_run_argv(
         docker_cli,
         request.image,

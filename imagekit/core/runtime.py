@@ -122,8 +122,18 @@ def silent_gpu_drop(choice: GpuChoice, engine_name: str, gpu_mechanism: str) -> 
     return choice is GpuChoice.ALL and engine_name == "podman" and gpu_mechanism == "none"
 
 
+class Service(StrEnum):
+    """What `imagekit run` starts in a container."""
+
+    JUPYTER = "jupyter"
+    SSH = "ssh"
+    TENSORBOARD = "tensorboard"
+    SHELL = "shell"  # an interactive shell
+    COMMAND = "command"  # the command given after --
+
+
 def root_serves(
-    service: str, workspace: str, owner_uid: int, my_uid: int, *, rootless: bool
+    service: Service, workspace: str, owner_uid: int, my_uid: int, *, rootless: bool
 ) -> str | None:
     """Why `service` can save into `workspace` (owned by `owner_uid`) only as the container's
     root, run by `my_uid`; None when it need not. Either the person is root and the folder is
@@ -131,7 +141,7 @@ def root_serves(
     as root's (a rootless engine maps its user to the container's root). A full image's
     entrypoint otherwise becomes the folder's owner by itself; sshd never runs as root (it
     refuses root logins anyway)."""
-    if service not in ("jupyter", "tensorboard"):
+    if service not in (Service.JUPYTER, Service.TENSORBOARD):
         return None
     if rootless and owner_uid == my_uid:
         return (

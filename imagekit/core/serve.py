@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from imagekit.core.ports import EngineInfo
-from imagekit.core.runtime import GpuChoice, silent_gpu_drop, use_gpus
+from imagekit.core.runtime import GpuChoice, Service, silent_gpu_drop, use_gpus
 from imagekit.errors import GpuUnavailableError, InputError
 
-INTERACTIVE = ("shell", "command")  # services the docker CLI runs, owning the terminal
+# Services the docker CLI runs, owning the terminal.
+INTERACTIVE = (Service.SHELL, Service.COMMAND)
 
 
 def run_gpus(image: str, workspace: Path, gpus: GpuChoice, info: EngineInfo) -> bool:

@@ -23,7 +23,7 @@ from imagekit.core.requests.options import (
     Opt,
 )
 from imagekit.core.requests.selection import Selection
-from imagekit.core.runtime import GpuChoice
+from imagekit.core.runtime import GpuChoice, Service
 from imagekit.errors import InputError
 
 if TYPE_CHECKING:
@@ -150,8 +150,8 @@ class RunCommand:
     command: Annotated[
         tuple[str, ...], Arg(help="After --: a command to run instead of a service.")
     ] = ()
-    # jupyter | ssh | tensorboard | shell | command; on the line, one flag each (`pick_service`)
-    service: Annotated[str, SERVICES] = "jupyter"
+    # on the line, one flag each (`pick_service`)
+    service: Annotated[Service, SERVICES] = Service.JUPYTER
     authorized_keys: Annotated[
         Path | None,
         Opt("--authorized-keys", help="Public keys for --ssh (default: ~/.ssh/id_*.pub)."),
@@ -181,12 +181,14 @@ class RunCommand:
     ] = None
 
     @staticmethod
-    def pick_service(flags: Mapping[str, bool], command: tuple[str, ...]) -> str:
+    def pick_service(flags: Mapping[str, bool], command: tuple[str, ...]) -> Service:
         """The one service the flags name (default jupyter), or `command` after `--`."""
         chosen = [name for name, on in flags.items() if on]
         if len(chosen) > 1 or (chosen and command):
             raise InputError("pick one of --jupyter, --ssh, --tensorboard, --shell or -- CMD")
-        return chosen[0] if chosen else ("command" if command else "jupyter")
+        if chosen:
+            return Service(chosen[0])
+        return Service.COMMAND if command else Service.JUPYTER
 
     def __post_init__(self) -> None:
         if not self.workspace.is_dir():
