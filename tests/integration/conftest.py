@@ -29,6 +29,12 @@ DEMO_MATRIX = ROOT / "examples" / "cpu.yaml"
 
 pytestmark = pytest.mark.integration
 
+# The label of every container and image a test makes directly, its value this pytest
+# process's own: two sessions share the engine (scripts/run-tests.sh), and each removes only
+# what carries its own value (a removal by the label alone took the other's containers).
+TEST_LABEL = "io.imagekit.test"
+TEST_LABELS = {TEST_LABEL: secrets.token_hex(6)}
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
@@ -79,13 +85,14 @@ def session(engine: docker.DockerClient) -> Iterator[Session]:
     before = dangling(engine)
     made = Session(repository, before)
     yield made
-    for container in engine.containers.list(all=True, filters={"label": "io.imagekit.test"}):
+    mine = f"{TEST_LABEL}={TEST_LABELS[TEST_LABEL]}"
+    for container in engine.containers.list(all=True, filters={"label": mine}):
         container.remove(force=True)
     namespace = repository.split("/")[0]  # also covers the -broken/ and -bake/ variants
 
     def made_here(image: docker.models.images.Image) -> bool:
         named = any(namespace in t for t in image.tags)  # also 127.0.0.1:PORT/<namespace>...
-        return named or image.labels.get("io.imagekit.test") == "1"
+        return named or image.labels.get(TEST_LABEL) == TEST_LABELS[TEST_LABEL]
 
     mine = [i for i in engine.images.list() if made_here(i)]
     # Children before parents; a test that failed half-way may leave a container running.

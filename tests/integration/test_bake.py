@@ -10,7 +10,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.integration.conftest import Session, imagekit, matrix_text
+from tests.integration.conftest import TEST_LABELS, Session, imagekit, matrix_text
 
 
 @pytest.fixture(autouse=True)
@@ -101,7 +101,7 @@ def test_a_real_bake_builds_the_slim_target_with_the_ca_as_a_secret(
         image.id,
         ["python", "-c", "import torch; print(torch.__version__)"],
         remove=True,
-        labels={"io.imagekit.test": "1"},
+        labels=TEST_LABELS,
     )
     assert out.decode().strip() == "2.13.0+cpu"
     saved = b"".join(image.save(named=False))

@@ -14,7 +14,7 @@ import docker
 import pytest
 
 from tests.children import default_stop_signals
-from tests.integration.conftest import DemoBuild, Session, imagekit, matrix_text
+from tests.integration.conftest import TEST_LABELS, DemoBuild, Session, imagekit, matrix_text
 
 SLIM = "2.13.0-cpu-py3.11-slim"
 FULL = "2.13.0-cpu-py3.11-full"
@@ -51,7 +51,7 @@ def test_the_torch_inside_is_the_cpu_wheel_and_runs_as_the_non_root_user(
         image,
         ["python", "-c", "import os, torch; print(torch.__version__, os.getuid(), os.getcwd())"],
         remove=True,
-        labels={"io.imagekit.test": "1"},
+        labels=TEST_LABELS,
     )
     assert out.decode().split() == ["2.13.0+cpu", "1000", "/workspace"]
 
@@ -213,16 +213,14 @@ def test_gc_removes_imagekit_leftovers_and_nothing_else(engine: docker.DockerCli
     ours = engine.containers.create(
         "imagekit-base/debian:bookworm",
         ["true"],
-        labels={"io.imagekit.run-id": run_id, "io.imagekit.test": "1"},
+        labels={**TEST_LABELS, "io.imagekit.run-id": run_id},
     )
     other_run = engine.containers.create(
         "imagekit-base/debian:bookworm",
         ["true"],
-        labels={"io.imagekit.run-id": run_id + "-other", "io.imagekit.test": "1"},
+        labels={**TEST_LABELS, "io.imagekit.run-id": run_id + "-other"},
     )
-    theirs = engine.containers.create(
-        "imagekit-base/debian:bookworm", ["true"], labels={"io.imagekit.test": "1"}
-    )
+    theirs = engine.containers.create("imagekit-base/debian:bookworm", ["true"], labels=TEST_LABELS)
     try:
         everything = imagekit("gc", "--dry-run")
         assert everything.code == 0

@@ -25,7 +25,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.integration.conftest import Session, imagekit, matrix_text
+from tests.integration.conftest import TEST_LABELS, Session, imagekit, matrix_text
 from tests.integration.engines import (
     OtherEngine,
     holding,
@@ -92,7 +92,7 @@ def test_with_a_wheelhouse_no_build_stage_needs_a_network(
     assert record["status"] == "built"
     out = engine.containers.run(
         record["image_id"], ["python", "-c", "import torch; print(torch.ones(2).sum().item())"],
-        remove=True, labels={"io.imagekit.test": "1"},
+        remove=True, labels=TEST_LABELS,
     )  # fmt: skip
     assert out.decode().strip().endswith("2.0")
     # The same build from an index, with no network: refused by the network, not by imagekit.

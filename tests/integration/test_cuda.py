@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.integration.conftest import ROOT, Session, imagekit
+from tests.integration.conftest import ROOT, TEST_LABEL, TEST_LABELS, Session, imagekit
 
 pytestmark = [pytest.mark.integration, pytest.mark.cuda]
 
@@ -154,7 +154,7 @@ RUN cp {site}/nvidia/cudnn/lib/libcudnn.so.9 /usr/lib/x86_64-linux-gnu/libcudnn.
     && gcc -shared -fPIC -x c /dev/null -o {site}/nvidia/cu13/lib/libimagekit_broken.so.1 \\
         -L/tmp -Wl,--no-as-needed -limagekitgone \\
     && rm /tmp/libimagekitgone.so /tmp/gone.c
-LABEL io.imagekit.min-driver="570.26" io.imagekit.test="1"
+LABEL io.imagekit.min-driver="570.26" io.imagekit.test="{test_label}"
 USER 1000:100
 """
 
@@ -164,7 +164,7 @@ def test_a_shadowing_cudnn_a_missing_library_and_a_false_label_are_each_caught(
 ) -> None:
     image = f"{cuda_run.repository}:2.14.1-cuda13.0-cudnn9-py3.11-full"
     broken = f"{cuda_run.repository}-broken/pytorch:cuda"
-    dockerfile = BROKEN.format(image=image, site=SITE).encode()
+    dockerfile = BROKEN.format(image=image, site=SITE, test_label=TEST_LABELS[TEST_LABEL]).encode()
     engine.images.build(fileobj=io.BytesIO(dockerfile), tag=broken, rm=True, forcerm=True)
     result = imagekit(
         "verify", broken, "--probes", "env,cuda_stack", "--no-structure",

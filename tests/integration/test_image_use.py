@@ -29,6 +29,7 @@ import pytest
 from docker.models.containers import Container
 
 from tests.integration.conftest import (
+    TEST_LABELS,
     DemoBuild,
     Session,
     imagekit,
@@ -89,7 +90,7 @@ def seed_run(
         ports={"8888/tcp": ("127.0.0.1", port)},
         volumes={str(folder): {"bind": "/workspace", "mode": "rw"}},
         environment=environment,
-        labels={"io.imagekit.test": "1"},
+        labels=TEST_LABELS,
         **kwargs,
     )
     containers.append(container)
@@ -239,7 +240,7 @@ def test_the_default_user_pip_installs_and_the_torch_stack_stays_as_verified(
         full_image,
         ["bash", "-c", script],
         volumes={str(wheels): {"bind": "/wheels", "mode": "ro"}},
-        labels={"io.imagekit.test": "1"},
+        labels=TEST_LABELS,
         remove=True,
     ).decode()
     assert "IMPORTED /home/ml/.local/lib/python3.11/site-packages/handy_tool.py" in out, out
@@ -258,9 +259,7 @@ def test_import_torch_is_silent_with_enough_shm_and_one_line_warns_with_dockers_
     command = ["python3", "-c", "import torch"]
 
     def stderr_of(**kwargs: object) -> str:
-        container = engine.containers.run(
-            image, command, detach=True, labels={"io.imagekit.test": "1"}, **kwargs
-        )
+        container = engine.containers.run(image, command, detach=True, labels=TEST_LABELS, **kwargs)
         try:
             assert container.wait(timeout=120)["StatusCode"] == 0
             return container.logs(stdout=False, stderr=True).decode()
@@ -309,7 +308,7 @@ def test_a_slim_without_compile_says_so_in_its_label_probe_and_first_compile(
         ["python3", "-c", code],
         detach=True,
         shm_size="2g",
-        labels={"io.imagekit.test": "1"},
+        labels=TEST_LABELS,
     )
     try:
         container.wait(timeout=300)

@@ -12,7 +12,7 @@ import docker
 import pytest
 
 from imagekit.adapters.registry import MANIFEST_TYPES
-from tests.integration.conftest import DemoBuild, Session, imagekit
+from tests.integration.conftest import TEST_LABELS, DemoBuild, Session, imagekit
 from tests.integration.engines import free_port, running_registry
 from tests.integration.proxies import FaultyProxy, StallingProxy
 
@@ -155,7 +155,7 @@ def _push_other(engine: docker.DockerClient, slim_id: str, reference: str) -> st
         archive.addfile(info, io.BytesIO(dockerfile))
     context.seek(0)
     image, _ = engine.images.build(
-        fileobj=context, custom_context=True, rm=True, labels={"io.imagekit.test": "1"}
+        fileobj=context, custom_context=True, rm=True, labels=TEST_LABELS
     )
     repository, _, tag = reference.rpartition(":")
     image.tag(repository, tag)

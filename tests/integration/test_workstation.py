@@ -22,7 +22,7 @@ import docker
 import pytest
 from docker.models.containers import Container
 
-from tests.integration.conftest import ROOT, DemoBuild, imagekit
+from tests.integration.conftest import ROOT, TEST_LABELS, DemoBuild, imagekit
 
 FULL = "2.13.0-cpu-py3.11-full"
 SLIM = "2.13.0-cpu-py3.11-slim"
@@ -61,7 +61,7 @@ def start(engine: docker.DockerClient) -> Iterator:
             command,
             detach=True,
             ports=ports,
-            labels={"io.imagekit.test": "1"},
+            labels=TEST_LABELS,
             **kwargs,
         )
         started.append(container)
