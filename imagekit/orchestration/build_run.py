@@ -142,9 +142,8 @@ def _step_reporter(events: EventSink, name: str, lines: list[str]) -> LineSink:
         lines.append(line)
         if log.step and (log.step_index, log.step) != last["step"]:
             last["step"] = (log.step_index, log.step)
-            events(
-                Event(EventKind.STEP, name, f"step {log.step_index}/{log.step_count}: {log.step}")
-            )
+            step = f"step {log.step_index}/{log.step_count}: {log.step}"
+            events(Event(EventKind.STEP, name, step))
 
     return on_line
 
@@ -343,9 +342,8 @@ class BuildRun:
         )
         self.results[plan.name] = result
         self.run.update_image(plan.name, _image_record(plan, result))
-        self.events(
-            Event(EventKind.FINISHED, plan.name, why, {"status": BuildStatus.SKIPPED.value})
-        )
+        skipped = {"status": BuildStatus.SKIPPED.value}
+        self.events(Event(EventKind.FINISHED, plan.name, why, skipped))
 
 
 def _record(
