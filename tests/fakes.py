@@ -38,7 +38,8 @@ from imagekit.core.ports import (
     SbomMaker,
     Signer,
 )
-from imagekit.core.probes import NodeOutput, RunnerOutput, discover
+from imagekit.core.probe_nodes import NodeOutput
+from imagekit.core.probes import RunnerOutput, discover
 from imagekit.core.records import LEVELS, Check, ProbeResult, Status, Timings, VerifyRecord
 from imagekit.errors import GpuUnavailableError, RegistryError
 from imagekit.events import Event

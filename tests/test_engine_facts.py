@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.adapters.engine import (
+from imagekit.adapters.engine import endpoint
+from imagekit.adapters.engine_facts import (
     cdi_devices,
     container_limits,
-    endpoint,
     gpu_device_requests,
     image_store,
     spec_devices,

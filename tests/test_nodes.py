@@ -11,15 +11,8 @@ import pytest
 from imagekit.core.compat import load_compat
 from imagekit.core.matrix import load_matrix
 from imagekit.core.ports import NodesRequest, NodesRun
-from imagekit.core.probes import (
-    NodeOutput,
-    combine_nodes,
-    discover,
-    multi_node,
-    nccl_transport,
-    nodes_command,
-    select,
-)
+from imagekit.core.probe_nodes import NodeOutput, combine_nodes, nccl_transport, nodes_command
+from imagekit.core.probes import discover, multi_node, select
 from imagekit.core.records import ImageRecord, Status
 from imagekit.core.render import RenderOptions, image_labels
 from imagekit.core.summary import changes

@@ -27,19 +27,19 @@ from docker.models.containers import Container
 
 from imagekit.adapters.engine import (
     ENGINE_WENT_AWAY,
-    container_limits,
     endpoint,
     engine_errors,
     engine_info,
     engine_went_away,
-    gpu_device_requests,
     without_entrypoint,
 )
+from imagekit.adapters.engine_facts import container_limits, gpu_device_requests
 from imagekit.adapters.orphans import owner
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo, NodesRequest, NodesRun, ProbeRequest, ProbeRun
 from imagekit.core.probe_contract import ProbeDevice, ProbeExpectations
-from imagekit.core.probes import RDZV_PORT, NodeOutput, nodes_command, runner_command
+from imagekit.core.probe_nodes import RDZV_PORT, NodeOutput, nodes_command
+from imagekit.core.probes import runner_command
 from imagekit.errors import GpuUnavailableError
 
 # The probes live in a volume of their own (put_archive can write there although the root

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import docker
@@ -22,18 +19,15 @@ import docker.errors
 import docker.types
 import requests.exceptions
 import urllib3.exceptions
-import yaml
 from docker.models.containers import Container
 
-from imagekit.core import labels as L
+from imagekit.adapters.engine_facts import cdi_devices, container_limits, image_store
 from imagekit.core.ports import EngineInfo, Layer, LocalImage
 from imagekit.core.reference import parse
 from imagekit.errors import EngineError, EngineUnavailableError
 
 PING_TIMEOUT_S = 15
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
-# Where CDI specs live when the engine does not say (Podman's and the CDI spec's defaults).
-CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 START_HINT = (
     "start one: `make engine` (root on Debian/Ubuntu), `sudo systemctl start docker`, "
     "or point DOCKER_HOST at a running engine"
@@ -51,7 +45,7 @@ ENGINE_WENT_AWAY: tuple[type[BaseException], ...] = (
 def engine_went_away(where: str, action: str, exc: BaseException) -> EngineUnavailableError:
     """The error for an engine that stopped answering in the middle of `action`."""
     return EngineUnavailableError(
-        f"the Docker engine at {where} stopped in the middle of {action}: {_short(exc)}",
+        f"the Docker engine at {where} stopped in the middle of {action}: {short_error(exc)}",
         "see why in the engine's log and start it again; the containers this run had on it are "
         "removed by the next imagekit run on this machine (or `imagekit gc`)",
     )
@@ -66,14 +60,15 @@ def engine_errors(action: str) -> Iterator[None]:
         yield
     except requests.exceptions.Timeout as exc:
         raise EngineUnavailableError(
-            f"the Docker engine at {where} did not answer in time while {action}: {_short(exc)}",
+            f"the Docker engine at {where} did not answer in time while {action}: "
+            f"{short_error(exc)}",
             "check that it is not stuck (`docker info`); restart it if it is",
         ) from None
     except ENGINE_WENT_AWAY as exc:
         raise engine_went_away(where, action, exc) from None
     except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as exc:
         raise EngineUnavailableError(
-            f"no Docker engine answers at {where} while {action}: {_short(exc)}", START_HINT
+            f"no Docker engine answers at {where} while {action}: {short_error(exc)}", START_HINT
         ) from None
     except docker.errors.APIError as exc:
         said = _first_line(exc.explanation or exc)
@@ -87,7 +82,7 @@ def engine_errors(action: str) -> Iterator[None]:
                 "check that it is not stuck (`docker info`); restart it if it is",
             ) from None
         raise EngineUnavailableError(
-            f"no Docker engine answers at {where} while {action}: {_short(exc)}", START_HINT
+            f"no Docker engine answers at {where} while {action}: {short_error(exc)}", START_HINT
         ) from None
 
 
@@ -122,7 +117,8 @@ def refusal_hint(said: str) -> str:
     return "see the engine's log; a full disk or an engine restart are the usual causes"
 
 
-def _short(exc: BaseException) -> str:
+def short_error(exc: BaseException) -> str:
+    """The first line of what an engine error says (its type where it says nothing)."""
     return _first_line(exc) if str(exc) else type(exc).__name__
 
 
@@ -200,7 +196,7 @@ def pull_image(client: docker.DockerClient, reference: str, platform: str | None
                 if "error" in item or "errorDetail" in item:
                     return str((item.get("errorDetail") or {}).get("message") or item["error"])
         except docker.errors.APIError as exc:
-            return _short(exc)
+            return short_error(exc)
     return ""
 
 
@@ -209,60 +205,6 @@ def history(client: docker.DockerClient, image_id: str) -> list[Layer]:
     with engine_errors("reading image history"):
         items = client.api.history(image_id)
     return [Layer(str(i.get("CreatedBy", "")), int(i.get("Size") or 0)) for i in items]
-
-
-@dataclass(frozen=True)
-class Leftover:
-    """Something imagekit made that `gc` may remove."""
-
-    kind: str  # "container" | "image"
-    id: str
-    name: str
-    created_s: float
-
-
-def leftovers(client: docker.DockerClient, run_id: str | None = None) -> list[Leftover]:
-    """Containers and dangling images that carry imagekit labels; with `run_id`, only the
-    containers of that run (build stages carry no run id, and are the next build's cache)."""
-    found: list[Leftover] = []
-    with engine_errors("listing leftovers"):
-        label = f"{L.RUN_ID}={run_id}" if run_id else L.RUN_ID
-        for c in client.api.containers(all=True, filters={"label": label}):
-            found.append(
-                Leftover("container", c["Id"], ",".join(c.get("Names") or []), c["Created"])
-            )
-        if run_id:
-            return sorted(found, key=lambda x: x.created_s)
-        for c in client.api.containers(all=True, filters={"label": L.STAGE}):
-            found.append(
-                Leftover("container", c["Id"], ",".join(c.get("Names") or []), c["Created"])
-            )
-        for i in client.api.images(filters={"dangling": True, "label": L.STAGE}):
-            found.append(Leftover("image", i["Id"], "<dangling builder stage>", i["Created"]))
-        for i in client.api.images(filters={"dangling": True, "label": L.CELL}):
-            found.append(Leftover("image", i["Id"], "<dangling imagekit image>", i["Created"]))
-    unique = {(x.kind, x.id): x for x in found}
-    return sorted(unique.values(), key=lambda x: (x.kind, x.created_s))
-
-
-def remove(client: docker.DockerClient, item: Leftover) -> str | None:
-    """Remove one leftover; None when done, else why not."""
-    with engine_errors(f"removing {item.kind} {item.id[:12]}"):
-        try:
-            if item.kind == "container":
-                client.api.remove_container(item.id, force=True, v=True)
-            else:
-                client.api.remove_image(item.id, noprune=False)
-        except docker.errors.NotFound:
-            return None
-        except docker.errors.APIError as exc:
-            return _short(exc)
-    return None
-
-
-def age_s(item: Leftover, now_s: float | None = None) -> float:
-    """Seconds since `item` was created."""
-    return (now_s if now_s is not None else time.time()) - item.created_s
 
 
 def engine_info(client: docker.DockerClient) -> EngineInfo:
@@ -305,65 +247,6 @@ def rootless(client: docker.DockerClient, info: Mapping[str, Any], *, podman: bo
         if answer.ok:
             return bool(answer.json().get("host", {}).get("security", {}).get("rootless"))
     return False
-
-
-def image_store(info: Mapping[str, Any]) -> str:
-    """`containerd` when Docker keeps images in containerd (`driver-type
-    io.containerd.snapshotter.v1`, Docker 29's default), else `classic`."""
-    for pair in info.get("DriverStatus") or []:
-        if len(pair) == 2 and pair[0] == "driver-type" and "snapshotter" in str(pair[1]):
-            return "containerd"
-    return "classic"
-
-
-def cdi_devices(info: Mapping[str, Any], *, podman: bool, local: bool) -> tuple[str, ...]:
-    """The CDI devices the engine can inject: what Docker 28.2+ reports (`DiscoveredDevices`),
-    else, for an engine on this machine with CDI on (Docker's `CDISpecDirs`; Podman always),
-    the devices of the specs in its spec folders. A remote engine's folders are not ours to
-    read: there only what it reports counts."""
-    found = {
-        str(d.get("ID"))
-        for d in info.get("DiscoveredDevices") or []
-        if d.get("Source") == "cdi" and d.get("ID")
-    }
-    if found or not local:
-        return tuple(sorted(found))
-    folders = info.get("CDISpecDirs") or (CDI_SPEC_DIRS if podman else ())
-    for folder in folders:
-        found |= spec_devices(Path(folder))
-    return tuple(sorted(found))
-
-
-def spec_devices(folder: Path) -> set[str]:
-    """`kind=name` of each device in the CDI spec files (YAML or JSON) of `folder`."""
-    found: set[str] = set()
-    try:
-        files = sorted(folder.iterdir())
-    except OSError:
-        return found
-    for file in files:
-        if file.suffix not in (".yaml", ".yml", ".json"):
-            continue
-        try:
-            spec = yaml.safe_load(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue  # the engine ignores a spec it cannot read, and so do we
-        if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
-            continue
-        for device in spec.get("devices") or []:
-            if isinstance(device, dict) and device.get("name"):
-                found.add(f"{spec['kind']}={device['name']}")
-    return found
-
-
-def gpu_device_requests(info: EngineInfo, device: str = "all") -> list[docker.types.DeviceRequest]:
-    """What asks this engine for GPU `device` (`all` or an index): the NVIDIA runtime's
-    `--gpus` request, or the CDI device `nvidia.com/gpu=<device>` (`--device` on the CLI)."""
-    if info.gpu_mechanism == "cdi":
-        return [docker.types.DeviceRequest(driver="cdi", device_ids=[f"nvidia.com/gpu={device}"])]
-    if device == "all":
-        return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    return [docker.types.DeviceRequest(device_ids=[device], capabilities=[["gpu"]])]
 
 
 def started_container(
@@ -424,31 +307,6 @@ def without_entrypoint(argv: list[str]) -> tuple[list[str], list[str]]:
 
 # Podman's service lowers its own process limit to this where it may not keep the host's, and
 # a container may not ask for more than the service has; it is ample for probes and services.
-PODMAN_NPROC = 32768
-
-
-def container_limits(info: EngineInfo) -> dict[str, Any]:
-    """Explicit open-file and process limits for Podman, whose defaults (nofile 1048576) fail
-    every start on a host where the service may not raise its own limits ("error setting
-    rlimit type 7"). Open files: this process's hard limit, one the host grants; processes:
-    at most 32768, what the service itself runs with there. Docker keeps its defaults."""
-    if info.name != "podman":
-        return {}
-    limits = []
-    for name, which, most in (
-        ("nofile", resource.RLIMIT_NOFILE, None),
-        ("nproc", resource.RLIMIT_NPROC, PODMAN_NPROC),
-    ):
-        _, hard = resource.getrlimit(which)
-        if hard == resource.RLIM_INFINITY:
-            if most is None:
-                continue
-            hard = most
-        value = min(hard, most) if most is not None else hard
-        limits.append(docker.types.Ulimit(name=name, soft=value, hard=value))
-    return {"ulimits": limits}
-
-
 def uncompressed_size(client: docker.DockerClient, reference: str) -> int:
     """The image's size unpacked, the sum of its layers as `docker history` gives them (on the
     containerd store, its snapshots' disk usage, a few per cent above the classic store's

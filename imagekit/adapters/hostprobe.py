@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from imagekit.core.ports import NodesRequest, NodesRun, ProbeRequest, ProbeRun
-from imagekit.core.probes import NodeOutput, nodes_command, runner_command
+from imagekit.core.probe_nodes import NodeOutput, nodes_command
+from imagekit.core.probes import runner_command
 
 
 class HostProbeRunner:

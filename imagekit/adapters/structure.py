@@ -16,13 +16,8 @@ from typing import Any
 import docker
 import docker.errors
 
-from imagekit.adapters.engine import (
-    container_limits,
-    engine_errors,
-    engine_info,
-    output_of,
-    started_container,
-)
+from imagekit.adapters.engine import engine_errors, engine_info, output_of, started_container
+from imagekit.adapters.engine_facts import container_limits
 from imagekit.adapters.orphans import owner
 from imagekit.core import labels as L
 from imagekit.core.labels import ImageLabels

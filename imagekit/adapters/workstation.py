@@ -28,7 +28,8 @@ import docker.errors
 import docker.types
 from docker.models.containers import Container
 
-from imagekit.adapters.engine import container_limits, engine_errors, gpu_device_requests
+from imagekit.adapters.engine import engine_errors
+from imagekit.adapters.engine_facts import container_limits, gpu_device_requests
 from imagekit.adapters.orphans import owner
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo

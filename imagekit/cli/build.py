@@ -97,18 +97,10 @@ def bootstrap(request: BootstrapCommand) -> None:
 @command(app, "gc", GcRequest)
 def gc(request: GcRequest) -> None:
     """List or remove what imagekit left behind."""
-    from imagekit.adapters.engine import age_s, connect, leftovers, remove
+    from imagekit.adapters.engine import connect
+    from imagekit.adapters.leftovers import tidied_summary, tidy
 
-    client = connect()
-    found = [x for x in leftovers(client, request.run_id) if age_s(x) >= request.older_than_s]
-    failed = 0
-    for item in found:
-        why = None if request.dry_run else remove(client, item)
-        verb = "would remove" if request.dry_run else ("removed" if why is None else "kept")
-        failed += why is not None
-        typer.echo(
-            f"{verb} {item.kind} {item.id.removeprefix('sha256:')[:12]} {item.name}"
-            + (f" ({why})" if why else "")
-        )
-    done = "listed" if request.dry_run else "removed"
-    say(f"{len(found) - failed} of {len(found)} leftovers {done}")
+    done = tidy(connect(), request.run_id, request.older_than_s, dry_run=request.dry_run)
+    for tidied in done:
+        typer.echo(tidied.line())
+    say(tidied_summary(done, dry_run=request.dry_run))

@@ -156,10 +156,10 @@ def note_leftovers(client: Any) -> None:
     """`remove_orphans`, then say so when containers of other runs are still on the engine:
     those are `imagekit gc`'s to remove, not this run's, since another run may still be
     using them."""
-    from imagekit.adapters.engine import leftovers
+    from imagekit.adapters.leftovers import LeftoverKind, leftovers
 
     remove_orphans(client)
-    left = [x for x in leftovers(client) if x.kind == "container"]
+    left = [x for x in leftovers(client) if x.kind is LeftoverKind.CONTAINER]
     if left:
         say(
             f"note: {len(left)} containers of other imagekit runs (earlier, or still running) are "

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 from imagekit.core.build_stream import BuildLog
 from imagekit.core.labels import ImageLabels
 from imagekit.core.probe_contract import ProbeDevice, ProbeExpectations
-from imagekit.core.probes import NodeOutput, RunnerOutput, parse_events
+from imagekit.core.probe_nodes import NodeOutput
+from imagekit.core.probes import RunnerOutput, parse_events
 from imagekit.core.records import Check, ImageRecord, PublishRecord
 
 # The engine ---------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from imagekit.core.ports import NodesRequest, ProbeRun, ProbeRunner
-from imagekit.core.probes import ProbeSpec, combine_nodes
+from imagekit.core.probe_nodes import combine_nodes
+from imagekit.core.probes import ProbeSpec
 from imagekit.core.runtime import DEFAULT_INIT_TIMEOUT_S, NATIVE, Emulation, time_limit_s
 
 
