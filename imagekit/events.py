@@ -6,9 +6,9 @@ Orchestration never prints; it calls an `EventSink`. The CLI picks the view that
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
 
 
 class EventKind(StrEnum):
@@ -26,7 +26,8 @@ class Event:
     kind: EventKind
     image: str
     message: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
+    status: str = ""  # a finished image's outcome, as its record says it (built, pass ...)
+    log_lines: tuple[str, ...] = ()  # a finished build's log, for a view that folds it
 
 
 class EventSink(Protocol):

@@ -536,7 +536,7 @@ def test_events_of_a_build_are_started_each_step_then_finished(
         ("finished", done.events[-1].message),
     ]
     finished = done.events[-1]
-    assert finished.data["status"] == BUILT
+    assert finished.status == BUILT
     assert finished.message.startswith("built (0.00 GB, 1 layers, ")
 
 
@@ -548,9 +548,9 @@ def test_skipped_and_failed_images_get_a_finished_event_with_their_status(
     done = run_build(tmp_path, FakeBuilder(engine), cpu)
 
     finished = {e.image: e for e in done.events if e.kind == "finished"}
-    assert finished[CPU_SLIM].data["status"] == FAILED
+    assert finished[CPU_SLIM].status == FAILED
     assert finished[CPU_SLIM].message.startswith(f"failed: the base image {CPU_BASE}")
-    assert finished[CPU_FULL].data["status"] == SKIPPED
+    assert finished[CPU_FULL].status == SKIPPED
     assert [e.kind for e in done.events] == ["finished", "finished"]
 
 

@@ -40,7 +40,7 @@ def test_started_step_and_finished_are_one_line_each(clock: SimpleNamespace) -> 
     clock.now += 42.4
     view(Event(EventKind.STEP, SLIM, "step 4/5: RUN pip install -r requirements.txt"))
     clock.now += 100
-    view(Event(EventKind.FINISHED, SLIM, "built (1.20 GB, 9 layers, 143s)", {"status": "built"}))
+    view(Event(EventKind.FINISHED, SLIM, "built (1.20 GB, 9 layers, 143s)", "built"))
 
     assert out.getvalue().splitlines() == [
         f"{SLIM}: building with sdk",
@@ -61,9 +61,7 @@ def test_other_event_kinds_print_nothing(kind: str) -> None:
 
 
 def test_github_folds_the_log_lines_of_a_finished_image_in_a_group() -> None:
-    lines = shown(
-        True, Event(EventKind.FINISHED, SLIM, "built", {"status": "built", "log_lines": LOG})
-    )
+    lines = shown(True, Event(EventKind.FINISHED, SLIM, "built", "built", tuple(LOG)))
 
     assert lines == [
         f"{SLIM}: built",
@@ -78,14 +76,15 @@ def test_github_folds_the_log_lines_of_a_finished_image_in_a_group() -> None:
     [
         (False, {"status": "built", "log_lines": LOG}),
         (True, {"status": "up-to-date"}),
-        (True, {"status": "failed", "log_lines": []}),
+        (True, {"status": "failed", "log_lines": ()}),
     ],
     ids=["not-github", "no-log", "empty-log"],
 )
 def test_no_group_without_github_or_without_log_lines(
     github: bool, data: dict[str, object]
 ) -> None:
-    assert shown(github, Event(EventKind.FINISHED, SLIM, "done", data)) == [f"{SLIM}: done"]
+    event = Event(EventKind.FINISHED, SLIM, "done", **data)  # type: ignore[arg-type]
+    assert shown(github, event) == [f"{SLIM}: done"]
 
 
 @pytest.mark.parametrize("value,github", [("true", True), ("false", False), (None, False)])

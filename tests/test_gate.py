@@ -62,7 +62,7 @@ def record(
 def test_a_passing_run_for_this_image_opens_the_gate(plan: ImagePlan) -> None:
     decision = decide(plan, IMAGE, [record()])
     assert decision.allowed and decision.reasons == ()
-    assert decision.evidence["verify_run"] == "run1"
+    assert decision.evidence.verify_run == "run1"
 
 
 def test_no_results_for_this_image_id_closes_the_gate(plan: ImagePlan) -> None:
@@ -168,8 +168,8 @@ def test_a_skipped_required_probe_closes_the_gate(plan: ImagePlan) -> None:
 
 def test_force_overrides_the_gate_and_says_so(plan: ImagePlan) -> None:
     decision = decide(plan, IMAGE, [], force=True)
-    assert decision.allowed and decision.evidence["forced"]
-    assert decision.evidence["overridden"][0].startswith("no verify results")
+    assert decision.allowed and decision.evidence.forced
+    assert decision.evidence.overridden[0].startswith("no verify results")
 
 
 def test_tag_facts_of_a_cpu_image(plan: ImagePlan) -> None:

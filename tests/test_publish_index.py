@@ -448,7 +448,7 @@ def test_each_platform_is_gated_on_its_own_record_and_the_index_waits_for_all(
     assert records[2].reasons == (f"the index needs every platform; not published: {arm.name}",)
     assert records[2].tags == () and records[2].image_id is None
     finished = [e for e in world.events.seen if e.kind == "finished"]
-    assert [e.data["status"] for e in finished] == ["published", "refused", "refused"]
+    assert [e.status for e in finished] == ["published", "refused", "refused"]
 
 
 def test_a_record_of_the_wrong_versions_refuses_that_platform_and_so_the_index(

@@ -16,7 +16,7 @@ import secrets
 import tarfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import docker
 import docker.errors
@@ -86,7 +86,19 @@ def image_user(client: docker.DockerClient, image: str) -> str:
     return L.workload_user(config.get("User") or "", config.get("Labels") or {})
 
 
-def hardening(request: ProbeRequest) -> dict[str, Any]:
+class Hardening(TypedDict):
+    """The keyword arguments of a probe container's creation that fence it in (docker-py's)."""
+
+    cap_drop: list[str]
+    security_opt: list[str]
+    read_only: bool
+    tmpfs: dict[str, str]
+    pids_limit: int
+    mem_limit: int
+    mounts: list[docker.types.Mount]
+
+
+def hardening(request: ProbeRequest) -> Hardening:
     """How a probe container is fenced in: no capabilities, no privilege gain, a read-only
     root filesystem with in-memory scratch space, and limits on processes and memory.
 

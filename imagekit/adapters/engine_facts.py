@@ -7,7 +7,7 @@ from __future__ import annotations
 import resource
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import docker.types
 import yaml
@@ -80,7 +80,13 @@ def gpu_device_requests(info: EngineInfo, device: str = "all") -> list[docker.ty
 PODMAN_NPROC = 32768
 
 
-def container_limits(info: EngineInfo) -> dict[str, Any]:
+class ContainerLimits(TypedDict, total=False):
+    """The keyword arguments of a container's creation that set its limits (docker-py's)."""
+
+    ulimits: list[docker.types.Ulimit]
+
+
+def container_limits(info: EngineInfo) -> ContainerLimits:
     """Explicit open-file and process limits for Podman, whose defaults (nofile 1048576) fail
     every start on a host where the service may not raise its own limits ("error setting
     rlimit type 7"). Open files: this process's hard limit, one the host grants; processes:

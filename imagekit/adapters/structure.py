@@ -17,7 +17,7 @@ import docker
 import docker.errors
 
 from imagekit.adapters.engine import engine_errors, engine_info, output_of, started_container
-from imagekit.adapters.engine_facts import container_limits
+from imagekit.adapters.engine_facts import ContainerLimits, container_limits
 from imagekit.adapters.orphans import owner
 from imagekit.core import labels as L
 from imagekit.core.labels import ImageLabels
@@ -38,10 +38,10 @@ class DockerInspector:
 
     def __init__(self, client: docker.DockerClient) -> None:
         self.client = client
-        self._limits: dict[str, Any] | None = None
+        self._limits: ContainerLimits | None = None
 
     @property
-    def limits(self) -> dict[str, Any]:
+    def limits(self) -> ContainerLimits:
         """The limits this engine's containers need (Podman's; read once)."""
         if self._limits is None:
             self._limits = container_limits(engine_info(self.client))

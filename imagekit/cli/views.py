@@ -31,7 +31,7 @@ class PlainView:
                 self._write(f"{event.image}: [{elapsed:5.0f}s] {event.message}")
             elif event.kind is EventKind.FINISHED:
                 self._write(f"{event.image}: {event.message}")
-                log = event.data.get("log_lines")
+                log = event.log_lines
                 if self.github and log:
                     self._write(f"::group::{event.image} build log")
                     for line in log:

@@ -9,12 +9,22 @@ probes saw inside the image. `--force` overrides the gate and is recorded.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from imagekit.core.agreement import Identity, disagreements
 from imagekit.core.plan import ImagePlan, tag_problem
 from imagekit.core.records import Evidence, LevelState, Status, VerifyRecord
+
+
+@dataclass(frozen=True)
+class GateEvidence:
+    """What a decision rested on: the image, the verify run that let it through, and what
+    `--force` overrode."""
+
+    image_id: str = ""
+    forced: bool = False
+    verify_run: str | None = None
+    overridden: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -23,7 +33,7 @@ class GateDecision:
 
     allowed: bool
     reasons: tuple[str, ...] = ()
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: GateEvidence = GateEvidence()
     passing: Evidence | None = None  # the record that let the image through (attested)
 
 
@@ -87,7 +97,7 @@ def decide(
     mine = [r for r in records if r.record.image_id in names]
     others = len(records) - len(mine)
     reasons: list[str] = []
-    evidence: dict[str, Any] = {"image_id": image_id, "forced": force}
+    verify_run: str | None = None
     passing: Evidence | None = None
     if not mine:
         reasons.append(
@@ -99,13 +109,15 @@ def decide(
         if passing is None:
             reasons += why or ["no passing verify run"]
         else:
-            evidence["verify_run"] = passing.run_id
+            verify_run = passing.run_id
             env = passing.record.result("env")
             if env is None:
                 reasons.append("no env probe result to check the tag against")
             else:
                 reasons += disagreements(Identity.from_cell(plan.cell), env.facts, "tag")
     if reasons and force:
-        evidence["overridden"] = list(reasons)
-        return GateDecision(True, tuple(reasons), evidence, None)
-    return GateDecision(not reasons, tuple(reasons), evidence, passing)
+        overridden = GateEvidence(image_id, force, verify_run, tuple(reasons))
+        return GateDecision(True, tuple(reasons), overridden, None)
+    return GateDecision(
+        not reasons, tuple(reasons), GateEvidence(image_id, force, verify_run), passing
+    )

@@ -183,8 +183,8 @@ class BuildRun:
         log_lines: list[str] = []  # what the builder wrote to the image's log
         result = self._build_one(plan, log_lines)
         self.run.update_image(plan.name, _image_record(plan, result))
-        data = {"status": result.status.value, "log_lines": log_lines}
-        self.events(Event(EventKind.FINISHED, plan.name, summary(result), data))
+        status, logged = result.status.value, tuple(log_lines)
+        self.events(Event(EventKind.FINISHED, plan.name, summary(result), status, logged))
         return result
 
     def _build_one(self, plan: ImagePlan, log_lines: list[str] | None = None) -> BuildRecord:
@@ -342,7 +342,7 @@ class BuildRun:
         )
         self.results[plan.name] = result
         self.run.update_image(plan.name, _image_record(plan, result))
-        skipped = {"status": BuildStatus.SKIPPED.value}
+        skipped = BuildStatus.SKIPPED.value
         self.events(Event(EventKind.FINISHED, plan.name, why, skipped))
 
 

@@ -37,5 +37,5 @@ class PublishLog:
         self.done.append(record)
         self.store.write_publish(self.done)
         message = record.status + (": " + "; ".join(record.reasons) if record.reasons else "")
-        self.events(Event(EventKind.FINISHED, name, message, {"status": record.status}))
+        self.events(Event(EventKind.FINISHED, name, message, record.status))
         return record

@@ -196,7 +196,7 @@ class VerifyRun:
         message = f"{record.status} on {record.device or '?'}" + (
             f" ({', '.join(bad)})" if bad else ""
         )
-        self.events(Event(EventKind.FINISHED, target.name, message, {"status": record.status}))
+        self.events(Event(EventKind.FINISHED, target.name, message, record.status))
         return record
 
     def _image(self, target: Target) -> LocalImage:
