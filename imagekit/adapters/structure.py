@@ -218,13 +218,21 @@ def _slim_compiler_check(labels: ImageLabels, root: Any) -> Check:
             ok=not found,
             detail=f"found {found or 'none'}",
         )
-    headers = root.run(
+    looked = root.run(
         "python3 -c 'import sysconfig, pathlib, importlib.util as u; "
         'p = pathlib.Path(sysconfig.get_paths()["include"], "Python.h"); '
         'i = pathlib.Path(u.find_spec("torch").origin).parent / "include" / "ATen" / "ATen.h"; '
         "print(p.is_file(), i.is_file())'"
-    ).stdout.split()
-    flags = headers if len(headers) == 2 else ["False", "False"]
+    )
+    flags = looked.stdout.split()
+    if looked.rc != 0 or len(flags) != 2:
+        # Not a finding about the headers: say what stopped the look, not "missing".
+        said = (looked.stderr or looked.stdout).strip().splitlines()
+        return Check(
+            name="slim carries g++ and the headers torch.compile builds with",
+            ok=False,
+            detail=f"could not look (exit {looked.rc}): {said[-1][-200:] if said else 'no output'}",
+        )
     missing = [
         n for n, ok in zip(("Python.h", "torch's ATen.h"), flags, strict=True) if ok != "True"
     ]
