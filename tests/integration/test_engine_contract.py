@@ -78,13 +78,15 @@ class Contract:
         return str(self.records[name]["build"]["reference"])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with running_registry(tmp_path_factory.mktemp("contract-registry")) as host:
         yield host
 
 
-@pytest.fixture(scope="session", params=["docker-classic", "docker-containerd", "podman"])
+# Module scope: the last engine (Podman's service) stops when this module ends, not when the
+# session does (an idle service kept a quarter of a core busy through the tests after it).
+@pytest.fixture(scope="module", params=["docker-classic", "docker-containerd", "podman"])
 def contract(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
@@ -172,7 +174,7 @@ def test_buildx_builds_where_the_engine_has_buildkit_and_is_refused_in_one_line_
         assert result["status"] == "built" and "building with buildx" in done.stderr
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def verified(contract: Contract) -> dict:
     """Slim verified with every probe; full with its structure checks and the env probe."""
     slim = contract.cli(
