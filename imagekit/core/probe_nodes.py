@@ -4,13 +4,12 @@ which node."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from imagekit.core.probes import result_from
+from imagekit.core.probes import nonce_events, result_from
 from imagekit.core.records import Check, ProbeResult, Status
 
 RDZV_PORT = 29400
@@ -91,19 +90,11 @@ def nccl_transport(log: str) -> dict[str, str]:
 
 def _rank_results(probe: str, output: NodeOutput, nonce: str) -> list[ProbeResult]:
     """The results the ranks of one node reported (lines with the run's `nonce` only)."""
-    found = []
-    for line in output.stdout.splitlines():
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(event, dict) or event.pop("nonce", "") != nonce:
-            continue
-        if event.pop("event", None) == "rank":
-            found.append(result_from({**event, "probe": probe}))
-    return found
+    return [
+        result_from({**event, "probe": probe})
+        for event in nonce_events(output.stdout, nonce)
+        if event.pop("event", None) == "rank"
+    ]
 
 
 def _node_problems(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,6 +183,20 @@ def result_from(event: dict[str, Any]) -> ProbeResult:
         )
 
 
+def nonce_events(text: str, nonce: str) -> Iterator[dict[str, object]]:
+    """The runner's event lines in `text` that carry the run's `nonce` (which is removed): a
+    line a probe printed itself, or another run's, is no event."""
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict) and event.pop("nonce", "") == nonce:
+            yield event
+
+
 def parse_events(
     text: str,
     probes: list[str],
@@ -203,15 +217,7 @@ def parse_events(
     device, reason = "", ""
     results: dict[str, ProbeResult] = {}
     started: list[str] = []
-    for line in text.splitlines():
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(event, dict) or event.pop("nonce", "") != nonce:
-            continue
+    for event in nonce_events(text, nonce):
         kind = event.pop("event", None)
         if kind == "device":
             device, reason = str(event.get("device", "")), str(event.get("reason", ""))
