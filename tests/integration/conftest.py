@@ -97,14 +97,16 @@ def session(engine: docker.DockerClient) -> Iterator[Session]:
     mine = [i for i in engine.images.list() if made_here(i)]
     # Children before parents; a test that failed half-way may leave a container running.
     # Tags are removed one by one: an image that also carries a tag this session did not make
-    # (a base image, say) keeps that tag and stays.
+    # (a base image, say) keeps that tag and stays. Untagged parents are not pruned here: on
+    # the containerd store that also drops build steps that other images still share (the
+    # other session's cache, mid-run); the sweep below takes this session's.
     for image in sorted(mine, key=lambda i: i.attrs["Created"], reverse=True):
         for container in engine.containers.list(all=True, filters={"ancestor": image.id}):
             container.remove(force=True)
         ours = [t for t in image.tags if namespace in t]
         for tag in ours or [image.id]:
             with contextlib.suppress(docker.errors.APIError):
-                engine.api.remove_image(tag, force=not ours)
+                engine.api.remove_image(tag, force=not ours, noprune=True)
     # Build stages, and images left untagged above, that appeared during this session, with
     # the untagged steps under them: the legacy builder keeps an image per step, and only the
     # steps after a stage's LABEL carry it. Not where another session shares the engine
@@ -145,6 +147,29 @@ def imagekit(*args: str, env: dict[str, str] | None = None, timeout_s: int = 180
     return CliResult(done.returncode, done.stdout, done.stderr)
 
 
+@dataclass(frozen=True)
+class SessionCa:
+    """The CA bundle every build of the session gives pip: the system's, plus a marker line
+    that no layer of a final image may carry (tests/integration/test_build.py)."""
+
+    path: Path
+    marker: str
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_ca(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionCa]:
+    """One CA bundle for the whole session, also as $PIP_CERT for every child process (the
+    CLI and act's jobs take it from there, as a user's would). The builder stages copy it, so
+    one bundle for all makes those stages, torch's install among them, one cache entry that
+    every build of the demo cell shares, instead of one per bundle (tens of minutes in all)."""
+    marker = f"IMAGEKIT-CA-MARKER-{secrets.token_hex(8)}"
+    path = tmp_path_factory.mktemp("ca") / "proxy-ca.crt"
+    path.write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text() + f"# {marker}\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PIP_CERT", str(path))
+        yield SessionCa(path, marker)
+
+
 @dataclass
 class DemoBuild:
     matrix: Path
@@ -159,16 +184,15 @@ class DemoBuild:
 def demo_build(
     tmp_path_factory: pytest.TempPathFactory,
     session: Session,
+    session_ca: SessionCa,
     wheelhouse: Path,
     demo_base: str,
 ) -> DemoBuild:
-    """The CPU demo matrix built once (slim and full), with a marked CA bundle."""
+    """The CPU demo matrix built once (slim and full), with the session's marked CA bundle
+    given explicitly."""
     folder = tmp_path_factory.mktemp("demo")
     matrix = folder / "matrix.yaml"
     matrix.write_text(matrix_text(session.repository, demo_base))
-    marker = f"IMAGEKIT-CA-MARKER-{secrets.token_hex(8)}"
-    ca = folder / "proxy-ca.crt"
-    ca.write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text() + f"# {marker}\n")
     results = folder / "results"
     first = imagekit(
         "build",
@@ -177,7 +201,7 @@ def demo_build(
         "--wheelhouse",
         str(wheelhouse),
         "--ca-cert",
-        str(ca),
+        str(session_ca.path),
         "--results",
         str(results),
         "--json",
@@ -185,7 +209,7 @@ def demo_build(
     assert first.code == 0, first.stderr[-3000:]
     run = json.loads(first.stdout)["run_id"]
     records = {p.stem: json.loads(p.read_text()) for p in (results / run / "images").glob("*.json")}
-    return DemoBuild(matrix, results, results / run, records, marker, first)
+    return DemoBuild(matrix, results, results / run, records, session_ca.marker, first)
 
 
 @pytest.fixture(scope="session")

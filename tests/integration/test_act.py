@@ -434,9 +434,11 @@ def pipeline(
         at_start[job] = registry_tags(act_registry, repository)
         if job == "publish":
             # The publish job must need no image here: take away every local one it could use.
+            # Without their untagged parents: on the containerd store, pruning those also
+            # drops build steps that other images share, and the next run's cache with them.
             for tag in local_tags(engine, repository):
                 with contextlib.suppress(docker.errors.APIError):  # what is left is reported
-                    engine.api.remove_image(tag, force=True)
+                    engine.api.remove_image(tag, force=True, noprune=True)
             left.extend(local_tags(engine, repository))
 
     run, candidate, artifacts = images_run(

@@ -147,7 +147,6 @@ def test_a_broken_cell_fails_alone_while_another_cell_still_builds(
         str(matrix),
         "--wheelhouse",
         str(wheelhouse),
-        "--no-ca-cert",
         "--flavour",
         "slim",
         "--jobs",

@@ -174,7 +174,6 @@ def test_a_flavour_that_asks_for_rdma_carries_a_libibverbs_that_loads(
         "slim",
         "--wheelhouse",
         str(wheelhouse),
-        "--no-ca-cert",
         "--results",
         str(tmp_path / "results"),
     )

@@ -189,7 +189,7 @@ def test_a_versioned_tag_with_other_content_is_never_overwritten(
     reason = json.loads(result.stdout)["images"][0]["reasons"][0]
     assert "already exists with other content" in reason
     assert other in reason and slim_id in reason
-    engine.images.remove(other, force=True)
+    engine.images.remove(other, force=True, noprune=True)
 
 
 def test_an_alias_move_is_recorded_with_the_old_digest(
@@ -219,7 +219,7 @@ def test_an_alias_move_is_recorded_with_the_old_digest(
     tags = {t["tag"]: t for t in json.loads(result.stdout)["images"][0]["tags"]}
     assert tags[alias]["moved_from"] == old
     assert tags[alias]["digest"] == head_digest(alias) != old
-    engine.images.remove(other, force=True)
+    engine.images.remove(other, force=True, noprune=True)
 
 
 def test_a_503_once_is_retried_and_the_attempts_recorded(
