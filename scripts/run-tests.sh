@@ -2,7 +2,7 @@
 # The whole test suite, as `make test` runs it, in two pytest sessions at the same time:
 # - in the foreground, the integration tests against the default engine;
 # - in the background, the tests against engines they start themselves (the engine contract on
-#   boxed Docker 26, both stores, and Podman; the registry-cache builds; an engine killed under
+#   boxed Docker 26, each store the default engine is not on, and Podman; the registry-cache builds; an engine killed under
 #   build and verify, a fake CDI GPU; the set-up in pristine Debian 12 and 13 boxes), then the
 #   unit tests.
 # Both spend much of their time waiting on engines, registries and services, so together they

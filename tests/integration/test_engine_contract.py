@@ -1,6 +1,8 @@
 """The engine contract: what imagekit promises on every engine its users run, run against the
 engines the default one is not (the rest of the suite runs against the default engine, whatever
-`make engine` installed: Docker 20.10 on a Debian 12 host, 26 on Debian 13):
+`make engine` installed: Docker 26, or 20.10 on a Debian 12 host that trixie's engine would
+half-upgrade). A boxed engine that is the default engine's twin (the same Docker major version
+on the same image store) is skipped, saying so: the whole main session already runs on it.
 
 - `docker-classic`: Docker 26 with the classic image store, boxed (tests/integration/engines.py:
   it does not depend on the host's Docker), reached over tcp://127.0.0.1:PORT as a remote engine
@@ -29,8 +31,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker
+import docker.errors
 import pytest
 
+from imagekit.adapters.engine import engine_info
+from imagekit.errors import ImagekitError
 from tests.children import default_stop_signals
 from tests.integration.conftest import ROOT, CliResult, imagekit, matrix_text
 from tests.integration.engines import (
@@ -84,6 +90,24 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield host
 
 
+# The boxed engines are Docker 26 (BOX_DOCKER); which store each uses.
+BOXED_STORES = {"docker-classic": "classic", "docker-containerd": "containerd"}
+
+
+def host_twin(name: str) -> str | None:
+    """The default engine, described, when boxed engine `name` is the same engine: Docker 26
+    on the same image store. None otherwise (or when the default engine does not answer)."""
+    if name not in BOXED_STORES:
+        return None
+    try:
+        info = engine_info(docker.from_env(version="auto", timeout=30))
+    except (docker.errors.DockerException, ImagekitError):
+        return None
+    if info.server_version.split(".")[0] != "26" or info.image_store != BOXED_STORES[name]:
+        return None
+    return info.describe()
+
+
 # Module scope: the last engine (Podman's service) stops when this module ends, not when the
 # session does (an idle service kept a quarter of a core busy through the tests after it).
 @pytest.fixture(scope="module", params=["docker-classic", "docker-containerd", "podman"])
@@ -95,6 +119,8 @@ def contract(
 ) -> Iterator[Contract]:
     """The engine, started; a base bootstrapped into it; slim and full built with the SDK."""
     name = request.param
+    if (twin := host_twin(name)) is not None:
+        pytest.skip(f"{name} is the default engine's twin ({twin}): the main session runs on it")
     root = Path(f"/tmp/imagekit-it-{name}-{secrets.token_hex(3)}")
     before = NetworkState.read()
     if name == "docker-classic":
