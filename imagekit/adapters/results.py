@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pydantic
 
@@ -59,6 +59,17 @@ def write_atomic(path: Path, text: str) -> None:
 def write_json(path: Path, data: Any) -> None:
     """Write `data` as indented, key-sorted JSON, atomically."""
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+class RunFacts(TypedDict, total=False):
+    """What run.json says of the command beyond who ran it where, by command."""
+
+    matrix: str  # build
+    images: list[str]  # verify: the references verified
+    sealed_with_key: bool  # verify: whether IMAGEKIT_RESULTS_KEY sealed the records
+    registry: str | None  # publish: --registry
+    force: bool  # publish
+    signed: bool  # publish: whether a signing key was given
 
 
 @dataclass(frozen=True)
@@ -148,7 +159,7 @@ class RunFolder:
         with target.open("a", encoding="utf-8") as handle:
             handle.write((self.root / name).read_text())
 
-    def write_run(self, command: str, engine: EngineInfo, extra: dict[str, Any]) -> None:
+    def write_run(self, command: str, engine: EngineInfo, extra: RunFacts) -> None:
         """run.json: who ran what where."""
         write_json(
             self.root / "run.json",
@@ -227,13 +238,18 @@ def results_key(environ: Mapping[str, str] | None = None) -> bytes | None:
     return value.encode() if value else None
 
 
-def _run_facts(run: Path) -> dict[str, Any]:
+def _run_facts(run: Path) -> dict[str, object]:
     """run.json of a run, or nothing when it is absent or unreadable."""
     try:
         data = json.loads((run / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _object(value: object) -> dict[str, object]:
+    """`value` when it is a JSON object; an empty one otherwise (a run.json edited by hand)."""
+    return value if isinstance(value, dict) else {}
 
 
 def verify_evidence(results_dir: Path, key: bytes | None = None) -> list[Evidence]:
@@ -260,7 +276,7 @@ def verify_evidence(results_dir: Path, key: bytes | None = None) -> list[Evidenc
                         record.verify,
                         seal_problem=seal_problem(raw.get("verify"), raw.get("seal"), key),
                         seal_digest=str((raw.get("seal") or {}).get("digest") or ""),
-                        engine=facts.get("engine") or {},
+                        engine=_object(facts.get("engine")),
                         imagekit_version=str(facts.get("imagekit_version") or ""),
                     )
                 )

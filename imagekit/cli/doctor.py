@@ -24,13 +24,8 @@ def doctor(request: DoctorRequest) -> None:
     """Assess each image against this host; exit 7 when one cannot use its GPUs."""
     from imagekit.adapters.hostgpu import read_host
     from imagekit.core.compat import load_compat
-    from imagekit.core.doctor import (
-        assess,
-        doctor_document,
-        doctor_lines,
-        engine_findings,
-        gpu_refusal,
-    )
+    from imagekit.core.doctor import assess, doctor_lines, engine_findings, gpu_refusal
+    from imagekit.core.doctor_json import doctor_document
 
     targets = _targets(request)
     host = read_host(str(request.nvidia_smi) if request.nvidia_smi else None)

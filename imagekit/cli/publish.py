@@ -61,7 +61,7 @@ def _ports(
     which works inside the registry); the run folder made, its run.json written."""
     from imagekit.adapters.engine import DockerEngine, connect
     from imagekit.adapters.registry import HttpRegistry
-    from imagekit.adapters.results import RunFolder, results_key, verify_evidence
+    from imagekit.adapters.results import RunFacts, RunFolder, results_key, verify_evidence
     from imagekit.adapters.sbom import CycloneDx
     from imagekit.core.ports import EngineInfo
     from imagekit.orchestration.publish import PublishPorts
@@ -72,7 +72,7 @@ def _ports(
     if client is not None:
         note_leftovers(client)
     run = RunFolder.create(request.results)
-    about = {"registry": request.registry, "force": request.force, "signed": signer is not None}
+    about = RunFacts(registry=request.registry, force=request.force, signed=signer is not None)
     run.write_run("publish", engine.info() if engine is not None else EngineInfo(), about)
     registry = HttpRegistry(
         client,

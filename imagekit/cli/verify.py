@@ -71,7 +71,7 @@ def step_summary_file() -> Path | None:
 def _open_run(results: Path, targets: list[Target]) -> tuple[Any, DockerEngine, RunFolder]:
     """The engine and a new run folder under `results`, its run.json written."""
     from imagekit.adapters.engine import DockerEngine, connect
-    from imagekit.adapters.results import RunFolder, results_key
+    from imagekit.adapters.results import RunFacts, RunFolder, results_key
 
     RunFolder.check_writable(results)
     client = connect()
@@ -79,7 +79,7 @@ def _open_run(results: Path, targets: list[Target]) -> tuple[Any, DockerEngine, 
     note_leftovers(client)
     key = results_key()
     run = RunFolder.create(results, seal_key=key)
-    facts = {"images": [t.reference for t in targets], "sealed_with_key": key is not None}
+    facts = RunFacts(images=[t.reference for t in targets], sealed_with_key=key is not None)
     run.write_run("verify", engine.info(), facts)
     return client, engine, run
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from imagekit.core import labels as L
 from imagekit.core.compat import CompatData, version_key
@@ -332,35 +331,3 @@ def gpu_refusal(
         + ", ".join(refused),
         "see the FAIL lines above",
     )
-
-
-def doctor_document(
-    host: HostGpus,
-    assessments: list[Assessment],
-    engine: EngineInfo | None = None,
-    attested: Mapping[str, Attested] | None = None,
-) -> dict[str, Any]:
-    """`imagekit doctor --json`: the host, the engine and the verdict on each image (with
-    `attested`: what each image's attestations say)."""
-    attested = attested or {}
-    return {
-        "engine": engine.to_json() if engine is not None else None,
-        "host": {
-            "driver": host.driver,
-            "source": host.source,
-            "problems": list(host.problems),
-            "gpus": [
-                {"index": g.index, "name": g.name, "capability": g.capability} for g in host.gpus
-            ],
-        },
-        "images": [
-            {
-                "image": a.image,
-                "verdict": a.verdict,
-                "runs": a.runs,
-                "findings": [{"level": f.level, "text": f.text} for f in a.findings],
-            }
-            | ({"attested": attested[a.image].to_json()} if a.image in attested else {})
-            for a in assessments
-        ],
-    }

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from imagekit.core.build_stream import BuildLog
 from imagekit.core.labels import ImageLabels
@@ -64,6 +64,27 @@ class Layer:
 
     created_by: str
     size_bytes: int
+
+
+class EngineJson(TypedDict):
+    """An engine as run.json and `doctor --json` record it."""
+
+    name: str
+    server_version: str | None
+    api_version: str | None
+    endpoint: str
+    os: str | None
+    architecture: str | None
+    rootless: bool
+    image_store: str
+    image_id_kind: str
+    storage_driver: str | None
+    cgroup_version: str | None
+    runtimes: list[str]
+    cdi_devices: list[str]
+    gpu_mechanism: str
+    cpus: int | None
+    memory_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -163,7 +184,7 @@ class EngineInfo:
         where = f" at {self.endpoint}" if self.endpoint else ""
         return f"{engine} {self.server_version or '?'}{where}, {store}, GPUs: {gpus}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> EngineJson:
         """As run.json records it."""
         return {
             "name": self.name,

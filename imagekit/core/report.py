@@ -3,13 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from imagekit.core.compat import CPU, CompatData
 from imagekit.core.plan import ImagePlan
 
 
-def plan_row(plan: ImagePlan, platforms: int = 1) -> dict[str, Any]:
+class PlanRow(TypedDict):
+    """One image of `imagekit matrix --format json|github` (a GitHub Actions matrix entry)."""
+
+    image: str
+    cell: str
+    flavour: str
+    torch: str
+    cuda: str
+    cudnn: str
+    nccl: str
+    python: str
+    os: str
+    platform: str
+    base: str
+    tag: str
+    aliases: list[str]
+    reference: str
+    repository: str
+    slim_reference: str
+    slim_tag: str
+    min_driver: str
+    gpu: bool
+    candidate_suffix: str
+
+
+def plan_row(plan: ImagePlan, platforms: int = 1) -> PlanRow:
     """One image as a flat dict (the `--format json|github` entries); `platforms`: how many
     platforms its image has (more than one: its CI candidate carries the platform, `-arm64`)."""
     cell = plan.cell

@@ -6,12 +6,24 @@ decides."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from imagekit.core.attest import VERIFY_PREDICATE, Requirement, VerifyPredicate, judge
 from imagekit.core.levels import rank
 from imagekit.core.ports import AttestationReader, Attested
 from imagekit.errors import NotAttestedError
+
+
+class AttestCheckJson(TypedDict):
+    """`imagekit attest verify --json`: one image."""
+
+    image: str
+    digest: str | None
+    state: str
+    ok: bool
+    required: str
+    reason: str
+    records: list[dict[str, object]]
 
 
 @dataclass(frozen=True)
@@ -37,7 +49,7 @@ class AttestCheck:
             f"requires {self.required.describe()}: ok"
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> AttestCheckJson:
         """As `imagekit attest verify --json` prints it."""
         return {
             "image": self.image,

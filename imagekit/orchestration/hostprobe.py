@@ -6,7 +6,7 @@ from __future__ import annotations
 import platform
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from imagekit import __version__
 from imagekit.core.ports import ProbeRequest, ProbeRun, ProbeRunner
@@ -55,7 +55,28 @@ def probe_here(
     return run
 
 
-def host_document(run: ProbeRun) -> dict[str, Any]:
+class HostJson(TypedDict):
+    """The machine a host-mode run ran on."""
+
+    hostname: str
+    python: str
+
+
+class HostDocument(TypedDict):
+    """The results document of a host-mode run (`imagekit probe --out FILE`)."""
+
+    schema_version: int
+    mode: str
+    imagekit_version: str
+    host: HostJson
+    device: str
+    device_reason: str
+    status: str
+    wall_s: float
+    probes: list[dict[str, object]]
+
+
+def host_document(run: ProbeRun) -> HostDocument:
     """The results document of a host-mode run (`imagekit probe --out FILE`)."""
     return {
         "schema_version": 1,

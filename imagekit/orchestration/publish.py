@@ -19,7 +19,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from imagekit.core.gate import GateDecision, decide
 from imagekit.core.inventory import DPKG_FORMAT, cuda_stack, inventory
@@ -91,6 +91,25 @@ def publish_images(
     pusher = kind(engine, ports, settings, log)
     done = pusher.publish(groups)
     return PublishOutcome(tuple(done), tuple(pusher.engine_errors))
+
+
+class OsPackageJson(TypedDict):
+    """One Debian package of an image."""
+
+    name: str
+    version: str
+    arch: str
+
+
+class PackagesManifest(TypedDict):
+    """`publish/NAME.packages.json`: what a published image holds, beside its SBOM."""
+
+    image: str
+    image_id: str
+    digest: str
+    distro: str
+    python_packages: list[dict[str, object]]  # `pip list --format json`, as pip wrote it
+    os_packages: list[OsPackageJson]
 
 
 class LocalPush:
@@ -261,7 +280,7 @@ class LocalPush:
             os_release=os_release,
             stack=stack,
         )
-        manifest: dict[str, Any] = {
+        manifest: PackagesManifest = {
             "image": plan.reference,
             "image_id": image_id,
             "digest": digest,
