@@ -8,10 +8,13 @@ stopped by the test session on sockets and folders of its own:
 - `docker-containerd`: the same Docker 26 with the containerd image store.
 - `podman`: Debian's Podman 4.3 serving the Docker API (`podman system service`) with its
   own storage root, as RHEL and rootless users reach it.
+- `podman5`: trixie's Podman 5.4, boxed like Docker 26 (a Debian 12 host cannot take it: it
+  would upgrade glibc and systemd), serving the Docker API on a socket under /tmp.
 
-Both Docker engines are *boxed*: dockerd runs in a container of the default engine, made from a
-Debian 13 root filesystem with trixie's docker.io 26 (`imagekit base bootstrap`, kept on the
-default engine as `BOX_DOCKER` and reused), so the engine under test does not depend on which
+Both Docker engines and Podman 5 are *boxed*: dockerd (or podman) runs in a container of the
+default engine, made from a Debian 13 root filesystem with trixie's docker.io 26 (or podman
+5.4) (`imagekit base bootstrap`, kept on the default engine as `BOX_DOCKER` or `BOX_PODMAN` and
+reused), so the engine under test does not depend on which
 Docker the host has (a Debian 12 host can take only 20.10). The box shares the host's network
 and /tmp (its sockets, data and the tests' workspaces are the same paths inside and out) and
 nothing else: its own libc, its own process tree, its containers in a cgroup of their own.
@@ -45,6 +48,14 @@ START_TIMEOUT_S = 90
 # ps for `docker top`). The tag's include list is the cache key: another list, another box.
 BOX_DOCKER = "imagekit-box/docker26:trixie"
 BOX_DOCKER_INCLUDE = ("docker.io", "ca-certificates", "iptables", "procps")
+# The box Podman 5 runs in. runc, not crun: crun 1.21 refuses a host with hybrid cgroups
+# ("cgroups in hybrid mode not supported"), which these machines have. No fuse-overlayfs: the
+# kernel's overlay serves rootful and rootless storage alike (on a real file system).
+BOX_PODMAN = "imagekit-box/podman5:trixie"
+BOX_PODMAN_INCLUDE = (
+    "podman", "runc", "netavark", "aardvark-dns", "catatonit", "uidmap", "passt", "iptables",
+    "ca-certificates", "procps",
+)  # fmt: skip
 BOX_LABEL = "io.imagekit.base.include"
 BOX_LOCK = Path("/tmp/imagekit-box.lock")
 # The capabilities an engine in a container is given: each one the host's bounding set holds,
@@ -430,6 +441,115 @@ def start_podman(root: Path, insecure_registries: tuple[str, ...] = ()) -> Other
     engine = OtherEngine("podman", f"unix://{sock}", f"unix://{sock}", root, process, cleanups)
     _wait_until_it_answers(engine)
     return engine
+
+
+# Where a GPU host's CDI specs are (nvidia-ctk writes there); the boxed Podman sees the same
+# folder, as an engine on that host does, and so does imagekit on this machine.
+HOST_CDI = Path("/var/run/cdi")
+# Rootful Podman 5's default network, on a subnet of its own (Podman 4.3's is 10.88.0.0/16),
+# its rules in iptables, where NetworkState sees them.
+PODMAN5_SUBNET = "10.213.12.0/24"
+# Its containers' open-file and process limits, explicit: its defaults (nofile 1048576) lie above
+# what the box may grant, and then every start, a build's RUN steps included, fails ("error
+# setting rlimit type 7"). imagekit sets them for its own containers; a build's are Podman's.
+PODMAN5_CONF = """[containers]
+default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+[network]
+default_subnet = "{subnet}"
+firewall_driver = "iptables"
+"""
+
+
+def box_limits() -> dict[str, int]:
+    """The open-file and process limits a boxed Podman's containers may have: this process's
+    hard limits (what the box inherits), processes at most 32768."""
+    import resource
+
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    unlimited = resource.RLIM_INFINITY
+    return {
+        "nofile": 1048576 if nofile == unlimited else nofile,
+        "nproc": 32768 if nproc == unlimited else min(nproc, 32768),
+    }
+
+
+def podman_box_options(*mounts: Path) -> list[str]:
+    """What the Podman 5 box is run with: the host's network and /tmp, each of `mounts` at its
+    own path, /dev/net/tun (rootless networking), Podman's settings, and a label."""
+    options = [
+        "--init", "--network", "host", *BOX_RUN_OPTIONS, "-v", "/tmp:/tmp",
+        "--device", "/dev/net/tun", "--label", "io.imagekit.test-box=1",
+        "-e", "PODMAN_IGNORE_CGROUPSV1_WARNING=1",
+        "--ulimit", "nofile={0}:{0}".format(box_limits()["nofile"]),
+    ]  # fmt: skip
+    for mount in mounts:
+        options += ["-v", f"{mount}:{mount}"]
+    return options
+
+
+def start_podman_boxed(root: Path, insecure_registries: tuple[str, ...] = ()) -> OtherEngine:
+    """Podman 5.4 (trixie's), boxed, as root: `podman system service` on a socket under
+    `root` (which must lie under /tmp), its storage there too; the registries named are plain
+    http. The host's CDI folder is the box's, so a spec written there is a device it has."""
+    if not str(root).startswith("/tmp/"):
+        raise ValueError(f"a boxed engine's folder must lie under /tmp: {root}")
+    image = box_image(BOX_PODMAN, BOX_PODMAN_INCLUDE)
+    root.mkdir(parents=True, exist_ok=True)
+    cleanups: list[list[str]] = []
+    if not HOST_CDI.exists():
+        HOST_CDI.mkdir(parents=True)
+        cleanups.append(["rmdir", str(HOST_CDI)])
+    # Podman's cgroupfs manager puts its containers under /libpod_parent, on the host's
+    # hierarchies (the box shares them): removed when it stops, unless it was there before.
+    parent = "libpod_parent"
+    had_parent = any((h / parent).exists() for h in CGROUP_ROOT.iterdir() if h.is_dir())
+    conf = root / "containers.conf"
+    conf.write_text(PODMAN5_CONF.format(subnet=PODMAN5_SUBNET, **box_limits()))
+    registries = root / "registries.conf"
+    registries.write_text(
+        "".join(f'[[registry]]\nlocation = "{h}"\ninsecure = true\n' for h in insecure_registries)
+    )
+    sock = root / "podman.sock"
+    name = root.name
+    argv = [
+        "docker", "run", "--rm", "--name", name, *podman_box_options(HOST_CDI),
+        "-e", f"CONTAINERS_CONF={conf}", "-e", f"CONTAINERS_REGISTRIES_CONF={registries}",
+        image,
+        "podman", "--root", str(root / "storage"), "--runroot", str(root / "run"),
+        "system", "service", "--time=0", f"unix://{sock}",
+    ]  # fmt: skip
+    host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+    cleanups.insert(0, ["docker", "rm", "--force", "--volumes", name])
+    with (root / "engine.log").open("wb") as log:
+        process = subprocess.Popen(
+            argv, stdout=log, stderr=log, start_new_session=True, env=host_env
+        )
+    engine = OtherEngine(
+        "podman5", f"unix://{sock}", f"unix://{sock}", root, process, cleanups,
+        cgroup="" if had_parent else parent, argv=argv,
+    )  # fmt: skip
+    _wait_until_it_answers(engine)
+    return engine
+
+
+@contextlib.contextmanager
+def fake_gpu_on_host() -> Iterator[Path]:
+    """The fake GPU's CDI spec in the host's CDI folder while the block runs (an engine there
+    and imagekit both read it); removed again, with its stub library, when it ends."""
+    folder = HOST_CDI / f"imagekit-test-{os.getpid()}"
+    spec = HOST_CDI / "imagekit-test-fake-nvidia.json"
+    try:
+        write_fake_gpu_spec(folder)
+        (folder / "fake-nvidia.json").rename(spec)
+        yield spec
+    finally:
+        spec.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def stop(engine: OtherEngine) -> None:

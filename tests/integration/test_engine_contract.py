@@ -9,11 +9,14 @@ on the same image store) is skipped, saying so: the whole main session already r
   (a shared build box, a GPU node) is;
 - `docker-containerd`: the same Docker 26 with the containerd image store (image ids are manifest
   digests), boxed, over tcp too;
-- `podman`: Podman 4.3 through its Docker API (`podman system service`).
+- `podman`: Podman 4.3 through its Docker API (`podman system service`);
+- `podman5`: Podman 5.4, boxed like Docker 26, through its Docker API on a socket; the one
+  engine here whose Docker API passes a CDI GPU request on (the fake GPU of engines.py).
 
 On each: `base bootstrap`, `build` (the SDK builder; buildx where the engine has BuildKit),
 `verify`, `publish` to a local registry (immutable versioned tag, moving alias, digest read
-back), `run --user`, `gc`, `doctor`, and a stop signal that leaves no container. The real CLI
+back), `run --user`, `gc`, `doctor`, a stop signal that leaves no container, and a GPU request
+(Podman's two answers to it). The real CLI
 runs in a child process with DOCKER_HOST pointing at the engine, as a user runs it.
 """
 
@@ -40,11 +43,16 @@ from imagekit.errors import ImagekitError
 from tests.children import default_stop_signals
 from tests.integration.conftest import ROOT, CliResult, imagekit, matrix_text
 from tests.integration.engines import (
+    FAKE_GPU_ENV,
+    FAKE_GPU_LIBRARY,
+    FAKE_GPU_NODE,
     NetworkState,
     OtherEngine,
+    fake_gpu_on_host,
     start_docker_classic,
     start_docker_containerd,
     start_podman,
+    start_podman_boxed,
     stop,
 )
 from tests.integration.test_publish import free_port, running_registry
@@ -62,6 +70,15 @@ MARKERS = {
     "docker-classic": (BRIDGE, "10.213.7."),
     "docker-containerd": (STORE_BRIDGE, "10.213.11."),
     "podman": ("cni-podman", "CNI-", "10.88.", "podman", "NETAVARK"),
+    "podman5": ("podman0", "10.213.12.", "NETAVARK", "netavark"),
+}
+# What each engine's records and doctor call it: its image store, what its image ids digest,
+# and how doctor names it.
+STORES = {
+    "podman": ("podman", "config", "containers/storage", "engine: Podman 4.3.1"),
+    "podman5": ("podman", "config", "containers/storage", "engine: Podman 5.4"),
+    "docker-classic": ("classic", "config", "classic image store", "engine: Docker 26."),
+    "docker-containerd": ("containerd", "manifest", "containerd image store", "engine: Docker 26."),
 }
 
 
@@ -110,7 +127,7 @@ def host_twin(name: str) -> str | None:
 
 # Module scope: the last engine (Podman's service) stops when this module ends, not when the
 # session does (an idle service kept a quarter of a core busy through the tests after it).
-@pytest.fixture(scope="module", params=["docker-classic", "docker-containerd", "podman"])
+@pytest.fixture(scope="module", params=["docker-classic", "docker-containerd", "podman", "podman5"])
 def contract(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
@@ -127,9 +144,11 @@ def contract(
         engine = start_docker_classic(root, BRIDGE, SUBNET)
     elif name == "docker-containerd":
         engine = start_docker_containerd(root, STORE_BRIDGE, STORE_SUBNET)
-    else:
+    elif name == "podman":
         # Docker treats a loopback registry as plain http by default; Podman must be told.
         engine = start_podman(root, insecure_registries=(registry,))
+    else:
+        engine = start_podman_boxed(root, insecure_registries=(registry,))
     try:
         folder = tmp_path_factory.mktemp(name)
         namespace = f"imagekit-it-{secrets.token_hex(4)}"
@@ -190,7 +209,7 @@ def test_buildx_builds_where_the_engine_has_buildkit_and_is_refused_in_one_line_
         "--results", str(contract.results), "--json",
     )  # fmt: skip
     done = contract.cli(*argv)
-    if contract.engine.name == "podman":
+    if contract.engine.name.startswith("podman"):
         assert done.code == 3
         assert "its Docker API has no BuildKit" in done.stderr and "Traceback" not in done.stderr
         assert "use --builder sdk" in done.stderr
@@ -225,11 +244,7 @@ def test_verify_runs_the_probes_and_the_structure_checks(
     assert record["structure"] and all(c["ok"] for c in record["structure"])
     run = contract.results / verified["slim"]["run_id"]
     engine = json.loads((run / "run.json").read_text())["engine"]
-    store, kind = {
-        "podman": ("podman", "config"),
-        "docker-classic": ("classic", "config"),
-        "docker-containerd": ("containerd", "manifest"),
-    }[contract.engine.name]
+    store, kind, _, _ = STORES[contract.engine.name]
     assert engine["image_store"] == store and engine["image_id_kind"] == kind
     assert engine["endpoint"] == contract.engine.docker_host
     full = verified["full"]
@@ -351,13 +366,8 @@ def test_a_stop_signal_during_verify_leaves_no_container_and_keeps_the_results(
 def test_doctor_names_the_engine_and_gc_finds_nothing_left(contract: Contract) -> None:
     doctor = contract.cli("doctor", "--image", contract.reference(SLIM))
     assert doctor.code == 0, doctor.stderr[-2000:]
-    expected = "engine: Podman 4.3.1" if contract.engine.name == "podman" else "engine: Docker 26."
+    _, kind, store, expected = STORES[contract.engine.name]
     assert expected in doctor.stdout
-    store, kind = {
-        "podman": ("containers/storage", "config"),
-        "docker-classic": ("classic image store", "config"),
-        "docker-containerd": ("containerd image store", "manifest"),
-    }[contract.engine.name]
     assert store in doctor.stdout
     assert f"image ids on this engine are {kind} digests" in doctor.stdout
     if contract.engine.name.startswith("docker-"):
@@ -365,3 +375,37 @@ def test_doctor_names_the_engine_and_gc_finds_nothing_left(contract: Contract) -
     gc = contract.cli("gc", "--dry-run")
     assert gc.code == 0, gc.stderr[-2000:]
     assert "would remove container" not in gc.stdout
+
+
+def test_a_gpu_request_reaches_the_probe_container_on_podman_5_and_is_refused_on_4(
+    contract: Contract, verified: dict
+) -> None:
+    """With a (fake) GPU in the host's CDI folder, `verify --gpus all` asks Podman for it the
+    way it asks for a real one. Podman 5.4's Docker API passes the CDI request on: the probe
+    sees the device, the driver library and the variable. Podman 4.3's drops it without a
+    word, so imagekit refuses up front, in one line, and starts no probe container."""
+    if not contract.engine.name.startswith("podman"):
+        pytest.skip("Docker's CDI path is tests/integration/test_boxed_docker.py's")
+    with fake_gpu_on_host():
+        done = contract.cli(
+            "verify", "--matrix", str(contract.matrix), "--flavour", "slim", "--gpus", "all",
+            "--probes", "env", "--results", str(contract.results), "--json",
+            local=True,  # a local engine: imagekit reads the host's CDI folders for it
+        )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    if contract.engine.name == "podman":
+        assert done.code == 3 and "would start the probes without GPUs" in done.stderr, done
+        assert "Podman 5.4+ with CDI" in done.stderr
+        client = contract.engine.client()
+        assert client.containers.list(all=True, filters={"label": "io.imagekit.run-id"}) == []
+        return
+    data = json.loads(done.stdout)
+    run = json.loads((contract.results / data["run_id"] / "run.json").read_text())
+    assert run["engine"]["gpu_mechanism"] == "cdi"
+    (env,) = [p for p in data["images"][SLIM]["verify"]["probes"] if p["probe"] == "env"]
+    assert env["facts"]["gpu_device_nodes"] == [FAKE_GPU_NODE]
+    assert env["facts"]["driver_libraries"] == [FAKE_GPU_LIBRARY]
+    name, value = FAKE_GPU_ENV
+    assert env["facts"]["gpu_environment"][name] == value
+    # The CPU build of torch cannot use a GPU that is not there: a probe failure, exit 5.
+    assert done.code == 5 and env["facts"]["cuda_available"] is False
