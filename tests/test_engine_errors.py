@@ -142,6 +142,11 @@ def test_an_engine_that_accepts_and_never_answers_is_a_timeout_with_a_message(
             "catatonit",
         ),
         ("error setting rlimit type 7: operation not permitted", "default_ulimits"),
+        (
+            "crun: cgroups in hybrid mode not supported, drop all controllers from cgroupv2: "
+            "OCI runtime error",
+            'runtime = "runc"',
+        ),
         ('Get "https://127.0.0.1:5000/v2/": server gave HTTP response to HTTPS client', "insecure"),
         ("some refusal nobody has seen", "see the engine's log"),
     ],

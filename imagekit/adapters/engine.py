@@ -98,6 +98,12 @@ KNOWN_REFUSALS = (
         '(e.g. ["nofile=20000:20000"]) in containers.conf',
     ),
     (
+        # crun (Podman 5's default runtime) on a host with cgroup v1 and a v2 mount beside it.
+        "cgroups in hybrid mode not supported",
+        'crun refuses hosts with hybrid cgroups: install runc and set runtime = "runc" in the '
+        "[engine] table of containers.conf",
+    ),
+    (
         "server gave HTTP response to HTTPS client",
         "the registry speaks plain HTTP: Podman needs it marked `insecure = true` in "
         "registries.conf (Docker allows loopback registries by default)",
