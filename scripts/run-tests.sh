@@ -2,9 +2,10 @@
 # The whole test suite, as `make test` runs it, in two pytest sessions at the same time:
 # - in the foreground, the integration tests against the default engine;
 # - in the background, the tests against engines they start themselves (the engine contract on
-#   boxed Docker 26, each store the default engine is not on, and Podman; the registry-cache builds; an engine killed under
-#   build and verify, a fake CDI GPU; the set-up in pristine Debian 12 and 13 boxes), then the
-#   unit tests.
+#   boxed Docker 26, each store the default engine is not on, Podman 4.3 and boxed Podman 5;
+#   rootless Podman 4.3 and 5 as a real account; the registry-cache builds; an engine killed
+#   under build and verify, a fake CDI GPU; the set-up in pristine Debian 12 and 13 boxes),
+#   then the unit tests.
 # Both spend much of their time waiting on engines, registries and services, so together they
 # take about as long as the integration tests alone. The background session's output is
 # printed when both are done, then the foreground session's short summary again, so that the
@@ -41,7 +42,7 @@ engines=$?
 trap - INT TERM
 sweep
 
-echo "---- tests on engines of their own ($CONTRACT and others: boxed Docker 26, Podman), unit tests ----"
+echo "---- tests on engines of their own ($CONTRACT and others: boxed Docker 26 and Podman 5, Podman 4.3), unit tests ----"
 cat "$log"
 # pytest's own summary section (-ra) of the foreground session, from its header to the end.
 echo "---- integration tests, again: ----"

@@ -543,6 +543,7 @@ def fake_gpu_on_host() -> Iterator[Path]:
     and imagekit both read it); removed again, with its stub library, when it ends."""
     folder = HOST_CDI / f"imagekit-test-{os.getpid()}"
     spec = HOST_CDI / "imagekit-test-fake-nvidia.json"
+    made = not HOST_CDI.exists()
     try:
         write_fake_gpu_spec(folder)
         (folder / "fake-nvidia.json").rename(spec)
@@ -550,6 +551,9 @@ def fake_gpu_on_host() -> Iterator[Path]:
     finally:
         spec.unlink(missing_ok=True)
         shutil.rmtree(folder, ignore_errors=True)
+        if made:
+            with contextlib.suppress(OSError):
+                HOST_CDI.rmdir()
 
 
 def stop(engine: OtherEngine) -> None:
