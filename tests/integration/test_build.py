@@ -14,7 +14,14 @@ import docker
 import pytest
 
 from tests.children import default_stop_signals
-from tests.integration.conftest import TEST_LABELS, DemoBuild, Session, imagekit, matrix_text
+from tests.integration.conftest import (
+    TEST_LABELS,
+    DemoBuild,
+    Session,
+    SessionCa,
+    imagekit,
+    matrix_text,
+)
 
 SLIM = "2.13.0-cpu-py3.11-slim"
 FULL = "2.13.0-cpu-py3.11-full"
@@ -57,9 +64,9 @@ def test_the_torch_inside_is_the_cpu_wheel_and_runs_as_the_non_root_user(
 
 
 def test_a_second_build_reports_both_images_up_to_date(
-    demo_build: DemoBuild, wheelhouse: Path
+    demo_build: DemoBuild, wheelhouse: Path, session_ca: SessionCa
 ) -> None:
-    ca = demo_build.matrix.parent / "proxy-ca.crt"
+    ca = session_ca.path  # the bundle the first build was given
     again = imagekit(
         "build",
         "--matrix",

@@ -87,6 +87,8 @@ def wait_for_url(process: subprocess.Popen[str], port: int) -> str:
     """The URL the CLI prints once JupyterLab answers (stdout's first line)."""
     assert process.stdout is not None
     url = process.stdout.readline().strip()
+    if not url and process.stderr is not None and process.wait(timeout=60) is not None:
+        pytest.fail(f"imagekit run ended ({process.returncode}): {process.stderr.read()[-3000:]}")
     assert url.startswith(f"http://127.0.0.1:{port}/lab?token="), url
     return url
 
