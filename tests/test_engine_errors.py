@@ -147,6 +147,11 @@ def test_an_engine_that_accepts_and_never_answers_is_a_timeout_with_a_message(
             "OCI runtime error",
             'runtime = "runc"',
         ),
+        (
+            "netavark: nftables error: unable to execute nft: No such file or directory (os "
+            "error 2)",
+            "install nftables",
+        ),
         ('Get "https://127.0.0.1:5000/v2/": server gave HTTP response to HTTPS client', "insecure"),
         ("some refusal nobody has seen", "see the engine's log"),
     ],

@@ -104,6 +104,12 @@ KNOWN_REFUSALS = (
         "[engine] table of containers.conf",
     ),
     (
+        # netavark (Podman 5's network) defaults to nftables on Debian 13 without depending on it.
+        "unable to execute nft",
+        "Podman's netavark needs nft: install nftables, or set firewall_driver = "
+        '"iptables" in the [network] table of containers.conf',
+    ),
+    (
         "server gave HTTP response to HTTPS client",
         "the registry speaks plain HTTP: Podman needs it marked `insecure = true` in "
         "registries.conf (Docker allows loopback registries by default)",
