@@ -4,6 +4,12 @@ own `podman system service` on a socket in its runtime folder. As that account, 
 the demo's slim and full, verifies slim, and serves JupyterLab from full with `imagekit run`:
 the notebook saved through it belongs to the account.
 
+Twice: with the host's Podman 4.3 (`podman`), and with Podman 5.4 (`podman5`), which a Debian 12
+host cannot take alone: the account's service then runs, as the account (the same uid, gid and
+subordinate ids), in a box made from trixie (tests/integration/engines.py) that shares its home
+and /tmp, so its files, socket and workspaces are the same paths inside and out. imagekit
+itself runs on the host as the account, either way.
+
 Rootless Podman needs uidmap (newuidmap) and slirp4netns (make test-engines installs them) and
 a /dev/net/tun the account may open: udev makes it 0666 on a Debian install; a machine without
 udev (these) has it 0600, so the test opens it up and puts it back.
@@ -32,7 +38,14 @@ import docker
 import pytest
 
 from tests.integration.conftest import matrix_text
-from tests.integration.engines import free_port
+from tests.integration.engines import (
+    BOX_PODMAN,
+    BOX_PODMAN_INCLUDE,
+    box_image,
+    box_limits,
+    free_port,
+    podman_box_options,
+)
 from tests.integration.test_fresh_setup import checkout_tar
 from tests.integration.test_run_ends import answers_with_token, wait_for_url
 
@@ -46,6 +59,19 @@ TUN = Path("/dev/net/tun")
 STORAGE_CONF = """[storage]
 driver = "overlay"
 """
+# Podman 5 in the box: runc (crun refuses these machines' hybrid cgroups), no systemd, and
+# netavark's rules (in the account's own network namespace) through iptables: trixie's netavark
+# defaults to nftables without depending on it (the box, like the rootful one, has iptables).
+BOXED_CONF = """[containers]
+default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+[network]
+firewall_driver = "iptables"
+"""
+SUBORDINATE_IDS = "200000-265535"
 
 
 @dataclass
@@ -116,12 +142,103 @@ def tun_open_to_all() -> Iterator[None]:
         TUN.chmod(mode)
 
 
-@pytest.fixture(scope="module")
+class Service:
+    """The account's rootless `podman system service`, on the host or in a Podman 5 box."""
+
+    def __init__(self, me: Account, boxed: bool) -> None:
+        self.me = me
+        self.box = f"imagekit-it-{me.name}-podman5" if boxed else ""
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _as_account(self, *argv: str) -> list[str]:
+        """`argv` as the account: on the host, or in the box (`docker exec` as its ids)."""
+        if not self.box:
+            return list(argv)
+        env = [f"{k}={v}" for k, v in self.me.env().items() if k != "DOCKER_HOST"]
+        exports = [x for pair in env for x in ("-e", pair)]
+        conf = ("-e", f"CONTAINERS_CONF={self.me.home}/.config/containers/boxed.conf")
+        user = f"{self.me.uid}:{self.me.gid}"
+        return ["docker", "exec", "-u", user, *exports, *conf, self.box, *argv]
+
+    def prepare(self) -> None:
+        """The box (the account in it, with the same ids), when there is one."""
+        if not self.box:
+            return
+        me = self.me
+        image = box_image(BOX_PODMAN, BOX_PODMAN_INCLUDE)
+        run = ["docker", "run", "-d", "--rm", "--name", self.box,
+               *podman_box_options(me.home), image, "sleep", "infinity"]  # fmt: skip
+        subprocess.run(run, check=True, capture_output=True, env=_host_env())
+        script = (
+            f"groupadd --gid {me.gid} {me.name} && useradd --uid {me.uid} --gid {me.gid} "
+            f"--no-create-home --home-dir {me.home} {me.name} && usermod --add-subuids "
+            f"{SUBORDINATE_IDS} --add-subgids {SUBORDINATE_IDS} {me.name}"
+        )
+        made = subprocess.run(
+            ["docker", "exec", self.box, "sh", "-c", script],
+            capture_output=True, text=True, env=_host_env(), check=False,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        conf = me.home / ".config" / "containers" / "boxed.conf"
+        me.run("sh", "-c", f"cat > {conf} <<'EOF'\n{BOXED_CONF.format(**box_limits())}EOF")
+
+    def podman(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`podman ARGS` as the account, where its service runs."""
+        if not self.box:
+            return self.me.run("podman", *args)
+        return subprocess.run(
+            self._as_account("podman", *args), capture_output=True, text=True,
+            env=_host_env(), timeout=600, check=False,
+        )  # fmt: skip
+
+    def start(self) -> None:
+        me = self.me
+        argv = self._as_account("podman", "system", "service", "--time=0", f"unix://{me.socket}")
+        if self.box:
+            self.process = subprocess.Popen(
+                argv, env=_host_env(), start_new_session=True,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        else:
+            self.process = subprocess.Popen(
+                argv, cwd=me.home, env=me.env(), preexec_fn=me.become(),
+                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not me.socket.exists() and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert me.socket.exists(), "the account's Podman service did not start"
+
+    def version(self) -> str:
+        client = docker.DockerClient(base_url=f"unix://{self.me.socket}", version="auto")
+        try:
+            return str(client.version()["Version"])
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.box:
+            subprocess.run(["docker", "rm", "--force", self.box], capture_output=True,
+                           env=_host_env(), check=False)  # fmt: skip
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=30)
+
+
+def _host_env() -> dict[str, str]:
+    """The environment of a call to the default engine (the box's), whatever DOCKER_HOST is."""
+    return {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+
+
+@pytest.fixture(scope="module", params=["podman", "podman5"])
 def account(
-    engine: docker.DockerClient, demo_base: str, wheelhouse: Path
-) -> Iterator[tuple[Account, Path, Path]]:
+    request: pytest.FixtureRequest, engine: docker.DockerClient, demo_base: str, wheelhouse: Path
+) -> Iterator[tuple[Account, Path, Path, Service]]:
     """The account, its Podman service (holding the demo's base), the matrix and wheelhouse it
     builds from."""
+    boxed = request.param == "podman5"
     for tool in ("newuidmap", "slirp4netns", "podman"):
         if shutil.which(tool) is None:
             pytest.fail(f"{tool} is missing: run `make test-engines`")
@@ -133,12 +250,12 @@ def account(
     entry = pwd.getpwnam(name)
     home = Path(entry.pw_dir)
     shared = Path(f"/tmp/imagekit-it-{name}")  # what the account may read of ours
-    service: subprocess.Popen[bytes] | None = None
+    service: Service | None = None
     try:
         subuids = Path("/etc/subuid").read_text()
         if f"\n{name}:" not in f"\n{subuids}":
-            subprocess.run(["usermod", "--add-subuids", "200000-265535", name], check=True)
-            subprocess.run(["usermod", "--add-subgids", "200000-265535", name], check=True)
+            subprocess.run(["usermod", "--add-subuids", SUBORDINATE_IDS, name], check=True)
+            subprocess.run(["usermod", "--add-subgids", SUBORDINATE_IDS, name], check=True)
         runtime = shared / "run"
         runtime.mkdir(parents=True)
         os.chown(runtime, uid, entry.pw_gid)
@@ -166,29 +283,21 @@ def account(
             f"python3 -m venv ~/venv && ~/venv/bin/pip install --quiet {shared}/src/imagekit",
         )  # fmt: skip
         assert venv.returncode == 0, venv.stderr[-3000:]
-        loaded = me.run("podman", "load", "--input", str(base_tar))
-        assert loaded.returncode == 0, loaded.stderr[-2000:]
-        service = subprocess.Popen(
-            ["podman", "system", "service", "--time=0", f"unix://{me.socket}"],
-            cwd=home, env=me.env(), preexec_fn=me.become(), start_new_session=True,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while not me.socket.exists() and time.monotonic() < deadline:
-            time.sleep(0.3)
-        assert me.socket.exists(), "the account's Podman service did not start"
-        matrix = shared / "matrix.yaml"
-        text = matrix_text(f"{name}/pytorch", demo_base)
-        matrix.write_text(text.replace("  slim:\n", "  slim:\n    compile: false\n", 1))
-        matrix.chmod(0o644)
         with tun_open_to_all():
-            yield me, matrix, shared / "wheelhouse"
+            service = Service(me, boxed)
+            service.prepare()
+            loaded = service.podman("load", "--input", str(base_tar))
+            assert loaded.returncode == 0, loaded.stderr[-2000:]
+            service.start()
+            assert service.version().startswith("5." if boxed else "4.3")
+            matrix = shared / "matrix.yaml"
+            text = matrix_text(f"{name}/pytorch", demo_base)
+            matrix.write_text(text.replace("  slim:\n", "  slim:\n    compile: false\n", 1))
+            matrix.chmod(0o644)
+            yield me, matrix, shared / "wheelhouse", service
     finally:
         if service is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(service.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                service.wait(timeout=30)
+            service.stop()
         # Everything the account runs (conmon, fuse-overlayfs, the service's children), then
         # what it mounted, then the account and its home with its containers and images.
         subprocess.run(["pkill", "-KILL", "-u", str(uid)], capture_output=True, check=False)
@@ -203,9 +312,9 @@ def account(
 
 
 def test_a_non_root_account_builds_and_verifies_on_its_rootless_podman(
-    account: tuple[Account, Path, Path],
+    account: tuple[Account, Path, Path, Service],
 ) -> None:
-    me, matrix, wheelhouse = account
+    me, matrix, wheelhouse, _ = account
     results = me.home / "results"
     built = me.run(
         str(me.imagekit), "build", "--matrix", str(matrix), "--builder", "sdk",
@@ -227,9 +336,9 @@ def test_a_non_root_account_builds_and_verifies_on_its_rootless_podman(
 
 
 def test_a_notebook_saved_through_imagekit_run_belongs_to_the_account(
-    account: tuple[Account, Path, Path],
+    account: tuple[Account, Path, Path, Service],
 ) -> None:
-    me, _, _ = account
+    me, _, _, service = account
     workspace = me.home / "work"
     assert me.run("mkdir", "-p", str(workspace)).returncode == 0
     reference = f"{me.name}/pytorch:{FULL}"
@@ -258,14 +367,14 @@ def test_a_notebook_saved_through_imagekit_run_belongs_to_the_account(
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr[-2000:]
-    left = me.run("podman", "ps", "--all", "--quiet", "--filter", "label=io.imagekit.run-id")
+    left = service.podman("ps", "--all", "--quiet", "--filter", "label=io.imagekit.run-id")
     assert left.stdout.strip() == ""
 
 
 def test_a_command_run_through_imagekit_run_writes_the_workspace_as_the_account(
-    account: tuple[Account, Path, Path],
+    account: tuple[Account, Path, Path, Service],
 ) -> None:
-    me, _, _ = account
+    me, _, _, _ = account
     workspace = me.home / "cmd"
     assert me.run("mkdir", "-p", str(workspace)).returncode == 0
     done = me.run(
