@@ -12,10 +12,10 @@ stopped by the test session on sockets and folders of its own:
   would upgrade glibc and systemd), serving the Docker API on a socket under /tmp.
 
 Both Docker engines and Podman 5 are *boxed*: dockerd (or podman) runs in a container of the
-default engine, made from a Debian 13 root filesystem with trixie's docker.io 26 (or podman
-5.4) (`imagekit base bootstrap`, kept on the default engine as `BOX_DOCKER` or `BOX_PODMAN` and
-reused), so the engine under test does not depend on which
-Docker the host has (a Debian 12 host can take only 20.10). The box shares the host's network
+default engine, made from a Debian 13 root filesystem with trixie's docker.io 26 or podman 5.4
+(`imagekit base bootstrap`, kept on the default engine as `BOX_DOCKER` or `BOX_PODMAN` and
+reused), so the engine under test does not depend on which engine the host can take (a Debian
+12 host: Docker 20.10 and Podman 4.3). The box shares the host's network
 and /tmp (its sockets, data and the tests' workspaces are the same paths inside and out) and
 nothing else: its own libc, its own process tree, its containers in a cgroup of their own.
 
