@@ -158,13 +158,15 @@ browser:
 				apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
 		else echo "make browser: install chromium (the JupyterLab browser test needs it)" >&2; exit 1; fi; }
 
-## make test-engines: what the engine-contract tests start besides the default engine (Podman).
+## make test-engines: what the engine-contract tests start besides the default engine (Podman 4.3;
+## the boxes of Docker 26 and Podman 5 are made by the tests themselves).
 .PHONY: test-engines
 test-engines:
 	@scripts/ensure-test-engines.sh
 
 ## make test: lint, types and the whole test suite (integration tests on a real engine, and
-## the engine contract against Docker's classic store and Podman, which the tests start).
+## the engine contract against boxed Docker 26 (both stores), Podman 4.3 and boxed Podman 5,
+## which the tests start).
 test: lint types base wheelhouse browser test-engines $(VENV)/.torch-installed
 	IMAGEKIT_WHEELHOUSE=$(WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) PYTEST=$(BIN)/pytest \
 		scripts/run-tests.sh

@@ -26,7 +26,9 @@ import pytest
 from tests.integration.conftest import ROOT
 from tests.integration.engines import BOX_RUN_OPTIONS, box_image
 
-pytestmark = [pytest.mark.integration, pytest.mark.contract]
+# In the main session beside the default engine's tests (scripts/run-tests.sh): the other
+# session, the engine contract's, is the longer one.
+pytestmark = pytest.mark.integration
 
 # A fresh machine of this kind: Debian with Python and make; the docker CLI comes from the
 # host, as these machines come with it (a static binary).

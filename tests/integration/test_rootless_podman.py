@@ -49,7 +49,9 @@ from tests.integration.engines import (
 from tests.integration.test_fresh_setup import checkout_tar
 from tests.integration.test_run_ends import answers_with_token, wait_for_url
 
-pytestmark = [pytest.mark.integration, pytest.mark.contract]
+# In the main session beside the default engine's tests (scripts/run-tests.sh): the other
+# session, the engine contract's, is the longer one.
+pytestmark = pytest.mark.integration
 
 SLIM = "2.13.0-cpu-py3.11-slim"
 FULL = "2.13.0-cpu-py3.11-full"
