@@ -452,6 +452,9 @@ PODMAN5_SUBNET = "10.213.12.0/24"
 # Its containers' open-file and process limits, explicit: its defaults (nofile 1048576) lie above
 # what the box may grant, and then every start, a build's RUN steps included, fails ("error
 # setting rlimit type 7"). imagekit sets them for its own containers; a build's are Podman's.
+# runc: crun refuses these machines' hybrid cgroups. No systemd. netavark's rules through
+# iptables: trixie's netavark defaults to nftables without depending on it, and the box has
+# iptables (rootful, its rules are the host's, where NetworkState sees them).
 PODMAN5_CONF = """[containers]
 default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]
 [engine]
@@ -459,9 +462,15 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 [network]
-default_subnet = "{subnet}"
 firewall_driver = "iptables"
 """
+
+
+def podman5_conf(subnet: str = "") -> str:
+    """The containers.conf of a boxed Podman 5 (rootful with `subnet`, its default network's;
+    rootless without: its network lives in the account's own namespace)."""
+    text = PODMAN5_CONF.format(**box_limits())
+    return text + (f'default_subnet = "{subnet}"\n' if subnet else "")
 
 
 def box_limits() -> dict[str, int]:
@@ -509,7 +518,7 @@ def start_podman_boxed(root: Path, insecure_registries: tuple[str, ...] = ()) ->
     parent = "libpod_parent"
     had_parent = any((h / parent).exists() for h in CGROUP_ROOT.iterdir() if h.is_dir())
     conf = root / "containers.conf"
-    conf.write_text(PODMAN5_CONF.format(subnet=PODMAN5_SUBNET, **box_limits()))
+    conf.write_text(podman5_conf(PODMAN5_SUBNET))
     registries = root / "registries.conf"
     registries.write_text(
         "".join(f'[[registry]]\nlocation = "{h}"\ninsecure = true\n' for h in insecure_registries)

@@ -42,8 +42,8 @@ from tests.integration.engines import (
     BOX_PODMAN,
     BOX_PODMAN_INCLUDE,
     box_image,
-    box_limits,
     free_port,
+    podman5_conf,
     podman_box_options,
 )
 from tests.integration.test_fresh_setup import checkout_tar
@@ -60,18 +60,6 @@ TUN = Path("/dev/net/tun")
 # 4.3 falls back to vfs, a full copy of every layer.
 STORAGE_CONF = """[storage]
 driver = "overlay"
-"""
-# Podman 5 in the box: runc (crun refuses these machines' hybrid cgroups), no systemd, and
-# netavark's rules (in the account's own network namespace) through iptables: trixie's netavark
-# defaults to nftables without depending on it (the box, like the rootful one, has iptables).
-BOXED_CONF = """[containers]
-default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-[network]
-firewall_driver = "iptables"
 """
 SUBORDINATE_IDS = "200000-265535"
 
@@ -182,7 +170,7 @@ class Service:
         )  # fmt: skip
         assert made.returncode == 0, made.stderr
         conf = me.home / ".config" / "containers" / "boxed.conf"
-        me.run("sh", "-c", f"cat > {conf} <<'EOF'\n{BOXED_CONF.format(**box_limits())}EOF")
+        me.run("sh", "-c", f"cat > {conf} <<'EOF'\n{podman5_conf()}EOF")
 
     def podman(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`podman ARGS` as the account, where its service runs."""
