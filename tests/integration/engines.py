@@ -436,9 +436,15 @@ def start_podman(root: Path, insecure_registries: tuple[str, ...] = ()) -> Other
         "".join(f'[[registry]]\nlocation = "{h}"\ninsecure = true\n' for h in insecure_registries)
     )
     env = {**os.environ, "CONTAINERS_REGISTRIES_CONF": str(conf)}
+    # Its cgroupfs manager's /libpod_parent (conmon's cgroups), removed when it stops unless it
+    # was there before (seen left behind on the blkio hierarchy).
+    had_parent = any((h / "libpod_parent").exists() for h in CGROUP_ROOT.iterdir() if h.is_dir())
     with (root / "engine.log").open("wb") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True, env=env)
-    engine = OtherEngine("podman", f"unix://{sock}", f"unix://{sock}", root, process, cleanups)
+    engine = OtherEngine(
+        "podman", f"unix://{sock}", f"unix://{sock}", root, process, cleanups,
+        cgroup="" if had_parent else "libpod_parent",
+    )  # fmt: skip
     _wait_until_it_answers(engine)
     return engine
 
