@@ -364,14 +364,9 @@ def start_dockerd(
         "--bridge", bridge,
         "--iptables=false",
     ]  # fmt: skip
-    # The box is reached through the default engine, whatever DOCKER_HOST the caller has.
-    host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
     # The box goes first, whatever the engine left running in it.
     cleanups.insert(0, ["docker", "rm", "--force", "--volumes", name])
-    with (root / "engine.log").open("wb") as log:
-        process = subprocess.Popen(
-            argv, stdout=log, stderr=log, start_new_session=True, env=host_env
-        )
+    process = _launch_box(argv, root)
     engine = OtherEngine(
         "docker-containerd" if containerd_store else "docker-classic",
         f"tcp://127.0.0.1:{port}",
@@ -384,6 +379,20 @@ def start_dockerd(
     )
     _wait_until_it_answers(engine)
     return engine
+
+
+def _launch_box(argv: list[str], root: Path, *, append: bool = False) -> subprocess.Popen[bytes]:
+    """Start a box (`docker run` of the default engine, whatever DOCKER_HOST the caller has),
+    its output in `root`/engine.log."""
+    host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+    with (root / "engine.log").open("ab" if append else "wb") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True, env=host_env)
+
+
+def new_cgroup(name: str) -> str:
+    """`name` when no cgroup hierarchy has it yet (an engine that makes it removes it when it
+    stops); "" when it was there before, and so is not ours to remove."""
+    return "" if any((h / name).exists() for h in CGROUP_ROOT.iterdir() if h.is_dir()) else name
 
 
 def kill(engine: OtherEngine) -> None:
@@ -407,11 +416,7 @@ def restart(engine: OtherEngine) -> None:
     # process namespace, are other processes (dockerd would wait on "containerd still running").
     (engine.root / "dockerd.pid").unlink(missing_ok=True)
     shutil.rmtree(engine.root / "exec", ignore_errors=True)
-    host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
-    with (engine.root / "engine.log").open("ab") as log:
-        engine.process = subprocess.Popen(
-            engine.argv, stdout=log, stderr=log, start_new_session=True, env=host_env
-        )
+    engine.process = _launch_box(engine.argv, engine.root, append=True)
     _wait_until_it_answers(engine)
 
 
@@ -438,12 +443,12 @@ def start_podman(root: Path, insecure_registries: tuple[str, ...] = ()) -> Other
     env = {**os.environ, "CONTAINERS_REGISTRIES_CONF": str(conf)}
     # Its cgroupfs manager's /libpod_parent (conmon's cgroups), removed when it stops unless it
     # was there before (seen left behind on the blkio hierarchy).
-    had_parent = any((h / "libpod_parent").exists() for h in CGROUP_ROOT.iterdir() if h.is_dir())
+    cgroup = new_cgroup("libpod_parent")
     with (root / "engine.log").open("wb") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True, env=env)
     engine = OtherEngine(
         "podman", f"unix://{sock}", f"unix://{sock}", root, process, cleanups,
-        cgroup="" if had_parent else "libpod_parent",
+        cgroup=cgroup,
     )  # fmt: skip
     _wait_until_it_answers(engine)
     return engine
@@ -521,8 +526,7 @@ def start_podman_boxed(root: Path, insecure_registries: tuple[str, ...] = ()) ->
         cleanups.append(["rmdir", str(HOST_CDI)])
     # Podman's cgroupfs manager puts its containers under /libpod_parent, on the host's
     # hierarchies (the box shares them): removed when it stops, unless it was there before.
-    parent = "libpod_parent"
-    had_parent = any((h / parent).exists() for h in CGROUP_ROOT.iterdir() if h.is_dir())
+    cgroup = new_cgroup("libpod_parent")
     conf = root / "containers.conf"
     conf.write_text(podman5_conf(PODMAN5_SUBNET))
     registries = root / "registries.conf"
@@ -538,15 +542,11 @@ def start_podman_boxed(root: Path, insecure_registries: tuple[str, ...] = ()) ->
         "podman", "--root", str(root / "storage"), "--runroot", str(root / "run"),
         "system", "service", "--time=0", f"unix://{sock}",
     ]  # fmt: skip
-    host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
     cleanups.insert(0, ["docker", "rm", "--force", "--volumes", name])
-    with (root / "engine.log").open("wb") as log:
-        process = subprocess.Popen(
-            argv, stdout=log, stderr=log, start_new_session=True, env=host_env
-        )
+    process = _launch_box(argv, root)
     engine = OtherEngine(
         "podman5", f"unix://{sock}", f"unix://{sock}", root, process, cleanups,
-        cgroup="" if had_parent else parent, argv=argv,
+        cgroup=cgroup, argv=argv,
     )  # fmt: skip
     _wait_until_it_answers(engine)
     return engine

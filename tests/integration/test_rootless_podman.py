@@ -46,7 +46,7 @@ from tests.integration.engines import (
     podman5_conf,
     podman_box_options,
 )
-from tests.integration.test_fresh_setup import checkout_tar
+from tests.integration.test_fresh_setup import checkout_tar, host_env
 from tests.integration.test_run_ends import answers_with_token, wait_for_url
 
 # In the main session beside the default engine's tests (scripts/run-tests.sh): the other
@@ -158,7 +158,7 @@ class Service:
         image = box_image(BOX_PODMAN, BOX_PODMAN_INCLUDE)
         run = ["docker", "run", "-d", "--rm", "--name", self.box,
                *podman_box_options(me.home), image, "sleep", "infinity"]  # fmt: skip
-        subprocess.run(run, check=True, capture_output=True, env=_host_env())
+        subprocess.run(run, check=True, capture_output=True, env=host_env())
         script = (
             f"groupadd --gid {me.gid} {me.name} && useradd --uid {me.uid} --gid {me.gid} "
             f"--no-create-home --home-dir {me.home} {me.name} && usermod --add-subuids "
@@ -166,7 +166,7 @@ class Service:
         )
         made = subprocess.run(
             ["docker", "exec", self.box, "sh", "-c", script],
-            capture_output=True, text=True, env=_host_env(), check=False,
+            capture_output=True, text=True, env=host_env(), check=False,
         )  # fmt: skip
         assert made.returncode == 0, made.stderr
         conf = me.home / ".config" / "containers" / "boxed.conf"
@@ -178,7 +178,7 @@ class Service:
             return self.me.run("podman", *args)
         return subprocess.run(
             self._as_account("podman", *args), capture_output=True, text=True,
-            env=_host_env(), timeout=600, check=False,
+            env=host_env(), timeout=600, check=False,
         )  # fmt: skip
 
     def start(self) -> None:
@@ -186,7 +186,7 @@ class Service:
         argv = self._as_account("podman", "system", "service", "--time=0", f"unix://{me.socket}")
         if self.box:
             self.process = subprocess.Popen(
-                argv, env=_host_env(), start_new_session=True,
+                argv, env=host_env(), start_new_session=True,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         else:
@@ -209,17 +209,12 @@ class Service:
     def stop(self) -> None:
         if self.box:
             subprocess.run(["docker", "rm", "--force", self.box], capture_output=True,
-                           env=_host_env(), check=False)  # fmt: skip
+                           env=host_env(), check=False)  # fmt: skip
         if self.process is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=30)
-
-
-def _host_env() -> dict[str, str]:
-    """The environment of a call to the default engine (the box's), whatever DOCKER_HOST is."""
-    return {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
 
 
 @pytest.fixture(scope="module", params=["podman", "podman5"])
