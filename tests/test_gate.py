@@ -9,7 +9,7 @@ import pytest
 from imagekit.adapters.registry import classify, push, registry_auth, split_reference
 from imagekit.adapters.results import RunFolder, verify_evidence
 from imagekit.core.agreement import Identity, disagreements
-from imagekit.core.gate import decide
+from imagekit.core.gate import Problem, decide, remedy
 from imagekit.core.matrix import load_matrix
 from imagekit.core.plan import ImagePlan, retarget
 from imagekit.core.records import (
@@ -269,3 +269,16 @@ def test_verify_records_are_loaded_newest_run_first(tmp_path: Path) -> None:
     records = verify_evidence(tmp_path)
     assert [r.run_id for r in records] == ["20261130T000000Z-bbbb", "20260101T000000Z-aaaa"]
     assert [r.name for r in records] == ["x", "x"]
+
+
+def test_every_refusal_ends_with_what_to_do_about_its_reasons(plan: ImagePlan) -> None:
+    unverified = decide(plan, IMAGE, [])
+    assert unverified.reasons[-1] == remedy([Problem.NO_RECORD])
+    failing = record(statuses={"env": "pass", "autograd": "fail"})
+    reasons = decide(plan, IMAGE, [failing]).reasons
+    assert reasons[-1].startswith("to publish it: verify again with the required probes")
+    assert "then fix what the failing probes report" in reasons[-1]
+    # Allowed, or forced through: nothing to do, no such line.
+    assert decide(plan, IMAGE, [record()]).reasons == ()
+    forced = decide(plan, IMAGE, [], force=True)
+    assert not any(r.startswith("to publish it") for r in forced.reasons)

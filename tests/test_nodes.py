@@ -17,7 +17,8 @@ from imagekit.core.records import ImageRecord, Status
 from imagekit.core.render import RenderOptions, image_labels
 from imagekit.core.summary import changes
 from imagekit.errors import InputError
-from imagekit.orchestration.verify import Target, VerifyRun, VerifySettings
+from imagekit.orchestration.verify import VerifyRun
+from imagekit.orchestration.verify_settings import Target, VerifySettings
 from imagekit.resources import probes_dir
 from tests.fakes import (
     Events,

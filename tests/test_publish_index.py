@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from imagekit.core.attest import SBOM_PREDICATE, VERIFY_PREDICATE, VerifyPredicate
+from imagekit.core.gate import Problem, remedy
 from imagekit.core.matrix import Matrix, load_matrix
 from imagekit.core.multiarch import (
     DOCKER_LIST,
@@ -847,6 +848,7 @@ def test_promotion_refuses_the_index_when_one_platform_is_unverified(
     assert records[0].reasons == (
         f"{name}: no verify results for image {world.ids[unverified.name][:19]} "
         "(1 results belong to other image ids)",
+        f"{name}: {remedy([Problem.NO_RECORD])}",
     )
     assert records[0].tags == () and records[0].signed_digest is None
     # The index was assembled at the candidate tag; nothing went under the final tags.

@@ -556,7 +556,11 @@ def test_probe_files_are_not_part_of_any_build_context(
         "imagekit-site.pth",
         "uv",  # the installer, imagekit's own
     }
-    assert "probes" not in render_image(plan).dockerfile
+    # Only the label naming the required probes mentions them: no instruction copies one.
+    dockerfile = render_image(plan).dockerfile
+    lines = dockerfile.splitlines()
+    assert any(line.strip().startswith("io.imagekit.required-probes=") for line in lines)
+    assert all("probe" not in line for line in lines if "required-probes" not in line)
 
 
 def test_write_context_copies_the_wheelhouse_and_ca_and_replaces_stale_files(

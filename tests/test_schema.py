@@ -23,7 +23,8 @@ from imagekit.core.ports import BuildOutcome, BuildRequest, LineSink
 from imagekit.core.records import ImageRecord, results_schema, results_schema_text
 from imagekit.core.render import RenderOptions, image_labels
 from imagekit.orchestration.build import BuildRun, BuildSettings
-from imagekit.orchestration.verify import Target, VerifyRun, VerifySettings
+from imagekit.orchestration.verify import VerifyRun
+from imagekit.orchestration.verify_settings import Target, VerifySettings
 from imagekit.resources import probes_dir
 from tests.fakes import Events, FakeEngine, FakeInspector, FakeProbeRunner, image_id
 

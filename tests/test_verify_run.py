@@ -9,14 +9,16 @@ from typing import Any
 import pytest
 
 from imagekit.core.compat import load_compat
+from imagekit.core.gate import decide
 from imagekit.core.matrix import load_matrix
 from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import EngineInfo, ProbeRequest, ProbeRun
-from imagekit.core.records import Check, Level, LevelState, ProbeResult, Status
+from imagekit.core.records import Check, Evidence, Level, LevelState, ProbeResult, Status
 from imagekit.core.render import RenderOptions, image_labels
 from imagekit.core.runtime import EMULATION_SLOWDOWN, START_MARGIN_S, GpuChoice
 from imagekit.errors import EngineError, EngineUnavailableError, GpuUnavailableError, InputError
-from imagekit.orchestration.verify import Target, VerifyRun, VerifySettings
+from imagekit.orchestration.verify import VerifyRun
+from imagekit.orchestration.verify_settings import Target, VerifySettings
 from imagekit.resources import probes_dir
 from tests.fakes import (
     Events,
@@ -488,3 +490,50 @@ def test_the_summary_goes_to_github_s_step_summary_only_when_one_is_given(
     verify.execute([target(slim)])
     assert step_summary.read_text() == "an earlier step's summary\n" + summary
     assert verify.store.log_file(slim.name, "verify").is_file()
+
+
+# verify IMAGE (no matrix): what the image requires travels in its labels ---------------------
+
+
+def by_name(plan: ImagePlan) -> Target:
+    """An image named on the command line, as `imagekit verify IMAGE` makes its target."""
+    return Target(plan.name, plan.reference)
+
+
+def every_probe_and_a_gpu_one(request: ProbeRequest) -> ProbeRun:
+    """Every CPU probe passes; the GPU probe of the folder (cudnn) is skipped off a GPU."""
+    ran = [passing(p, CPU_FACTS if p == "env" else None) for p in request.probes if p != "cudnn"]
+    results = (*ran, ProbeResult.synthetic("cudnn", Status.SKIP, "no GPU"))
+    return run_of(results, device=request.device)
+
+
+def test_verify_by_name_counts_the_probes_the_image_labels_require_and_the_gate_agrees(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    engine = FakeEngine()
+    made = built(engine, slim)
+    runner = FakeProbeRunner(script=every_probe_and_a_gpu_one)
+    verify, _ = make_run(tmp_path, engine, runner)
+    record = verify.execute([by_name(slim)])[slim.name]
+    assert record.required_probes == slim.required_probes
+    assert record.status == "pass" and Level.GPU not in record.required_levels
+    evidence = Evidence(verify.store.run_id, slim.name, record)
+    decision = decide(slim, made, [evidence])
+    assert decision.allowed, decision.reasons
+
+
+def test_an_image_without_the_label_counts_every_probe_but_never_the_level_it_cannot_have(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    """An image from before the label: every probe that ran counts (the skipped GPU one too,
+    so verify fails it), and the gpu level, n/a on a CPU image, is not among those required."""
+    engine = FakeEngine()
+    made = built(engine, slim, **{"io.imagekit.required-probes": ""})
+    runner = FakeProbeRunner()
+    verify, _ = make_run(tmp_path, engine, runner)
+    record = verify.execute([by_name(slim)])[slim.name]
+    assert set(record.required_probes) == set(runner.requests[0].probes)
+    assert record.status == "pass"
+    assert record.levels[Level.GPU] is LevelState.NOT_APPLICABLE
+    assert Level.GPU not in record.required_levels
+    assert decide(slim, made, [Evidence("r1", slim.name, record)]).allowed

@@ -11,7 +11,7 @@ import pytest
 from imagekit.cli.verify import step_summary_file
 from imagekit.core.requests import Selection, VerifyCommand
 from imagekit.core.runtime import GpuChoice
-from imagekit.orchestration.verify import VerifySettings
+from imagekit.orchestration.verify_settings import VerifySettings
 
 
 def test_every_verify_option_reaches_the_settings(

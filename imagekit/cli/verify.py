@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from imagekit.adapters.engine import DockerEngine
     from imagekit.adapters.results import RunFolder
     from imagekit.core.summary import Records
-    from imagekit.orchestration.verify import Target
 
 
 @command(app, "verify", VerifyCommand)
@@ -38,13 +37,14 @@ def verify(request: VerifyCommand) -> None:
     from imagekit.adapters.structure import DockerInspector
     from imagekit.core.compat import load_compat
     from imagekit.core.records import ImageRecord
-    from imagekit.orchestration.verify import VerifyRun, VerifySettings, probes_folder, targets_of
+    from imagekit.orchestration import verify_settings as vs
+    from imagekit.orchestration.verify import VerifyRun
     from imagekit.resources import probes_dir as bundled_probes
 
-    targets = targets_of(request.images, [] if request.images else request.selection.plans())
-    folder = probes_folder(request.probes_dir, bundled_probes())
-    settings = VerifySettings.of(request, folder, step_summary_file())
-    client, engine, run = _open_run(request.results, targets)
+    targets = vs.targets_of(request.images, [] if request.images else request.selection.plans())
+    folder = vs.probes_folder(request.probes_dir, bundled_probes())
+    settings = vs.VerifySettings.of(request, folder, step_summary_file())
+    client, engine, run = _open_run(request.results, [t.reference for t in targets])
     inspector = DockerInspector(client)
     runner = ContainerProbeRunner(client)
     verifier = VerifyRun(engine, runner, inspector, run, settings, plain_view(), load_compat())
@@ -68,8 +68,8 @@ def step_summary_file() -> Path | None:
     return Path(value) if value else None
 
 
-def _open_run(results: Path, targets: list[Target]) -> tuple[Any, DockerEngine, RunFolder]:
-    """The engine and a new run folder under `results`, its run.json written."""
+def _open_run(results: Path, images: list[str]) -> tuple[Any, DockerEngine, RunFolder]:
+    """The engine and a new run folder for `images` under `results`, its run.json written."""
     from imagekit.adapters.engine import DockerEngine, connect
     from imagekit.adapters.results import RunFacts, RunFolder, results_key
 
@@ -79,7 +79,7 @@ def _open_run(results: Path, targets: list[Target]) -> tuple[Any, DockerEngine, 
     note_leftovers(client)
     key = results_key()
     run = RunFolder.create(results, seal_key=key)
-    facts = RunFacts(images=[t.reference for t in targets], sealed_with_key=key is not None)
+    facts = RunFacts(images=images, sealed_with_key=key is not None)
     run.write_run("verify", engine.info(), facts)
     return client, engine, run
 

@@ -34,6 +34,9 @@ RDMA = PREFIX + "rdma"  # "yes": the image carries the user-space RDMA stack
 TORCH_COMPILE = PREFIX + "torch-compile"
 # The Docker platform the image was built for (linux/arm64), readable before it is pulled.
 PLATFORM = PREFIX + "platform"
+# The probes the matrix requires of the image, space separated: `verify IMAGE` without the
+# matrix counts these (not every probe that ran), so its verdict is the gate's.
+REQUIRED_PROBES = PREFIX + "required-probes"
 
 # What imagekit marks its own things with, so that it (and `gc`) can find them again.
 INPUT_HASH = PREFIX + "input-hash"  # the build's inputs: equal hash, up to date
@@ -78,6 +81,7 @@ class ImageLabels:
     # None: an image from before the label (nothing promised either way).
     torch_compile: bool | None = None
     platform: str = ""  # "" on an image from before the label
+    required_probes: tuple[str, ...] = ()  # () on an image from before the label
 
     @classmethod
     def parse(cls, labels: Mapping[str, str]) -> ImageLabels:
@@ -99,6 +103,7 @@ class ImageLabels:
             rdma=get(RDMA) == "yes",
             torch_compile={"yes": True, "no": False}.get(get(TORCH_COMPILE, "")),
             platform=get(PLATFORM, ""),
+            required_probes=tuple(get(REQUIRED_PROBES, "").split()),
         )
 
     @property
@@ -131,6 +136,7 @@ def content_labels(
     rdma: bool = False,
     torch_compile: bool = True,
     platform: str = "",
+    required_probes: tuple[str, ...] = (),
 ) -> dict[str, str]:
     """The labels that describe an image's contents; CUDA labels only on a CUDA image."""
     labels = {
@@ -148,6 +154,8 @@ def content_labels(
     }
     if platform:
         labels[PLATFORM] = platform
+    if required_probes:
+        labels[REQUIRED_PROBES] = " ".join(required_probes)
     if rdma:
         labels[RDMA] = "yes"
     if cuda:

@@ -92,6 +92,7 @@ def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
         rdma=plan.rdma,
         torch_compile=plan.compile,
         platform=plan.platform,
+        required_probes=plan.required_probes,
     )
     if plan.source:
         labels[f"{oci}source"] = plan.source

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
 from imagekit.core import labels as L
 from imagekit.core.agreement import Identity, compare, label_checks
 from imagekit.core.compat import CompatData
 from imagekit.core.levels import level_states, reached
-from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import (
     Engine,
     Inspector,
@@ -35,10 +33,17 @@ from imagekit.core.probes import (
     overall,
     select,
 )
-from imagekit.core.records import LEVELS, Check, ImageRecord, Timings, Verdict, VerifyRecord
-from imagekit.core.requests import VerifyCommand, record_name
+from imagekit.core.records import (
+    LEVELS,
+    Check,
+    ImageRecord,
+    LevelState,
+    ProbeResult,
+    Timings,
+    Verdict,
+    VerifyRecord,
+)
 from imagekit.core.runtime import (
-    DEFAULT_SHM_BYTES,
     NATIVE,
     Emulation,
     GpuChoice,
@@ -58,65 +63,7 @@ from imagekit.errors import (
 )
 from imagekit.events import Event, EventKind, EventSink
 from imagekit.orchestration.nodes import run_across
-
-
-@dataclass(frozen=True)
-class Target:
-    """One image to verify: a record name, the reference to run, and what must pass."""
-
-    name: str
-    reference: str
-    required: tuple[str, ...] = ()
-    nodes: int = 1  # >1: the multi-node probe runs too, and is required
-
-
-@dataclass(frozen=True)
-class VerifySettings:
-    """How to verify."""
-
-    probes_dir: Path
-    probes: tuple[str, ...] = ()
-    gpus: GpuChoice = GpuChoice.AUTO
-    timeout_s: float | None = None
-    shm_bytes: int = DEFAULT_SHM_BYTES
-    structure: bool = True
-    nodes: int = 1  # >1: every image also runs the multi-node probe across this many nodes
-    step_summary: Path | None = None  # GitHub's step summary file: the summary is added to it
-
-    @classmethod
-    def of(
-        cls, request: VerifyCommand, probes_dir: Path, step_summary: Path | None
-    ) -> VerifySettings:
-        """How to verify, from the request (`probes_dir`: the folder checked to have a runner)."""
-        return cls(
-            probes_dir=probes_dir,
-            probes=request.probes,
-            gpus=request.gpus,
-            timeout_s=request.timeout_s,
-            shm_bytes=request.shm_bytes,
-            structure=request.structure,
-            nodes=request.nodes,
-            step_summary=step_summary,
-        )
-
-
-def targets_of(images: Sequence[str], plans: Sequence[ImagePlan]) -> list[Target]:
-    """The images named on the command line, else the selected images of the matrix."""
-    if images:
-        return [Target(record_name(ref), ref) for ref in images]
-    return [Target(p.name, p.reference, p.required_probes, p.nodes) for p in plans]
-
-
-def probes_folder(asked: Path | None, bundled: Path) -> Path:
-    """The probes folder to run (`--probes-dir`, else imagekit's own); InputError when it has
-    no runner to run them with."""
-    folder = asked or bundled
-    if not (folder / "_runner.py").is_file():
-        raise InputError(
-            f"--probes-dir {folder} has no _runner.py",
-            "copy imagekit's probes/ folder and add your probes beside them",
-        )
-    return folder
+from imagekit.orchestration.verify_settings import Target, VerifySettings
 
 
 def engine_gone(exc: ImagekitError) -> bool:
@@ -198,6 +145,16 @@ class VerifyRun:
         )
         self.events(Event(EventKind.FINISHED, target.name, message, record.status))
         return record
+
+    @staticmethod
+    def _required(target: Target, image: LocalImage, results: Sequence[ProbeResult]) -> list[str]:
+        """The matrix's required probes, else those the image's labels name, else (an image
+        from before that label, or not imagekit's) every probe that ran."""
+        return (
+            list(target.required)
+            or list(image.imagekit.required_probes)
+            or [r.probe for r in results]
+        )
 
     def _image(self, target: Target) -> LocalImage:
         image = self.engine.inspect_image(target.reference)
@@ -300,7 +257,7 @@ class VerifyRun:
     ) -> VerifyRecord:
         structure, agreement = inspection
         results = outcome.output.results
-        required = list(target.required) or [r.probe for r in results]
+        required = self._required(target, image, results)
         inspection_ok = all(c.ok for c in (*structure, *agreement))
         status = overall(results, required) if inspection_ok else Verdict.FAIL
         states = level_states(
@@ -325,10 +282,12 @@ class VerifyRun:
             levels=states,
             status=status,
             required_probes=tuple(required),
+            # A level that does not apply to the image (gpu on a CPU image) is never required.
             required_levels=tuple(
                 level
                 for level in LEVELS
-                if any(self.specs[p].level is level for p in required if p in self.specs)
+                if states[level] is not LevelState.NOT_APPLICABLE
+                and any(self.specs[p].level is level for p in required if p in self.specs)
             ),
             probes=results,
             structure=tuple(structure),
