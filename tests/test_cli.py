@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from imagekit import __version__
 from imagekit.cli import app
 from imagekit.core.matrix import load_matrix
+from imagekit.core.requests.line import help_text
 
 ROOT = Path(__file__).resolve().parents[1]
 MATRIX = ROOT / "matrix.yaml"
@@ -238,3 +239,26 @@ def test_schema_command_prints_the_committed_schema() -> None:
     assert code == 0
     committed = (ROOT / "imagekit" / "data" / "matrix.schema.json").read_text()
     assert json.loads(out) == json.loads(committed)
+
+
+def test_flags_show_no_value_placeholder_and_a_value_given_to_one_is_named() -> None:
+    result = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "120"})
+    line = next(x for x in result.stdout.splitlines() if "--jupyter" in x)
+    assert "<bool>" not in line and "JupyterLab" in line
+    given = runner.invoke(app, ["run", "some/image", "--jupyter", "true"])
+    assert given.exit_code == 2
+    assert "--jupyter takes no value ('true' was read as a command to run)" in given.stderr
+    assert "drop 'true'" in given.stderr
+
+
+def test_every_command_in_the_list_has_its_summary_as_one_sentence_unbroken() -> None:
+    """The commands list rewraps each command's first paragraph to the terminal; a line break
+    kept inside it cut the sentence off mid-way (schema, doctor)."""
+    import typer.main
+
+    group = typer.main.get_command(app)
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        assert "\n" not in (command.help or "").partition("\n\n")[0], name
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "80"})
+    assert "the verify attestation's predicate), for editors and CI." in result.stdout
+    assert help_text("One\n  two.\n\nRest\nkept.") == "One two.\n\nRest\nkept."

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from imagekit.cli.common import dispatch, handles
-from imagekit.core.requests.line import Param, ordered, params, request_of
+from imagekit.core.requests.line import Param, help_text, ordered, params, request_of
 from imagekit.core.requests.options import Arg
 
 # The request type of each command and the command's name, for tests/test_cli_options.py.
@@ -20,13 +20,13 @@ COMMANDS: dict[type, str] = {}
 
 
 def typer_parameter(param: Param) -> inspect.Parameter:
-    """The parameter of the Typer function."""
+    """The parameter of the Typer function; a flag gets an empty metavar (no "<bool>")."""
     spec, make = param.spec, typer.Argument if isinstance(param.spec, Arg) else typer.Option
     names = spec.decls if make is typer.Option else ()
+    metavar = "" if spec.metavar is None and param.line_type is bool else spec.metavar
     info = make(
-        *names, help=spec.help, envvar=spec.envvar, metavar=spec.metavar, min=spec.min,
-        max=spec.max,
-    )  # fmt: skip
+        *names, help=spec.help, envvar=spec.envvar, metavar=metavar, min=spec.min, max=spec.max
+    )
     kind = inspect.Parameter.KEYWORD_ONLY
     annotation = typing.cast(Any, Annotated)[param.line_type, info]
     return inspect.Parameter(param.name, kind, default=param.line_default, annotation=annotation)
@@ -57,7 +57,7 @@ def command(
     run.__signature__ = inspect.Signature([context, *map(typer_parameter, found)])  # type: ignore[attr-defined]
     run.__name__ = run.__qualname__ = f"{name}_command"
     # A group's callback (compat) takes its help from its Typer(help=...), as before.
-    run.__doc__ = inspect.cleandoc(help or kind.__doc__ or "")
+    run.__doc__ = help_text(help or kind.__doc__)
     COMMANDS[kind] = name
     if callback:
         group.callback(invoke_without_command=True, **settings)(run)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from imagekit.core import labels as L
 from imagekit.core.compat import CompatData, version_key
@@ -17,8 +18,29 @@ from imagekit.core.ports import EngineInfo
 from imagekit.core.runtime import docker_arch, runs_emulated
 from imagekit.errors import GpuMismatchError
 
-OK, WARN, FAIL = "ok", "warn", "fail"
-MARKS = {OK: "ok  ", WARN: "WARN", FAIL: "FAIL"}
+
+class Severity(StrEnum):
+    """How a finding weighs: `none` is an absence that is not a fault (no GPU on a host that
+    runs CPU images); only `fail` makes an image's verdict "cannot use the GPUs here"."""
+
+    OK = "ok"
+    NONE = "none"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+class Verdict(StrEnum):
+    """Whether an image can use this host's GPUs (or needs none)."""
+
+    RUNS = "runs"
+    LIMITED = "runs with limits"
+    CANNOT = "cannot use the GPUs here"
+    NO_GPU = "no GPU here"  # a CUDA image on a host without an NVIDIA driver
+    UNKNOWN = "unknown"  # not an imagekit image: no labels to judge it by
+
+
+OK, NONE, WARN, FAIL = Severity.OK, Severity.NONE, Severity.WARN, Severity.FAIL
+MARKS = {OK: "ok  ", NONE: "--  ", WARN: "WARN", FAIL: "FAIL"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +71,7 @@ class HostGpus:
 class Finding:
     """One thing the doctor found: ok, warn or fail, and what it means."""
 
-    level: str
+    level: Severity
     text: str
 
 
@@ -58,13 +80,13 @@ class Assessment:
     """The verdict for one image on this host, and the findings behind it."""
 
     image: str
-    verdict: str
+    verdict: Verdict
     findings: tuple[Finding, ...] = field(default_factory=tuple)
 
     @property
     def runs(self) -> bool:
         """Whether the image can use this host's GPUs (perhaps with limits), or needs none."""
-        return self.verdict in ("runs", "runs with limits")
+        return self.verdict in (Verdict.RUNS, Verdict.LIMITED)
 
 
 def newest_cuda_for(driver: str, data: CompatData) -> str | None:
@@ -96,7 +118,8 @@ def host_findings(host: HostGpus) -> list[Finding]:
     """What the host itself has, for the report without an image."""
     if not host.driver:
         reasons = "; ".join(host.problems) or "no NVIDIA driver found"
-        return [Finding(FAIL, f"no NVIDIA GPU on this host: {reasons}")]
+        # Not a fault on its own: CPU images run here; a CUDA image's check says FAIL.
+        return [Finding(NONE, f"no NVIDIA GPU on this host (CPU images only): {reasons}")]
     found = [Finding(OK, f"NVIDIA driver {host.driver} (from {host.source})")]
     if not host.gpus:
         found.append(Finding(WARN, "the driver is loaded but nvidia-smi listed no GPU"))
@@ -162,20 +185,20 @@ def assess(
     if not parsed.is_imagekit:
         return Assessment(
             image,
-            "unknown",
+            Verdict.UNKNOWN,
             (Finding(FAIL, f"not an imagekit image (no {L.PREFIX}* labels); nothing to compare"),),
         )
     if runs_emulated(parsed.platform, machine):
         return _emulated(image, parsed.platform, machine, cuda)
     if not cuda:
         return Assessment(
-            image, "runs", (Finding(OK, "a CPU image: it runs on any host and uses no GPU"),)
+            image, Verdict.RUNS, (Finding(OK, "a CPU image: it runs on any host and uses no GPU"),)
         )
     if not host.driver:
         reasons = "; ".join(host.problems) or "no NVIDIA driver found"
         return Assessment(
             image,
-            "no GPU here",
+            Verdict.NO_GPU,
             (
                 Finding(
                     FAIL,
@@ -232,12 +255,12 @@ def _gpu_findings(host: HostGpus, parsed: ImageLabels) -> list[Finding]:
     return findings
 
 
-def _verdict(findings: list[Finding]) -> str:
+def _verdict(findings: list[Finding]) -> Verdict:
     """The worst finding decides."""
     levels = {f.level for f in findings}
     if FAIL in levels:
-        return "cannot use the GPUs here"
-    return "runs with limits" if WARN in levels else "runs"
+        return Verdict.CANNOT
+    return Verdict.LIMITED if WARN in levels else Verdict.RUNS
 
 
 def _emulated(image: str, platform: str, machine: str, cuda: str | None) -> Assessment:
@@ -247,12 +270,12 @@ def _emulated(image: str, platform: str, machine: str, cuda: str | None) -> Asse
     if not cuda:
         return Assessment(
             image,
-            "runs with limits",
+            Verdict.LIMITED,
             (Finding(WARN, f"{slow}: many times slower than on its own architecture"),),
         )
     return Assessment(
         image,
-        "cannot use the GPUs here",
+        Verdict.CANNOT,
         (
             Finding(
                 FAIL,

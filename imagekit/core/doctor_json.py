@@ -28,7 +28,7 @@ class HostJson(TypedDict):
 
 
 class FindingJson(TypedDict):
-    """One finding of a verdict: its level (ok, warn, fail) and its text."""
+    """One finding of a verdict: its level (ok, none, warn, fail) and its text."""
 
     level: str
     text: str
@@ -55,9 +55,9 @@ class DoctorJson(TypedDict):
 def _assessment_json(a: Assessment, attested: Mapping[str, Attested]) -> AssessmentJson:
     found: AssessmentJson = {
         "image": a.image,
-        "verdict": a.verdict,
+        "verdict": str(a.verdict),
         "runs": a.runs,
-        "findings": [{"level": f.level, "text": f.text} for f in a.findings],
+        "findings": [{"level": str(f.level), "text": f.text} for f in a.findings],
     }
     if a.image in attested:
         found["attested"] = attested[a.image].to_json()

@@ -123,3 +123,11 @@ def request_of(kind: type, found: list[Param], values: Mapping[str, object]) -> 
         made = dataclasses.is_dataclass(hints[name])
         fields[name] = hints[name](**given) if made else given
     return fields
+
+
+def help_text(doc: str | None) -> str:
+    """A command's help from its docstring, the first paragraph on one line: the commands
+    list shows that paragraph, and a line break kept in it broke the sentence off mid-way
+    wherever the terminal wrapped it."""
+    first, _, rest = inspect.cleandoc(doc or "").partition("\n\n")
+    return " ".join(first.split()) + (f"\n\n{rest}" if rest else "")

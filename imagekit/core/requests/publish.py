@@ -184,6 +184,11 @@ class RunCommand:
     def pick_service(flags: Mapping[str, bool], command: tuple[str, ...]) -> Service:
         """The one service the flags name (default jupyter), or `command` after `--`."""
         chosen = [name for name, on in flags.items() if on]
+        if chosen and command[:1] in (("true",), ("false",), ("yes",), ("no",)):
+            raise InputError(
+                f"--{chosen[0]} takes no value ({command[0]!r} was read as a command to run)",
+                f"drop {command[0]!r}: imagekit run IMAGE --{chosen[0]}",
+            )
         if len(chosen) > 1 or (chosen and command):
             raise InputError("pick one of --jupyter, --ssh, --tensorboard, --shell or -- CMD")
         if chosen:
