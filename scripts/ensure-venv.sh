@@ -8,6 +8,25 @@ PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 cd "$(dirname "$0")/.."
 
+# Whether every user of the machine can run Python $1: the venv's python is a link to it, so a
+# venv made from a Python under a private folder (pyenv's under /root, mode 0700) gives
+# everyone else "Permission denied", and a shared GPU server's users could not use the CLI an
+# admin's `make demo` installed.
+others_can_run() {
+    local dir
+    dir=$(dirname "$(readlink -f "$(command -v "$1")")") || return 1
+    while [ "$dir" != / ]; do
+        [ $(( 8#$(stat -c '%a' "$dir") & 1 )) -eq 1 ] || return 1
+        dir=$(dirname "$dir")
+    done
+}
+# The default python3 is replaced by the system's where only its owner can run it.
+if [ "$PYTHON" = python3 ] && command -v python3 >/dev/null 2>&1 && ! others_can_run python3 \
+    && [ -x /usr/bin/python3 ] && others_can_run /usr/bin/python3 \
+    && /usr/bin/python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "ensure-venv: $(readlink -f "$(command -v python3)") is private to its owner; using /usr/bin/python3 ($(/usr/bin/python3 -V 2>&1)) so that every user can run the venv" >&2
+    PYTHON=/usr/bin/python3
+fi
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
     echo "ensure-venv: $PYTHON not found; install Python 3.11 or newer" >&2
     exit 1

@@ -4,7 +4,9 @@ It tells the user at once what would otherwise surface later as an obscure failu
 
 - a container started with less than 1 GiB of /dev/shm (Docker's default is 64 MB), where
   DataLoader workers die of a bus error and NCCL fails to set up its shared memory: one
-  warning line from the container's main process, naming `--shm-size` and `--ipc=host`;
+  warning line from the container's main process when it imports torch (a Python that never
+  does, `python -c 'print(1)'`, is told nothing), naming `--shm-size`, `--ipc=host` and how to
+  silence it;
 - in an image without a C++ compiler (`IMAGEKIT_TORCH_COMPILE=no`, as its
   `io.imagekit.torch-compile` label says), the first `torch.compile` with the default
   backend, which would end in inductor's `InvalidCxxCompiler`: one line naming the ways out.
@@ -67,15 +69,30 @@ def _check_shm() -> None:
         return
     size = stats.f_frsize * stats.f_blocks
     if size < MIN_SHM_BYTES:
-        print(shm_warning(size), file=sys.stderr, flush=True)
+        sys.meta_path.insert(0, _ShmNotice(size))
 
 
 def shm_warning(size: int) -> str:
     """The one line a container with too small a /dev/shm prints."""
     return (
         f"imagekit: WARNING: /dev/shm is {size >> 20} MiB (under 1 GiB): DataLoader workers "
-        "and NCCL fail on it. Start the container with --shm-size 2g (or --ipc=host)."
+        "and NCCL fail on it. Start the container with --shm-size 2g (or --ipc=host); "
+        f"{SHM_SWITCH}=0 silences this line."
     )
+
+
+class _ShmNotice:
+    """A meta-path finder that waits for `import torch` (what DataLoader workers and NCCL
+    come with), prints the /dev/shm warning, and steps aside."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
+        if name == "torch":
+            sys.meta_path.remove(self)
+            print(shm_warning(self.size), file=sys.stderr, flush=True)
+        return None
 
 
 class _TorchCompileNotice:

@@ -68,6 +68,7 @@ def test_an_image_that_compiles_and_import_torch_say_nothing() -> None:
 def test_the_shm_warning_names_the_fixes_and_the_size() -> None:
     line = imagekit_site.shm_warning(64 << 20)
     assert "64 MiB" in line and "--shm-size" in line and "--ipc=host" in line
+    assert "IMAGEKIT_SHM_CHECK=0 silences this line" in line
     assert "\n" not in line
 
 
@@ -80,8 +81,14 @@ def test_only_the_main_process_warns_about_shm_and_its_children_do_not(
     imagekit_site._check_shm()  # not the container's main process
     assert capsys.readouterr().err == ""
     monkeypatch.setattr(os, "getpid", lambda: 1)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     imagekit_site._check_shm()
+    assert capsys.readouterr().err == ""  # nothing yet: a Python that never imports torch
+    (notice,) = [f for f in sys.meta_path if isinstance(f, imagekit_site._ShmNotice)]
+    assert notice.find_spec("numpy") is None and capsys.readouterr().err == ""
+    assert notice.find_spec("torch") is None  # the import itself goes on as usual
     assert "/dev/shm is 64 MiB" in capsys.readouterr().err
+    assert notice not in sys.meta_path  # once
     assert os.environ[imagekit_site.SHM_SWITCH] == "0"  # its children stay quiet
     imagekit_site._check_shm()
     assert capsys.readouterr().err == ""
@@ -93,8 +100,10 @@ def test_enough_shm_says_nothing(
     monkeypatch.delenv(imagekit_site.SHM_SWITCH, raising=False)
     monkeypatch.setattr(os, "getpid", lambda: 1)
     monkeypatch.setattr(os, "statvfs", lambda _: os.statvfs_result((4096, 4096, 524288) + (0,) * 7))
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     imagekit_site._check_shm()
     assert capsys.readouterr().err == ""
+    assert not [f for f in sys.meta_path if isinstance(f, imagekit_site._ShmNotice)]
 
 
 def test_a_broken_environment_never_breaks_python_start(monkeypatch: pytest.MonkeyPatch) -> None:

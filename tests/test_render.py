@@ -236,8 +236,9 @@ def test_images_run_as_a_numeric_non_root_user_in_workspace(
     final = stages(text)[-1]
     users = re.findall(r"(?m)^USER (.+)$", final)
     # full starts as root for its entrypoint only, which hands over to the owner of
-    # /workspace (tests/integration/test_workspace_users.py); the image names its user.
-    assert users[-1] == ("1000:100" if flavour == "slim" else "0:0")
+    # /workspace (tests/integration/test_first_hour.py); the image names its user. The group
+    # nogroup marks that start apart from a typed `--user 0:0`.
+    assert users[-1] == ("1000:100" if flavour == "slim" else "0:65534")
     assert 'io.imagekit.user="1000:100"' in text
     assert re.search(r"(?m)^WORKDIR /workspace$", final)
     assert "ADD " not in text
@@ -724,10 +725,15 @@ def test_full_carries_the_workstation_entrypoint_healthcheck_and_ports(
     for line in (
         "PasswordAuthentication no",
         "KbdInteractiveAuthentication no",
-        "PermitRootLogin no",
+        # Root logs in by key only, and only where sshd itself runs as root (the entrypoint
+        # fills in "no" otherwise); AllowUsers names the one user sshd runs as.
+        "PermitRootLogin @ROOT_LOGIN@",
+        "AllowUsers @USER@",
         "X11Forwarding no",
     ):
         assert line in config
+    entrypoint = rendered.files["entrypoint.sh"]
+    assert "echo prohibit-password || echo no" in entrypoint
 
 
 def test_slim_has_no_entrypoint_ports_or_healthcheck(default_matrix: Matrix) -> None:

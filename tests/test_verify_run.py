@@ -537,3 +537,21 @@ def test_an_image_without_the_label_counts_every_probe_but_never_the_level_it_ca
     assert record.levels[Level.GPU] is LevelState.NOT_APPLICABLE
     assert Level.GPU not in record.required_levels
     assert decide(slim, made, [Evidence("r1", slim.name, record)]).allowed
+
+
+def test_verify_by_name_with_probes_named_counts_exactly_those(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    """`verify IMAGE --probes autograd,hang`: what was asked for is what must pass."""
+    engine = FakeEngine()
+    built(engine, slim)
+
+    def autograd_fails(request: ProbeRequest) -> ProbeRun:
+        failed = ProbeResult.synthetic("autograd", Status.FAIL, "wrong gradient")
+        return run_of((passing("env", CPU_FACTS), failed), device=request.device)
+
+    runner = FakeProbeRunner(script=autograd_fails)
+    verify, _ = make_run(tmp_path, engine, runner, probes=("env", "autograd"))
+    record = verify.execute([by_name(slim)])[slim.name]
+    assert record.required_probes == ("env", "autograd")
+    assert record.status == "fail"

@@ -14,11 +14,12 @@ from typing import Any
 import docker.errors
 import pytest
 
-from imagekit.adapters import workstation
+from imagekit.adapters import interactive, workstation
 from imagekit.adapters.orphans import owner
 from imagekit.adapters.workstation import RunRequest, ServiceFailedError
 from imagekit.cli.signals import Stopped
 from imagekit.core import labels as L
+from imagekit.core.runtime import Service
 from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError
 
 # What Docker 20.10 answers when a start is refused, as the engine words it.
@@ -106,7 +107,7 @@ class FakeClient:
 @pytest.fixture
 def request_(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunRequest:
     monkeypatch.setattr(workstation, "port_free", lambda port: True)
-    return RunRequest(image="local/full:1", service="jupyter", workspace=tmp_path, gpus=False)
+    return RunRequest(image="local/full:1", service=Service.JUPYTER, workspace=tmp_path, gpus=False)
 
 
 @pytest.fixture
@@ -256,21 +257,72 @@ def test_a_gpu_refusal_without_gpus_asked_for_is_not_blamed_on_gpus(
     assert workstation.start_refused(request_, NVIDIA_HOOK) is None
 
 
-def test_a_service_that_exits_at_once_hands_over_its_log_and_fails_in_one_line(
-    request_: RunRequest,
-) -> None:
+def test_a_service_that_exits_at_once_fails_in_one_line(request_: RunRequest) -> None:
     container = FakeContainer(FakeClient(), {}, status="exited", exit_code=3, log=b"no jupyter\n")
-    logged: list[str] = []
     with pytest.raises(ServiceFailedError) as caught:
-        workstation.wait_ready(container, request_, logged.append)  # type: ignore[arg-type]
-    assert logged == ["no jupyter\n"]
+        workstation.wait_ready(container, request_)  # type: ignore[arg-type]
     assert caught.value.message == (
         "the jupyter container of local/full:1 exited (exit 3) before jupyter answered"
     )
     assert "above" in caught.value.hint
 
 
-# Whose files: the entrypoint maps the workspace owner; root serves only root's folder -------
+def test_serve_streams_the_log_from_the_first_line_and_a_stop_ends_it(
+    request_: RunRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The container's own notes (whom it runs as, the host key, TensorBoard's warning) come
+    before the service answers: they are shown, then how to reach it."""
+    client = FakeClient()
+    seen: list[str] = []
+    monkeypatch.setattr(workstation, "_answers", lambda *args: True)
+    monkeypatch.setattr(workstation, "service_user", lambda container: "ml")
+    lines = [b"imagekit: running as root: /workspace belongs to root\n", b"later\n"]
+
+    def logs(**kwargs: Any) -> Iterator[bytes]:
+        assert kwargs == {"stream": True, "follow": True}  # from the start: no `since`
+        yield from lines
+
+    monkeypatch.setattr(FakeContainer, "logs", lambda self, **kw: logs(**kw), raising=False)
+    with pytest.raises(ServiceFailedError):  # the log ended: the container stopped
+        workstation.serve(client, request_, seen.append, seen.append)  # type: ignore[arg-type]
+    assert seen[0].startswith("imagekit: running as root")
+    assert any(s.startswith("http://127.0.0.1:8888/lab?token=") for s in seen)
+    assert client.made == []
+
+
+def test_ssh_is_ready_when_it_listens_read_from_the_kernels_table_not_by_connecting() -> None:
+    table = (
+        "  sl  local_address rem_address   st tx_queue\n"
+        "   0: 00000000:08AE 00000000:0000 0A 00000000:00000000\n"
+    )
+
+    class Listening:
+        def exec_run(self, argv: list[str], user: str) -> Any:
+            assert argv[0] == "cat" and "/proc/net/tcp" in argv
+            return type("Done", (), {"output": table.encode(), "exit_code": 0})()
+
+    assert workstation._listening(Listening(), 2222)  # type: ignore[arg-type]
+    assert not workstation._listening(Listening(), 2223)  # type: ignore[arg-type]
+
+
+def test_the_printed_ssh_command_names_a_key_ssh_would_not_offer_by_itself(
+    request_: RunRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workstation, "default_public_key", lambda: None)
+    ssh = replace(request_, service=Service.SSH, host_ports={2222: 2022})
+    private = tmp_path / "lab_key"
+    private.write_text("k")
+    (tmp_path / "lab_key.pub").write_text("ssh-ed25519 AAAA")
+    keyed = replace(ssh, authorized_keys=tmp_path / "lab_key.pub")
+    assert workstation.how_to_reach(keyed, "ml") == f"ssh -i {private} -p 2022 ml@127.0.0.1"
+    (tmp_path / "other.pub").write_text("ssh-ed25519 AAAA")
+    alone = replace(ssh, authorized_keys=tmp_path / "other.pub")
+    assert "(with the private key of" in workstation.how_to_reach(alone, "ml")
+    monkeypatch.setattr(workstation, "default_public_key", lambda: tmp_path / "lab_key.pub")
+    assert workstation.how_to_reach(keyed, "root") == "ssh -p 2022 root@127.0.0.1"
+
+
+# Whose files: the container is the workspace owner's, root where only root can write it -----
 
 
 def test_services_start_without_user_so_the_entrypoint_becomes_the_workspace_owner(
@@ -283,78 +335,47 @@ def test_services_start_without_user_so_the_entrypoint_becomes_the_workspace_own
     assert "IMAGEKIT_ALLOW_ROOT" not in client.kwargs["environment"]
 
 
-def test_allow_root_reaches_the_entrypoint_and_names_root_as_the_user(
-    request_: RunRequest,
-) -> None:
-    client = FakeClient()
-    allowed = replace(request_, allow_root=True)
-    with workstation.started(client, allowed) as container:  # type: ignore[arg-type]
-        assert workstation.service_user(container, allowed) == "root"  # type: ignore[arg-type]
-    assert client.kwargs["environment"]["IMAGEKIT_ALLOW_ROOT"] == "1"
+ROOT, HOST = (0, 0), (4321, 4321)
 
 
 @pytest.mark.parametrize(
-    "host_uid,folder_uid,service,root",
+    "given,entrypoint,rootless,me,owner,user",
     [
-        (0, 0, "jupyter", True),  # a root host user's own folder: only root can save there
-        (0, 0, "tensorboard", True),
-        (0, 0, "ssh", False),  # sshd never runs as root
-        (0, 4321, "jupyter", False),  # another user's folder: the entrypoint becomes them
-        (4321, 4321, "jupyter", False),  # a non-root host user
+        ("0:0", True, False, ROOT, ROOT, "0:0"),  # --user exactly as given, 0:0 included
+        ("7:7", False, True, HOST, HOST, "7:7"),
+        (None, True, False, ROOT, ROOT, None),  # full: its entrypoint decides, as under docker
+        (None, True, True, HOST, HOST, None),
+        (None, False, False, ROOT, ROOT, "0:0"),  # slim, a root host user's own folder
+        (None, False, False, ROOT, HOST, "4321:4321"),  # root on a user's folder: that user
+        (None, False, False, HOST, HOST, "4321:4321"),  # a non-root host user
+        (None, False, True, HOST, HOST, "0:0"),  # rootless: the container's root is the user
     ],
 )
-def test_root_serves_only_a_root_host_users_root_folder(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    host_uid: int,
-    folder_uid: int,
-    service: str,
-    root: bool,
+def test_a_command_runs_as_the_workspace_owner_the_way_full_images_decide(
+    given: str | None,
+    entrypoint: bool,
+    rootless: bool,
+    me: tuple[int, int],
+    owner: tuple[int, int],
+    user: str | None,
 ) -> None:
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    real_stat, resolved = Path.stat, folder.resolve()
+    from imagekit.core.runtime import command_user
 
-    def stat(path: Path, **kwargs: Any) -> Any:
-        seen = real_stat(path, **kwargs)
-        if str(path) == str(resolved):
-            return os.stat_result((seen.st_mode, 0, 0, 0, folder_uid, 0, 0, 0, 0, 0))
-        return seen
-
-    monkeypatch.setattr(os, "getuid", lambda: host_uid)
-    monkeypatch.setattr(Path, "stat", stat)
-    assert workstation.root_must_serve(service, folder) is root
+    chosen = command_user(given, entrypoint=entrypoint, rootless=rootless, me=me, owner=owner)
+    assert chosen == user
 
 
 def test_an_interactive_run_asks_for_the_gpus_the_way_the_engine_hands_them_over(
     tmp_path: Path,
 ) -> None:
-    argv = workstation.docker_run_argv("docker", "img:1", ["shell"], tmp_path, True, False)
+    argv = interactive.docker_run_argv("docker", "img:1", ["shell"], tmp_path, True, False)
     assert argv[argv.index("--gpus") + 1] == "all"
-    cdi = workstation.docker_run_argv(
-        "docker", "img:1", ["shell"], tmp_path, True, False, gpu_mechanism="cdi"
+    assert "--user" not in argv  # none decided: the image decides
+    cdi = interactive.docker_run_argv(
+        "docker", "img:1", ["shell"], tmp_path, True, False, gpu_mechanism="cdi", user="0:0"
     )
     assert "--gpus" not in cdi and cdi[cdi.index("--device") + 1] == "nvidia.com/gpu=all"
-
-
-def test_run_user_is_passed_as_given_instead_of_the_host_user(tmp_path: Path) -> None:
-    argv = workstation.docker_run_argv(
-        "docker", "img:1", ["shell"], tmp_path, False, False, user="4321:4321"
-    )
-    assert argv[argv.index("--user") + 1] == "4321:4321"
-
-
-def test_on_a_rootless_engine_a_command_runs_as_the_containers_root_which_is_the_user(
-    tmp_path: Path,
-) -> None:
-    argv = workstation.docker_run_argv(
-        "docker", "img:1", ["shell"], tmp_path, False, False, rootless=True
-    )
-    assert argv[argv.index("--user") + 1] == "0:0"
-    given = workstation.docker_run_argv(
-        "docker", "img:1", ["shell"], tmp_path, False, False, user="7:7", rootless=True
-    )
-    assert given[given.index("--user") + 1] == "7:7"
+    assert cdi[cdi.index("--user") + 1] == "0:0"
 
 
 def test_the_podman_engine_gives_service_containers_explicit_limits(tmp_path: Path) -> None:
@@ -375,18 +396,3 @@ def test_the_podman_engine_gives_service_containers_explicit_limits(tmp_path: Pa
     made.clear()
     workstation._create(client, replace(request, engine=EngineInfo()))  # type: ignore[arg-type]
     assert "ulimits" not in made
-
-
-def test_on_a_rootless_engine_the_users_own_folder_is_served_as_the_containers_root(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A rootless engine maps its user to the container's root: the user's folder looks root's
-    # inside, and only root there writes it as the user outside.
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    monkeypatch.setattr(os, "getuid", lambda: folder.stat().st_uid)
-    why = workstation.why_root_serves("jupyter", folder, rootless=True)
-    assert why is not None and why.startswith("the engine is rootless")
-    assert not workstation.root_must_serve("ssh", folder, rootless=True)
-    monkeypatch.setattr(os, "getuid", lambda: folder.stat().st_uid + 1)  # someone else's
-    assert not workstation.root_must_serve("jupyter", folder, rootless=True)

@@ -77,6 +77,7 @@ class DockerInspector:
             return [
                 *_user_checks(configured, workload, user_host),
                 *_cleanliness_checks(root_host),
+                *(_privilege_checks(root_host) if parsed.is_imagekit else []),
                 *_label_checks(labels),
                 *_flavour_checks(parsed, root_host),
                 *_python_checks(parsed, user_host, emulation.emulated),
@@ -159,6 +160,19 @@ def _cleanliness_checks(root: Any) -> list[Check]:
         Check(name="no pip cache", ok=not caches, detail=", ".join(caches) or "none found"),
         Check(name="no apt lists", ok=not lists, detail=", ".join(lists) or "empty"),
         Check(name="no apt package cache", ok=not debs, detail=", ".join(debs) or "empty"),
+    ]
+
+
+def _privilege_checks(root: Any) -> list[Check]:
+    """No setuid or setgid program: nothing in an imagekit image takes a user back to root
+    (its containers start as the image's user, or as root only to hand over)."""
+    found = root.run("find / -xdev -perm /6000 -type f 2>/dev/null | head -20").stdout.split()
+    return [
+        Check(
+            name="no setuid or setgid programs",
+            ok=not found,
+            detail=", ".join(found) or "none found",
+        )
     ]
 
 

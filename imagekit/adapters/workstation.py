@@ -10,7 +10,6 @@ no GPU runtime, an entrypoint that cannot run). A refused start is one line with
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import secrets
 import signal
@@ -33,7 +32,7 @@ from imagekit.adapters.engine_facts import container_limits, gpu_device_requests
 from imagekit.adapters.orphans import owner
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo
-from imagekit.core.runtime import DEFAULT_SHM_BYTES, Service, root_serves
+from imagekit.core.runtime import DEFAULT_SHM_BYTES, Service
 from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError, InputError
 
 NO_GPU_HINT = (
@@ -68,10 +67,9 @@ class RunRequest:
     workspace: Path
     gpus: bool
     host_ports: dict[int, int] = field(default_factory=dict)  # container port -> host port
-    user: str | None = None  # docker's --user; None: the image's entrypoint chooses
-    # Root host user, root's workspace: Jupyter or TensorBoard run as root (IMAGEKIT_ALLOW_ROOT)
-    # so that what they save belongs to that user; the CLI says so.
-    allow_root: bool = False
+    # docker's --user; None: the image's entrypoint chooses (the workspace's owner, root where
+    # only root can write it) and says so in the log this run shows.
+    user: str | None = None
     authorized_keys: Path | None = None
     token: str = field(default_factory=lambda: secrets.token_hex(24))
     # Labels the container (io.imagekit.run-id) and names it: `imagekit-<run id>`.
@@ -91,24 +89,10 @@ class RunRequest:
         return port, self.host_ports.get(port, port)
 
 
-def host_user() -> str | None:
-    """`uid:gid` of the person running imagekit, so /workspace files stay theirs; None
-    for root (the image's own non-root user is used then)."""
-    uid, gid = os.getuid(), os.getgid()
-    return None if uid == 0 else f"{uid}:{gid}"
-
-
-def root_must_serve(service: Service, workspace: Path, *, rootless: bool = False) -> bool:
-    """Whether a service can save into `workspace` only as the container's root (see
-    `why_root_serves`)."""
-    return why_root_serves(service, workspace, rootless=rootless) is not None
-
-
-def why_root_serves(service: Service, workspace: Path, *, rootless: bool = False) -> str | None:
-    """Why a service can save into `workspace` only as the container's root, or None when it
-    need not (`core.runtime.root_serves`, for this process and that folder's owner)."""
-    owner = workspace.resolve().stat().st_uid
-    return root_serves(service, str(workspace), owner, os.getuid(), rootless=rootless)
+def owner_of(folder: Path) -> tuple[int, int]:
+    """(uid, gid) of `folder`."""
+    found = folder.resolve().stat()
+    return found.st_uid, found.st_gid
 
 
 def default_public_key() -> Path | None:
@@ -228,8 +212,6 @@ def _create(client: docker.DockerClient, request: RunRequest) -> Container:
     volumes = {str(request.workspace.resolve()): {"bind": "/workspace", "mode": "rw"}}
     if request.service is Service.JUPYTER:
         environment["JUPYTER_TOKEN"] = request.token
-    if request.allow_root:
-        environment["IMAGEKIT_ALLOW_ROOT"] = "1"
     if request.service is Service.SSH and request.authorized_keys is not None:
         volumes[str(request.authorized_keys.resolve())] = {
             "bind": "/etc/imagekit/authorized_keys",
@@ -267,56 +249,65 @@ def _start(container: Container, request: RunRequest) -> None:
             raise start_refused(request, str(exc.explanation or exc)) or exc from None
 
 
-def _answers(service: Service, port: int) -> bool:
+def _listening(container: Container, port: int) -> bool:
+    """Whether something in the container listens on TCP `port`, read from the kernel's
+    table: connecting to sshd to find out makes it log a "Connection closed" line."""
+    done = container.exec_run(["cat", "/proc/net/tcp", "/proc/net/tcp6"], user="0")
+    table = done.output.decode("ascii", "replace") if isinstance(done.output, bytes) else ""
+    return any(
+        len(cols) > 3 and cols[1].endswith(f":{port:04X}") and cols[3] == "0A"
+        for cols in (line.split() for line in table.splitlines())
+    )
+
+
+def _answers(container: Container, service: Service, ports: tuple[int, int]) -> bool:
+    port, host_port = ports
     if service is Service.SSH:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-                return sock.recv(4).startswith(b"SSH-")
-        except OSError:
-            return False
+        return _listening(container, port)
     path = "/api" if service is Service.JUPYTER else "/"
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{host_port}{path}", timeout=2) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False
 
 
-def wait_ready(
-    container: Container,
-    request: RunRequest,
-    on_log: Callable[[str], None],
-    timeout_s: float = 120,
-) -> None:
-    """Wait until the service answers on its host port. A container that exits first hands
-    its last log lines to `on_log` and fails in one line (the log says why)."""
-    _, host_port = request.ports
+def wait_ready(container: Container, request: RunRequest, timeout_s: float = 120) -> None:
+    """Wait until the service answers (sshd: listens). A container that exits first fails in
+    one line (its log, shown from its start, says why)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         container.reload()
         if container.status in ("exited", "dead"):
-            on_log(container.logs(tail=20).decode("utf-8", "replace"))
             raise ServiceFailedError(
                 f"the {request.service} container of {request.image} exited "
                 f"(exit {container.attrs['State']['ExitCode']}) before {request.service} answered",
-                "its last lines are above; `imagekit run IMAGE --shell` looks inside the image",
+                "its log is above; `imagekit run IMAGE --shell` looks inside the image",
             )
-        if _answers(request.service, host_port):
+        if _answers(container, request.service, request.ports):
             return
         time.sleep(0.5)
     raise ServiceFailedError(
-        f"{request.service} did not answer on port {host_port} in {timeout_s:.0f}s"
+        f"{request.service} did not answer on port {request.ports[1]} in {timeout_s:.0f}s"
     )
 
 
 def how_to_reach(request: RunRequest, user_name: str) -> str:
-    """The URL (with its token) or the ssh command for the started service."""
+    """The URL (with its token) or the ssh command for the started service, as it can be
+    pasted: with `-i KEY` where the key let in is not one ssh offers by itself."""
     _, host_port = request.ports
     if request.service is Service.JUPYTER:
         return f"http://127.0.0.1:{host_port}/lab?token={request.token}"
     if request.service is Service.TENSORBOARD:
         return f"http://127.0.0.1:{host_port}/"
-    return f"ssh -p {host_port} {user_name}@127.0.0.1"
+    command = f"ssh -p {host_port} {user_name}@127.0.0.1"
+    keys = request.authorized_keys
+    if keys is None or keys.resolve() == (default_public_key() or Path()).resolve():
+        return command
+    private = keys.with_suffix("") if keys.suffix == ".pub" else None
+    if private is not None and private.is_file():
+        return f"ssh -i {private} -p {host_port} {user_name}@127.0.0.1"
+    return f"{command}  (with the private key of {keys})"
 
 
 def remove(container: Container) -> None:
@@ -335,14 +326,24 @@ def serve(
     on_ready: Callable[[str], None],
     on_log: Callable[[str], None],
 ) -> None:
-    """Start the service, wait until it answers, hand `on_ready` how to reach it, then stream
-    its log to `on_log` until it stops. The container is removed however this ends (Ctrl-C
-    included); a service that stops by itself is a ServiceFailedError."""
+    """Start the service and stream its log to `on_log` from its first line (the container's
+    own notes on the user, the host key, TensorBoard's warning come before it answers); once it
+    answers, hand `on_ready` how to reach it; return when the container stops. The container is
+    removed however this ends (Ctrl-C included); a service that stops by itself is a
+    ServiceFailedError."""
     with started(client, request) as container:
-        wait_ready(container, request, on_log)
-        on_ready(how_to_reach(request, service_user(container, request)))
-        for chunk in container.logs(stream=True, follow=True, since=int(time.time())):
-            on_log(chunk.decode("utf-8", "replace"))
+        streaming = threading.Thread(
+            target=_stream_log, args=(container, on_log), name="imagekit-run-log", daemon=True
+        )
+        streaming.start()
+        try:
+            wait_ready(container, request)
+        except ServiceFailedError:
+            streaming.join(timeout=5)  # the log of a container that exited ends by itself
+            raise
+        on_ready(how_to_reach(request, service_user(container)))
+        while streaming.is_alive():
+            streaming.join(timeout=0.5)  # short waits: a stop signal is handled at once
         container.reload()
         raise ServiceFailedError(
             f"the {request.service} container stopped "
@@ -351,48 +352,16 @@ def serve(
         )
 
 
-def service_user(container: Container, request: RunRequest) -> str:
-    """The name the service runs as: root where allowed, the --user's name, else the image's
-    user, whom the entrypoint renumbered to the owner of /workspace."""
-    if request.allow_root:
-        return "root"
-    if request.user:
-        output = container.exec_run(["id", "-un"], user=request.user).output
-        return output.decode().strip() if isinstance(output, bytes) and output else "user"
-    env = dict(e.split("=", 1) for e in container.attrs["Config"].get("Env") or [] if "=" in e)
-    return str(env.get("IMAGEKIT_USER", "user"))
+def _stream_log(container: Container, on_log: Callable[[str], None]) -> None:
+    """Every line the container writes, from its start, until it stops (or is removed)."""
+    with contextlib.suppress(docker.errors.APIError, OSError, ValueError):
+        for chunk in container.logs(stream=True, follow=True):
+            on_log(chunk.decode("utf-8", "replace"))
 
 
-def docker_run_argv(
-    docker_cli: str,
-    image: str,
-    args: list[str],
-    workspace: Path,
-    gpus: bool,
-    tty: bool,
-    gpu_mechanism: str = "nvidia-runtime",
-    user: str | None = None,
-    rootless: bool = False,
-) -> list[str]:
-    """The `docker run` command line of an interactive shell or command in `image`: as
-    `user`, else as the person running imagekit, so /workspace files stay theirs (on a rootless
-    engine that person is the container's root)."""
-    argv = [
-        docker_cli,
-        "run",
-        "--rm",
-        "-i",
-        "--shm-size",
-        str(DEFAULT_SHM_BYTES),
-        "-v",
-        f"{workspace.resolve()}:/workspace",
-        "--label",
-        f"{L.RUN_ID}=run-cli",
-    ]
-    if tty:
-        argv.append("-t")
-    if (chosen := user or ("0:0" if rootless else host_user())) is not None:
-        argv += ["--user", chosen]
-    if gpus:
-        argv += ["--device", "nvidia.com/gpu=all"] if gpu_mechanism == "cdi" else ["--gpus", "all"]
-    return [*argv, image, *args]
+def service_user(container: Container) -> str:
+    """The name the services run as, as the entrypoint wrote it down after choosing (root, the
+    image's user renumbered to the workspace's owner, or the --user's name)."""
+    done = container.exec_run(["cat", "/tmp/imagekit/user"], user="0")
+    said = done.output.decode().strip() if isinstance(done.output, bytes) else ""
+    return said if done.exit_code == 0 and said else "user"

@@ -44,10 +44,8 @@ def run(request: RunCommand) -> None:
     info = engine_info(client)
     gpus = run_gpus(request.image, request.workspace, request.gpus, info)
     if request.service in INTERACTIVE:
-        _exec_docker_run(request, gpus, info.gpu_mechanism, info.rootless)
-    service, as_root = _service(request, gpus, info)
-    if as_root is not None:
-        say(as_root)
+        _exec_docker_run(request, gpus, info.gpu_mechanism, client, info.rootless)
+    service = _service(request, gpus, info)
     say(
         f"starting {request.image} ({request.service}) in container {service.container_name}; "
         "waiting for it to answer ..."
@@ -63,55 +61,42 @@ def run(request: RunCommand) -> None:
     workstation.serve(client, service, ready, log)
 
 
-def _service(request: RunCommand, gpus: bool, info: EngineInfo) -> tuple[RunRequest, str | None]:
-    """What to start, and why it starts as root (None: it does not)."""
+def _service(request: RunCommand, gpus: bool, info: EngineInfo) -> RunRequest:
+    """What to start (the user: --user as given, else the image's entrypoint decides)."""
     from imagekit.adapters import workstation
 
     keys = request.authorized_keys
     if keys is None and request.service is Service.SSH:
         keys = workstation.default_public_key()
-    as_root = None
-    if request.user is None:
-        as_root = workstation.why_root_serves(
-            request.service, request.workspace, rootless=info.rootless
-        )
-    service = workstation.RunRequest(
+    return workstation.RunRequest(
         image=request.image,
         service=request.service,
         workspace=request.workspace,
         gpus=gpus,
         host_ports=dict(request.ports),
-        # Without --user the full image's entrypoint becomes the owner of the workspace, so
-        # what the service saves belongs to whoever owns that folder.
         user=request.user,
-        allow_root=as_root is not None,
         authorized_keys=keys,
         engine=info,
     )
-    return service, as_root
 
 
 def _exec_docker_run(
-    request: RunCommand, gpus: bool, gpu_mechanism: str, rootless: bool = False
+    request: RunCommand, gpus: bool, gpu_mechanism: str, client: Any, rootless: bool
 ) -> None:
     """Interactive runs belong to the docker CLI, which owns the terminal; replace this process."""
     import shutil
 
-    from imagekit.adapters.workstation import docker_run_argv
+    from imagekit.adapters import interactive
 
     docker_cli = shutil.which("docker")
     if docker_cli is None:
         raise InputError("--shell and -- CMD need the docker CLI on PATH")
     args = ["shell"] if request.service is Service.SHELL else list(request.command)
-    argv = docker_run_argv(
-        docker_cli,
-        request.image,
-        args,
-        request.workspace,
-        gpus,
-        sys.stdin.isatty(),
-        gpu_mechanism,
-        request.user,
-        rootless,
+    user = interactive.user_for_command(
+        client, request.image, request.workspace, request.user, rootless=rootless
     )
+    argv = interactive.docker_run_argv(
+        docker_cli, request.image, args, request.workspace, gpus, sys.stdin.isatty(),
+        gpu_mechanism, user,
+    )  # fmt: skip
     os.execvp(docker_cli, argv)

@@ -132,26 +132,26 @@ class Service(StrEnum):
     COMMAND = "command"  # the command given after --
 
 
-def root_serves(
-    service: Service, workspace: str, owner_uid: int, my_uid: int, *, rootless: bool
+def command_user(
+    given: str | None,
+    *,
+    entrypoint: bool,
+    rootless: bool,
+    me: tuple[int, int],
+    owner: tuple[int, int],
 ) -> str | None:
-    """Why `service` can save into `workspace` (owned by `owner_uid`) only as the container's
-    root, run by `my_uid`; None when it need not. Either the person is root and the folder is
-    root's, or the engine is rootless and the folder is the person's, which the container sees
-    as root's (a rootless engine maps its user to the container's root). A full image's
-    entrypoint otherwise becomes the folder's owner by itself; sshd never runs as root (it
-    refuses root logins anyway)."""
-    if service not in (Service.JUPYTER, Service.TENSORBOARD):
+    """docker's `--user` for a shell or a command of `imagekit run` (None: the image decides),
+    so that what it writes into the workspace belongs to whoever the folder belongs to.
+
+    `given` (`--user`) is used exactly as given. An image with imagekit's entrypoint (full)
+    decides by itself, as under plain `docker run`: the folder's owner, root where only root can
+    write it. Otherwise (slim): on a rootless engine the container's root, which is the person
+    (`me`) running it; for root, the folder's `owner` (root's own: root); else the person."""
+    if given is not None:
+        return given
+    if entrypoint:
         return None
-    if rootless and owner_uid == my_uid:
-        return (
-            f"the engine is rootless: its containers' root is you, so {service} runs as root in "
-            f"the container (IMAGEKIT_ALLOW_ROOT=1) and what it saves in {workspace} is yours"
-        )
-    if not rootless and my_uid == 0 and owner_uid == 0:
-        return (
-            f"you are root and {workspace} is root's: {service} runs as root in the container "
-            "(IMAGEKIT_ALLOW_ROOT=1), so what it saves is yours; use --workspace with a folder "
-            "of a non-root user to run as that user"
-        )
-    return None
+    if rootless:
+        return "0:0"
+    uid, gid = owner if me[0] == 0 else me
+    return f"{uid}:{gid}"

@@ -146,12 +146,15 @@ class VerifyRun:
         self.events(Event(EventKind.FINISHED, target.name, message, record.status))
         return record
 
-    @staticmethod
-    def _required(target: Target, image: LocalImage, results: Sequence[ProbeResult]) -> list[str]:
-        """The matrix's required probes, else those the image's labels name, else (an image
-        from before that label, or not imagekit's) every probe that ran."""
+    def _required(
+        self, target: Target, image: LocalImage, results: Sequence[ProbeResult]
+    ) -> list[str]:
+        """The matrix's required probes; for an image named on the command line, those
+        `--probes` asked for, else those its labels name, else (an image from before that
+        label, or not imagekit's) every probe that ran."""
         return (
             list(target.required)
+            or list(self.settings.probes)
             or list(image.imagekit.required_probes)
             or [r.probe for r in results]
         )

@@ -12,23 +12,25 @@
 #   shell | bash               an interactive shell
 #   anything else              run as a command
 #
-# It runs under tini (PID 1). The image starts it as root for one decision only, which user
-# runs everything (see become_workspace_user); it never runs a service as root unless
-# IMAGEKIT_ALLOW_ROOT=1 asks for it. It works for any `--user UID:GID` too: a user unknown to
-# /etc/passwd (or whose home there is not its own) gets an entry through nss_wrapper with a
-# private home, so no "I have no name!", and sshd accepts that home.
+# It runs under tini (PID 1). The image starts it as root with the group nogroup (USER
+# 0:65534, which no one types), for one decision only: which user runs everything (see
+# become_workspace_user). `--user` is used exactly as given: `--user 0:0` (or `--user root`)
+# runs as root, any other `--user UID:GID` as that uid; a user unknown to /etc/passwd (or whose
+# home there is not its own) gets an entry through nss_wrapper with a private home, so no "I
+# have no name!", and sshd accepts that home.
 set -euo pipefail
 
 STATE_DIR=/tmp/imagekit
 
 log() { echo "imagekit: $*" >&2; }
 
-# --- started as root: whose container is it? -----------------------------------------------
+# --- started by the image: whose container is it? ------------------------------------------
 # `docker run -v $(pwd):/workspace IMAGE` must save files that belong to the host user who
 # owns that folder, without --user: so the container takes the folder's owner's uid and gid
 # (the image's user is renumbered to them, so its name, home and `docker exec -u NAME` agree).
-# A folder that belongs to root (a root host user, or nothing mounted over a root-owned one)
-# keeps the image's user and says in one line that it cannot write there and what to do.
+# A folder that belongs to root and that the image's user cannot write (a root host user's
+# project, the usual case on a GPU server) is served as root, as PyTorch's and NVIDIA's images
+# do, and one line says so; IMAGEKIT_ALLOW_ROOT=1 asks for root whatever the folder.
 adopt_ids() {
     local name=$1 uid=$2 gid=$3 holder
     holder=$(getent passwd "$uid" | cut -d: -f1 || true)
@@ -37,6 +39,13 @@ adopt_ids() {
     getent group "$gid" >/dev/null || groupadd --gid "$gid" "host$gid"
     usermod --uid "$uid" --gid "$gid" "$name" >/dev/null
     chown -R "$uid:$gid" /run/imagekit/ssh
+}
+
+# Become root proper (group root, root's groups), saying why in one line.
+become_root() {
+    log "$1"
+    shift
+    exec setpriv --reuid 0 --regid 0 --init-groups env IMAGEKIT_ENTRY_DECIDED=1 "$0" "$@"
 }
 
 become_workspace_user() {
@@ -48,7 +57,7 @@ become_workspace_user() {
         [ "$group" = 0 ] || gid=$group
         [ "$uid:$gid" = "$(id -u "$name"):$(id -g "$name")" ] || adopt_ids "$name" "$uid" "$gid"
     elif ! setpriv --reuid "$uid" --regid "$gid" --init-groups test -w /workspace 2>/dev/null; then
-        log "WARNING: /workspace belongs to root and $name ($uid:$gid) cannot write to it, so nothing saved there will keep. A root host user starts the image with -e IMAGEKIT_ALLOW_ROOT=1 (runs as root; files stay root's) or mounts a folder a non-root user owns (chown $uid:$gid DIR)."
+        become_root "running as root: /workspace belongs to root and $name ($uid:$gid) cannot write to it, so what is saved there stays root's, like the folder (to run as a user: mount a folder that user owns, or pass --user UID:GID)" "$@"
     fi
     if ! setpriv --reuid "$uid" --regid "$gid" --init-groups true 2>/dev/null; then
         log "cannot become $uid:$gid (the container lacks CAP_SETUID/CAP_SETGID): start it with --user $uid:$gid"
@@ -57,22 +66,27 @@ become_workspace_user() {
     exec setpriv --reuid "$uid" --regid "$gid" --init-groups --inh-caps=-all -- "$0" "$@"
 }
 
-if [ "$(id -u)" = 0 ]; then
+if [ -n "${IMAGEKIT_ENTRY_DECIDED:-}" ]; then
+    unset IMAGEKIT_ENTRY_DECIDED  # root, decided above: nothing to decide again
+elif [ "$(id -u):$(id -g)" = 0:65534 ]; then
     if [ "${IMAGEKIT_ALLOW_ROOT:-0}" = 1 ]; then
-        log "running as root because IMAGEKIT_ALLOW_ROOT=1: files written to /workspace belong to root"
-    else
-        become_workspace_user "$@"
+        become_root "running as root because IMAGEKIT_ALLOW_ROOT=1: files written to /workspace belong to root" "$@"
     fi
+    become_workspace_user "$@"
+elif [ "$(id -u)" = 0 ]; then
+    log "running as root, as --user asked: files written to /workspace belong to root"
 fi
 
 mkdir -p "$STATE_DIR"
 : >"$STATE_DIR/services"
+# Who the services run as, for `imagekit run` (which prints how to reach them) and for people.
+id -un >"$STATE_DIR/user" 2>/dev/null || id -u >"$STATE_DIR/user"
 
 # Docker gives a container 64 MB of /dev/shm unless told otherwise; DataLoader workers and NCCL
 # die on that with bus errors. Said once, here; Python's own start-up check stands down.
 shm_kib=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $2}' || true)
 if [ -n "$shm_kib" ] && [ "$shm_kib" -lt 1048576 ] && [ "${IMAGEKIT_SHM_CHECK:-1}" != 0 ]; then
-    log "WARNING: /dev/shm is $((shm_kib / 1024)) MiB (under 1 GiB): DataLoader workers and NCCL fail on it. Start the container with --shm-size 2g (or --ipc=host)."
+    log "WARNING: /dev/shm is $((shm_kib / 1024)) MiB (under 1 GiB): DataLoader workers and NCCL fail on it. Start the container with --shm-size 2g (or --ipc=host); IMAGEKIT_SHM_CHECK=0 silences this line."
 fi
 export IMAGEKIT_SHM_CHECK=0
 
@@ -212,6 +226,8 @@ prepare_sshd() {
         -e "s#@SETENV@#$setenv#" \
         -e "s#@PORT@#${SSH_PORT:-2222}#" -e "s#@PID@#$SSHD_DIR/sshd.pid#" \
         -e "s#@FORWARDING@#${IMAGEKIT_SSH_FORWARDING:-no}#g" \
+        -e "s#@ROOT_LOGIN@#$([ "$uid" = 0 ] && echo prohibit-password || echo no)#" \
+        -e "s#@USER@#$(id -un)#" \
         /etc/imagekit/sshd_config.in >"$SSHD_DIR/sshd_config"
 }
 

@@ -2,9 +2,10 @@
 
 - The seed's `docker run -v $(pwd):/workspace -p 8888:8888 IMAGE` saves a notebook that
   belongs to the host user, for a non-root host user (no --user) and for a root host user
-  (IMAGEKIT_ALLOW_ROOT=1, or one line that names the fix); `--user UID:GID` works for any
-  uid, `docker exec` included. A host user is stood in for by the owner of the mounted folder:
-  that is all the engine and the container can see of them.
+  (a folder only root can write is served as root, in one line); IMAGEKIT_ALLOW_ROOT=1 asks for
+  root whatever the folder; `--user UID:GID` works for any uid, `docker exec` included. A
+  host user is stood in for by the owner of the mounted folder (tests/integration/
+  test_first_hour.py has real accounts).
 - The default user of full installs packages; the torch stack stays as verified.
 - `import torch` is silent; /dev/shm under 1 GiB gets one warning line.
 - A slim with `compile: false` says so in its label and at the first torch.compile; its
@@ -132,28 +133,31 @@ def test_a_non_root_host_users_notebook_is_saved_as_that_user_without_user(
     assert done.output.decode().split() == [str(HOST_UID), "ml", "/home/ml"]
 
 
-def test_a_root_host_user_is_told_the_fix_and_jupyter_never_runs_as_root_silently(
+def test_a_root_host_users_own_folder_is_served_as_root_and_one_line_says_so(
     engine: docker.DockerClient, containers: list[Container], full_image: str, tmp_path: Path
 ) -> None:
+    """A folder only root can write (a root host user's project, the usual case on a GPU
+    server) is served as root, as PyTorch's and NVIDIA's images do: what is saved is root's."""
     folder = folder_of(tmp_path, 0, 0)
     base, token, container = seed_run(engine, containers, full_image, folder)
-    logs = container.logs().decode()
-    warnings = [line for line in logs.splitlines() if "/workspace belongs to root" in line]
-    assert len(warnings) == 1 and "IMAGEKIT_ALLOW_ROOT=1" in warnings[0], logs
-    assert jupyter_uid(container) == "1000"
-    assert save_notebook(base, token, "lost.ipynb") == 403
-
-
-def test_a_root_host_user_saves_with_imagekit_allow_root_and_the_log_says_root(
-    engine: docker.DockerClient, containers: list[Container], full_image: str, tmp_path: Path
-) -> None:
-    folder = folder_of(tmp_path, 0, 0)
-    base, token, container = seed_run(
-        engine, containers, full_image, folder, environment={"IMAGEKIT_ALLOW_ROOT": "1"}
-    )
     assert save_notebook(base, token, "mine.ipynb") == 201
     saved = (folder / "mine.ipynb").stat()
     assert (saved.st_uid, saved.st_gid) == (0, 0)
+    assert jupyter_uid(container) == "0"
+    logs = container.logs().decode()
+    said = [line for line in logs.splitlines() if "running as root" in line]
+    assert len(said) == 1 and "/workspace belongs to root" in said[0], logs
+
+
+def test_imagekit_allow_root_runs_as_root_whatever_the_folder(
+    engine: docker.DockerClient, containers: list[Container], full_image: str, tmp_path: Path
+) -> None:
+    folder = folder_of(tmp_path, HOST_UID, HOST_GID)
+    base, token, container = seed_run(
+        engine, containers, full_image, folder, environment={"IMAGEKIT_ALLOW_ROOT": "1"}
+    )
+    assert save_notebook(base, token, "rooted.ipynb") == 201
+    assert (folder / "rooted.ipynb").stat().st_uid == 0
     assert jupyter_uid(container) == "0"
     assert "running as root because IMAGEKIT_ALLOW_ROOT=1" in container.logs().decode()
 
@@ -190,7 +194,7 @@ def test_imagekit_run_saves_a_notebook_that_belongs_to_the_workspaces_owner(
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
-    assert ("runs as root in the container" in stderr) == (owner == 0), stderr
+    assert ("running as root: /workspace belongs to root" in stderr) == (owner == 0), stderr
 
 
 # Packages in full ---------------------------------------------------------------------------
@@ -256,9 +260,9 @@ def test_import_torch_is_silent_with_enough_shm_and_one_line_warns_with_dockers_
     engine: docker.DockerClient, demo_build: DemoBuild, flavour: str
 ) -> None:
     image = demo_build.records[f"2.13.0-cpu-py3.11-{flavour}"]["build"]["image_id"]
-    command = ["python3", "-c", "import torch"]
 
-    def stderr_of(**kwargs: object) -> str:
+    def stderr_of(code: str = "import torch", **kwargs: object) -> str:
+        command = ["python3", "-c", code]
         container = engine.containers.run(image, command, detach=True, labels=TEST_LABELS, **kwargs)
         try:
             assert container.wait(timeout=120)["StatusCode"] == 0
@@ -269,7 +273,11 @@ def test_import_torch_is_silent_with_enough_shm_and_one_line_warns_with_dockers_
     assert stderr_of(shm_size="2g") == ""
     said = stderr_of()
     assert said.count(SHM_LINE) == 1 and "--shm-size" in said, said
+    assert "IMAGEKIT_SHM_CHECK=0 silences this line" in said
     assert len(said.strip().splitlines()) == 1, said
+    assert stderr_of(environment={"IMAGEKIT_SHM_CHECK": "0"}) == ""
+    if flavour == "slim":  # no entrypoint: told at `import torch`, never before
+        assert stderr_of("print(1)") == ""
 
 
 # A slim without torch.compile ---------------------------------------------------------------

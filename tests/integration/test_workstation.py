@@ -135,6 +135,18 @@ def test_jupyter_with_the_token_lists_the_workspace(jupyter) -> None:
     assert "hello.txt" in [item["name"] for item in json.loads(body)["content"]]
 
 
+def test_jupyterlab_asks_nothing_about_news_at_its_first_start(jupyter) -> None:
+    """The image answers JupyterLab's first-start question (fetch news from the internet?)
+    with "never", read back through JupyterLab's own settings API."""
+    base, token, _ = jupyter
+    plugin = "@jupyterlab/apputils-extension:notification"
+    status, _, body = http(f"{base}/lab/api/settings/{plugin}", token)
+    assert status == 200, body
+    defaults = json.loads(body)["schema"]["properties"]  # the image's overrides are defaults
+    assert defaults["fetchNews"]["default"] == "false"
+    assert defaults["checkForUpdates"]["default"] is False
+
+
 def test_a_kernel_runs_torch_backward_and_the_output_is_read_back(jupyter) -> None:
     import websocket
 

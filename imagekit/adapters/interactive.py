@@ -1,0 +1,65 @@
+"""Adapter: the interactive runs of `imagekit run` (`--shell`, `-- CMD`), which belong to the
+docker CLI (it owns the terminal): the `docker run` command line, and whom it runs as."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from imagekit.adapters.workstation import owner_of
+from imagekit.core import labels as L
+from imagekit.core.runtime import DEFAULT_SHM_BYTES, command_user
+
+
+def user_for_command(
+    client: docker.DockerClient, image: str, workspace: Path, given: str | None, *, rootless: bool
+) -> str | None:
+    """docker's `--user` for a shell or command in `image` (`core.runtime.command_user`): a
+    full image's entrypoint decides by itself; for others, from this process and the folder."""
+    try:
+        labels = client.images.get(image).labels or {}
+    except docker.errors.APIError:  # not here (docker run pulls it): no entrypoint known
+        labels = {}
+    return command_user(
+        given,
+        entrypoint=labels.get(L.FLAVOUR) == "full",
+        rootless=rootless,
+        me=(os.getuid(), os.getgid()),
+        owner=owner_of(workspace),
+    )
+
+
+def docker_run_argv(
+    docker_cli: str,
+    image: str,
+    args: list[str],
+    workspace: Path,
+    gpus: bool,
+    tty: bool,
+    gpu_mechanism: str = "nvidia-runtime",
+    user: str | None = None,
+) -> list[str]:
+    """The `docker run` command line of an interactive shell or command in `image`, as `user`
+    (`user_for_command`; None: as the image decides)."""
+    argv = [
+        docker_cli,
+        "run",
+        "--rm",
+        "-i",
+        "--shm-size",
+        str(DEFAULT_SHM_BYTES),
+        "-v",
+        f"{workspace.resolve()}:/workspace",
+        "--label",
+        f"{L.RUN_ID}=run-cli",
+    ]
+    if tty:
+        argv.append("-t")
+    if user is not None:
+        argv += ["--user", user]
+    if gpus:
+        argv += ["--device", "nvidia.com/gpu=all"] if gpu_mechanism == "cdi" else ["--gpus", "all"]
+    return [*argv, image, *args]
