@@ -262,3 +262,11 @@ def test_every_command_in_the_list_has_its_summary_as_one_sentence_unbroken() ->
     result = runner.invoke(app, ["--help"], env={"COLUMNS": "80"})
     assert "the verify attestation's predicate), for editors and CI." in result.stdout
     assert help_text("One\n  two.\n\nRest\nkept.") == "One two.\n\nRest\nkept."
+
+
+def test_a_missing_key_file_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.pub"
+    result = runner.invoke(app, ["run", "img:1", "--ssh", "--authorized-keys", str(missing)])
+    assert result.exit_code == 2
+    assert f"--authorized-keys {missing} is not a file" in result.stderr
+    assert "starting" not in result.stderr and "Traceback" not in result.output

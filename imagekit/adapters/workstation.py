@@ -178,7 +178,7 @@ def started(client: docker.DockerClient, request: RunRequest) -> Iterator[Contai
     """The started container of `request` (detached), removed when the block ends, however it
     ends: a start the engine refuses, an error, a stop signal at any point after the create.
     One owner from create to removal leaves no moment in which a signal could orphan it."""
-    _check(request)
+    check(request)
     container = None
     try:
         with signals_held():
@@ -190,7 +190,7 @@ def started(client: docker.DockerClient, request: RunRequest) -> Iterator[Contai
             remove(container)
 
 
-def _check(request: RunRequest) -> None:
+def check(request: RunRequest) -> None:
     """What can be found wrong before the engine is asked: a port taken, no key for sshd."""
     port, host_port = request.ports
     if not port_free(host_port):
@@ -324,7 +324,7 @@ def serve(
     client: docker.DockerClient,
     request: RunRequest,
     on_ready: Callable[[str], None],
-    on_log: Callable[[str], None],
+    on_log: Callable[[str], object],
 ) -> None:
     """Start the service and stream its log to `on_log` from its first line (the container's
     own notes on the user, the host key, TensorBoard's warning come before it answers); once it
@@ -352,7 +352,7 @@ def serve(
         )
 
 
-def _stream_log(container: Container, on_log: Callable[[str], None]) -> None:
+def _stream_log(container: Container, on_log: Callable[[str], object]) -> None:
     """Every line the container writes, from its start, until it stops (or is removed)."""
     with contextlib.suppress(docker.errors.APIError, OSError, ValueError):
         for chunk in container.logs(stream=True, follow=True):

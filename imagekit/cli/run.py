@@ -46,6 +46,7 @@ def run(request: RunCommand) -> None:
     if request.service in INTERACTIVE:
         _exec_docker_run(request, gpus, info.gpu_mechanism, client, info.rootless)
     service = _service(request, gpus, info)
+    workstation.check(service)  # a port taken, no key: said before "starting"
     say(
         f"starting {request.image} ({request.service}) in container {service.container_name}; "
         "waiting for it to answer ..."
@@ -55,10 +56,7 @@ def run(request: RunCommand) -> None:
         typer.echo(how)
         say("Ctrl-C stops and removes the container")
 
-    def log(text: str) -> None:
-        sys.stderr.write(text)
-
-    workstation.serve(client, service, ready, log)
+    workstation.serve(client, service, ready, sys.stderr.write)
 
 
 def _service(request: RunCommand, gpus: bool, info: EngineInfo) -> RunRequest:

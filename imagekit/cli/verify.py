@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,11 +86,10 @@ def _open_run(results: Path, images: list[str]) -> tuple[Any, DockerEngine, RunF
 
 
 def summary(images: Records) -> str:
-    """The summary table of a run's records (`RunFolder.images()`)."""
-    from imagekit.core.report import table
-    from imagekit.core.summary import summary_rows
+    """The summary of a run's records (`RunFolder.images()`), fitted to the terminal."""
+    from imagekit.core.summary import run_summary
 
-    return table(*summary_rows(images))
+    return run_summary(images, shutil.get_terminal_size().columns)
 
 
 @command(app, "probe", ProbeCommand)

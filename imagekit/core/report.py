@@ -91,6 +91,22 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     )
 
 
+def fitted(header: list[str], rows: list[list[str]], width: int) -> str:
+    """`table`, where it fits in `width` columns; otherwise one block per row (its first cell,
+    then each other column's name and value on a line), which fits any terminal."""
+    wide = table(header, rows)
+    if max((len(line) for line in wide.splitlines()), default=0) <= width:
+        return wide
+    pad = max(len(h) for h in header[1:]) if len(header) > 1 else 0
+    blocks = [
+        "\n".join(
+            [row[0], *(f"  {h.ljust(pad)}  {c}" for h, c in zip(header[1:], row[1:], strict=True))]
+        )
+        for row in rows
+    ]
+    return "\n\n".join(blocks)
+
+
 def compat_rows(data: CompatData, releases: list[str]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the compatibility table: one row per release x CUDA variant."""
     header = ["TORCH", "PYTHON", "GLIBC>=", "CUDA", "CUDNN", "NCCL", "MIN DRIVER", "ARCHS"]

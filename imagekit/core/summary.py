@@ -50,6 +50,17 @@ def _verified(records: Records) -> dict[str, VerifyRecord]:
     return {name: r.verify for name, r in sorted(records.items()) if r.verify is not None}
 
 
+def run_summary(records: Records, width: int) -> str:
+    """What `report` shows of one run, in `width` columns: the verify table, or for a run
+    that verified nothing (a build run), its build table (a header alone said nothing)."""
+    from imagekit.core.report import build_table, fitted
+
+    builds = [r.build for r in records.values() if r.build is not None]
+    if builds and not any(r.verify for r in records.values()):
+        return build_table(builds)
+    return fitted(*summary_rows(records), width=width)
+
+
 def summary_rows(records: Records) -> tuple[list[str], list[list[str]]]:
     """Header and rows: one row per verified image, one column per probe."""
     verified = _verified(records)

@@ -1,15 +1,18 @@
 """One tag, two platforms: `imagekit publish` assembles an index on a real registry.
 
-No emulation is needed for this part: the linux/arm64 "image" is the CPU demo's slim image
-imported again with an arm64 platform in its config (its programs stay x86_64, so the
-inventory publish takes runs natively). What is checked is what the registry ends up holding:
-one manifest per platform under its platform tag, and one index of both under the image's
-versioned tag and aliases, as `docker manifest inspect` shows it. The real arm64 build and its
-verification under emulation are in tests/integration/test_arm64.py (`make test-arm64`).
+No emulation is needed for this part: the two "images" are the demo's base with the demo slim's
+labels (what publish reads; the test is about the index, and a base is a tenth of slim's bytes
+to push), once as it is and once imported again with an arm64 platform in its config (its
+programs stay x86_64, so the inventory publish takes runs natively). What is checked is what
+the registry ends up holding: one manifest per platform under its platform tag, and one index
+of both under the image's versioned tag and aliases, as `docker manifest inspect` shows it.
+The real arm64 build and its verification under emulation are in tests/integration/
+test_arm64.py (`make test-arm64`).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import urllib.request
@@ -70,16 +73,22 @@ def registry_document(registry: str, path: str, reference: str) -> tuple[str, di
 @pytest.fixture(scope="module")
 def two_platforms(
     demo_build: DemoBuild,
+    demo_base: str,
     session: Session,
     engine: docker.DockerClient,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[TwoPlatforms]:
-    """The demo slim, once as the amd64 and once as the arm64 image of a two-platform cell,
-    and a registry to publish them to."""
+    """A small stand-in for the demo slim (its base, its labels), once as the amd64 and once
+    as the arm64 image of a two-platform cell, and a registry to publish them to."""
     folder = tmp_path_factory.mktemp("multiarch")
     demo_slim = next(r for n, r in demo_build.records.items() if n.endswith("-slim"))
-    source = engine.images.get(demo_slim["build"]["image_id"])
-    source.tag(session.repository, TAG)
+    labels = engine.images.get(demo_slim["build"]["image_id"]).labels
+    dockerfile = f"FROM {demo_base}\nLABEL " + " ".join(
+        f"{json.dumps(k)}={json.dumps(v)}" for k, v in sorted(labels.items())
+    )
+    source, _ = engine.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()), tag=f"{session.repository}:{TAG}", rm=True
+    )
     container = engine.containers.create(source.id, entrypoint=["true"])
     try:
         exported = subprocess.Popen(["docker", "export", container.id], stdout=subprocess.PIPE)

@@ -248,7 +248,10 @@ def account(
         shared.chmod(0o755)
         # Its own imagekit, from what a clone of this checkout holds, with the system's Python.
         with tarfile.open(fileobj=io.BytesIO(checkout_tar())) as tar:
-            tar.extractall(shared / "src", filter="data")
+            # Our own checkout; the "data" filter where this Python has it (Debian 12's
+            # 3.11.2 predates extraction filters).
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            tar.extractall(shared / "src", **safe)  # type: ignore[arg-type]
         subprocess.run(["chmod", "-R", "a+rX", str(shared / "src")], check=True)
         # The wheels, linked (same file system), where the account can reach them.
         subprocess.run(["cp", "-al", str(wheelhouse), str(shared / "wheelhouse")], check=True)

@@ -198,6 +198,12 @@ class RunCommand:
     def __post_init__(self) -> None:
         if not self.workspace.is_dir():
             raise InputError(f"--workspace {self.workspace} is not a folder")
+        # Before any engine call: Docker would bind-mount a missing file as a new folder.
+        if self.authorized_keys is not None and not self.authorized_keys.is_file():
+            raise InputError(
+                f"--authorized-keys {self.authorized_keys} is not a file",
+                "pass a public key file, such as ~/.ssh/id_ed25519.pub",
+            )
 
 
 @dataclass(frozen=True)
