@@ -44,8 +44,9 @@ def test_slim_and_full_of_the_cpu_cell_build(
         assert labels["io.imagekit.input-hash"] == build["input_hash"]
         assert f"{session.repository}:2.13.0-cpu-py3.11-{flavour}" in image.tags
         # full starts as root only for its entrypoint, which hands over to the image's user
-        # (tests/integration/test_image_use.py); the label names that user.
-        assert image.attrs["Config"]["User"] == ("1000:100" if flavour == "slim" else "0:0")
+        # (tests/integration/test_first_hour.py), as 0:65534 to tell its start from --user 0:0;
+        # the label names that user.
+        assert image.attrs["Config"]["User"] == ("1000:100" if flavour == "slim" else "0:65534")
         assert labels["io.imagekit.user"] == "1000:100"
         assert Path(build["log_path"]).read_text().count("Step ") > 5
 
