@@ -151,7 +151,13 @@ def test_report_flags_a_transport_that_changed_between_runs() -> None:
 # Verify over the fakes ------------------------------------------------------------------
 
 
-def verify_with(tmp_path: Path, runner: FakeProbeRunner, nodes: int = 1, target_nodes: int = 1):
+def verify_with(
+    tmp_path: Path,
+    runner: FakeProbeRunner,
+    nodes: int = 1,
+    target_nodes: int = 1,
+    by_name: bool = False,
+):
     plan = next(p for p in load_matrix(ROOT / "examples" / "cpu.yaml").plans if p.flavour == "slim")
     engine = FakeEngine()
     engine.add(plan.reference, image_id(plan.reference), image_labels(plan, RenderOptions()))
@@ -166,6 +172,8 @@ def verify_with(tmp_path: Path, runner: FakeProbeRunner, nodes: int = 1, target_
         load_compat(),
     )
     target = Target(plan.name, plan.reference, plan.required_probes, target_nodes)
+    if by_name:  # `imagekit verify IMAGE --nodes N`: no matrix, no required probes given
+        target = Target(plan.name, plan.reference)
     return verify.execute([target])[plan.name]
 
 
@@ -197,6 +205,18 @@ def test_a_matrix_flavour_with_nodes_makes_the_probe_run_and_required(tmp_path: 
     assert result is not None and result.status is Status.TIMEOUT
     assert "node 1 never joined" in result.reason
     assert record.status == "fail"
+
+
+def test_verify_image_with_nodes_counts_the_multi_node_probe(tmp_path: Path) -> None:
+    """By name, the required probes come from the image's labels, which never name the
+    multi-node probe: run because --nodes asked for it, it counts all the same."""
+
+    def one_node_missing(request: NodesRequest) -> NodesRun:
+        return nodes_run(request, passing_nodes=1, timed_out=True)
+
+    runner = FakeProbeRunner(nodes_script=one_node_missing)
+    record = verify_with(tmp_path, runner, nodes=2, by_name=True)
+    assert "ddp_nodes" in record.required_probes and record.status == "fail"
 
 
 # Host mode across two local nodes --------------------------------------------------------

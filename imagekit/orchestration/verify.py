@@ -152,12 +152,17 @@ class VerifyRun:
         """The matrix's required probes; for an image named on the command line, those
         `--probes` asked for, else those its labels name, else (an image from before that
         label, or not imagekit's) every probe that ran."""
-        return (
+        required = (
             list(target.required)
             or list(self.settings.probes)
             or list(image.imagekit.required_probes)
             or [r.probe for r in results]
         )
+        # A multi-node probe runs only when --nodes asks for it: then it counts, always.
+        across = [
+            r.probe for r in results if r.probe in self.specs and self.specs[r.probe].nodes > 1
+        ]
+        return required + [p for p in across if p not in required]
 
     def _image(self, target: Target) -> LocalImage:
         image = self.engine.inspect_image(target.reference)
