@@ -202,7 +202,12 @@ def test_a_port_in_use_is_one_line_with_a_hint_and_leaves_no_container(
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and f"port {taken_port} is already in use" in errors[0]
     assert "hint: pick another one: --port OTHER:8888" in done.stderr
-    assert left_of(engine, run_id_in(done.stderr)) == []
+    if code == 2:
+        # Seen before the engine is asked: refused before "starting", no container named.
+        assert "starting" not in done.stderr, done.stderr
+        assert engine.containers.list(all=True, filters={"publish": str(taken_port)}) == []
+    else:
+        assert left_of(engine, run_id_in(done.stderr)) == []
 
 
 def test_gpus_all_on_an_engine_without_a_gpu_runtime_says_so_and_leaves_no_container(
