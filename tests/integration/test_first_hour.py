@@ -34,8 +34,10 @@ from pathlib import Path
 import docker
 import pytest
 
+from tests.children import default_stop_signals
 from tests.integration.browser import chromium_page, save_a_notebook_through_the_ui
 from tests.integration.conftest import ROOT, TEST_LABEL, TEST_LABELS, DemoBuild
+from tests.integration.test_rootless_podman import free_uid
 from tests.integration.test_workstation import ARTIFACTS, free_port, wait_http
 
 pytestmark = pytest.mark.integration
@@ -64,8 +66,7 @@ class Person:
             os.setgroups([self.gid, docker_gid])
             os.setgid(self.gid)
             os.setuid(self.uid)
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                signal.signal(sig, signal.SIG_DFL)
+            default_stop_signals()
 
         return child
 
@@ -91,24 +92,9 @@ class Person:
 
     def popen(self, *argv: str, cwd: Path) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            list(argv), cwd=cwd, env=self.env(), preexec_fn=self.become() or _default_signals,
+            list(argv), cwd=cwd, env=self.env(), preexec_fn=self.become() or default_stop_signals,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-
-
-def _default_signals() -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
-
-
-def free_uid(start: int = 1500) -> int:
-    uid = start
-    while True:
-        try:
-            pwd.getpwuid(uid)
-        except KeyError:
-            return uid
-        uid += 1
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +102,7 @@ def account() -> Iterator[Person]:
     """A non-root host account in the docker group, removed afterwards with its home."""
     name = f"ikh{secrets.token_hex(3)}"
     subprocess.run(
-        ["useradd", "--create-home", "--uid", str(free_uid()), "--groups", "docker",
+        ["useradd", "--create-home", "--uid", str(free_uid(1500)), "--groups", "docker",
          "--shell", "/bin/bash", name],
         check=True,
     )  # fmt: skip
