@@ -23,6 +23,7 @@ import imagekit.cli
 from imagekit.cli import common, options
 from imagekit.core import requests
 from imagekit.core.build_options import BuilderChoice, BuildNetwork, Compression
+from imagekit.core.distro_packages import PackagesFor
 from imagekit.core.probe_contract import ProbeDevice
 from imagekit.core.requests import (
     AttestVerifyRequest,
@@ -322,12 +323,15 @@ def case_base_bootstrap(f: Files) -> Line:
             "--docs",
             "--arch",
             "arm64",
+            "--packages-for",
+            "full",
         ],
         BootstrapCommand(
             suite="bookworm",
             tag="imagekit-base/debian:bookworm",
             mirror="http://snapshot.debian.org/archive/debian/20250101T000000Z",
             include=("python3", "curl"),
+            packages_for=PackagesFor.full,
             variant="apt",
             docs=True,
             source_date_epoch=1700000000,

@@ -17,7 +17,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import docker
@@ -25,9 +25,11 @@ import docker
 from imagekit.adapters.engine import engine_errors
 from imagekit.core import labels as L
 from imagekit.core.context import file_sha256
+from imagekit.core.distro_packages import BASE_PACKAGES
+from imagekit.core.requests.build import BootstrapCommand
 from imagekit.errors import ExitCode, ImagekitError, InputError
 
-DEFAULT_INCLUDE = ("python3", "python3-venv", "ca-certificates")
+DEFAULT_INCLUDE = BASE_PACKAGES
 DEBIAN_SUITES = {"bullseye", "bookworm", "trixie", "sid", "forky"}
 UBUNTU_SUITES = {"focal", "jammy", "noble", "oracular", "plucky"}
 DEFAULT_MIRRORS = {
@@ -58,6 +60,12 @@ class BootstrapRequest:
     source_date_epoch: int | None = None
     docs: bool = False
     arch: str = "amd64"  # Debian's name: amd64, arm64
+
+    @classmethod
+    def of(cls, command: BootstrapCommand) -> BootstrapRequest:
+        """The request for `imagekit base bootstrap`'s options (`--packages-for` included)."""
+        given = {k: v for k, v in asdict(command).items() if k != "packages_for"}
+        return cls(**{**given, "include": command.packages})
 
 
 def host_arch() -> str:
@@ -174,9 +182,12 @@ def mmdebstrap_command(request: BootstrapRequest, out_tar: Path) -> list[str]:
         command.append("--include=" + ",".join(request.include))
     if not request.docs:
         command += [f"--dpkgopt={option}" for option in SLIM_DPKG_OPTIONS]
-    # Drop caches and logs that differ between runs and nobody needs in an image.
+    # Drop caches and logs that differ between runs and nobody needs in an image, and the SSH
+    # host keys openssh-server's install generates (a base made --packages-for full): a key in
+    # the base would be every container's, in every image built on it.
     command += [
-        "--customize-hook=rm -rf $1/var/cache/apt/* $1/var/lib/apt/lists/* $1/var/log/*",
+        "--customize-hook=rm -rf $1/var/cache/apt/* $1/var/lib/apt/lists/* $1/var/log/*"
+        " $1/etc/ssh/ssh_host_*_key $1/etc/ssh/ssh_host_*_key.pub",
         request.suite,
         str(out_tar),
         mirror,

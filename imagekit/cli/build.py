@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict
 from typing import Any
 
 import typer
@@ -89,7 +88,7 @@ def bootstrap(request: BootstrapCommand) -> None:
     native = request.arch == _host_arch()
     took = "about a minute" if native else "several minutes: emulated"
     say(f"bootstrapping {request.suite} {request.arch} into {request.tag} ({took})")
-    image_id = make_base(client, BootstrapRequest(**asdict(request)))
+    image_id = make_base(client, BootstrapRequest.of(request))
     typer.echo(image_id)
     say(f"{request.tag} is {image_id}")
 

@@ -13,11 +13,16 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from imagekit.core.distro_packages import FAILURE_MARKER
+
 TAIL_LINES = 50
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 # BuildKit's plain progress: "#7 [builder 3/5] RUN pip install ..."
 _BUILDKIT_STEP = re.compile(r"^#\d+ \[(?:[\w.-]+ )?(\d+)/(\d+)\] (.*)$")
 _SUCCESS = re.compile(r"^Successfully built ([0-9a-f]{12,64})$")
+# A step's own account of its failure (templates/Dockerfile.j2's apt_install), as the legacy
+# builder streams it and as BuildKit's plain progress prefixes it ("#9 4.210 ...").
+_MARKED = re.compile(r"^(?:#\d+ \d+(?:\.\d+)? )?" + re.escape(FAILURE_MARKER) + r" (.+)$")
 
 
 @dataclass
@@ -31,6 +36,8 @@ class BuildLog:
     step_count: int = 0
     image_id: str | None = None
     error: str | None = None
+    # What a failed step said of itself: a better reason than the engine's shell line.
+    step_reason: str | None = None
     _partial: str = ""
 
     def feed(self, item: Mapping[str, object]) -> list[str]:
@@ -72,6 +79,8 @@ class BuildLog:
             self.step = match.group(3)
         elif (match := _SUCCESS.match(line)) and self.image_id is None:
             self.image_id = match.group(1)
+        elif match := _MARKED.match(line):
+            self.step_reason = match.group(1).strip()
 
     @property
     def failed(self) -> bool:
@@ -79,6 +88,7 @@ class BuildLog:
         return self.error is not None or self.image_id is None
 
     def failure_message(self) -> str:
-        """The error and the last lines of output, for the person reading the failure."""
-        reason = self.error or "the build ended without producing an image"
+        """The reason and the last lines of output, for the person reading the failure: the
+        failed step's own line where it wrote one, else the engine's error."""
+        reason = self.step_reason or self.error or "the build ended without producing an image"
         return reason + "\n--- last lines of the build log ---\n" + "\n".join(self.tail)

@@ -82,6 +82,9 @@ class ImageLabels:
     torch_compile: bool | None = None
     platform: str = ""  # "" on an image from before the label
     required_probes: tuple[str, ...] = ()  # () on an image from before the label
+    # The packages its base was bootstrapped with (inherited from `imagekit base bootstrap`'s
+    # image); () on another base.
+    base_packages: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, labels: Mapping[str, str]) -> ImageLabels:
@@ -104,6 +107,7 @@ class ImageLabels:
             torch_compile={"yes": True, "no": False}.get(get(TORCH_COMPILE, "")),
             platform=get(PLATFORM, ""),
             required_probes=tuple(get(REQUIRED_PROBES, "").split()),
+            base_packages=tuple(p for p in get(BASE_INCLUDE, "").split(",") if p),
         )
 
     @property

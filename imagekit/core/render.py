@@ -14,6 +14,7 @@ import jinja2
 
 from imagekit.core import labels as L
 from imagekit.core.compat import PYPI_SIMPLE
+from imagekit.core.distro_packages import FAILURE_MARKER, full_packages, slim_packages
 from imagekit.core.plan import ImagePlan
 from imagekit.resources import templates_dir
 
@@ -163,18 +164,11 @@ def _requirements_text(lines: list[str], what: str) -> str:
     return head + "".join(f"{line}\n" for line in lines)
 
 
-# The user-space RDMA stack NCCL needs for InfiniBand/RoCE (Debian and Ubuntu names).
-RDMA_PACKAGES = "ibverbs-providers libibverbs1 rdma-core"
-
-
 def runtime_packages(plan: ImagePlan) -> list[str]:
-    """The distribution packages slim's runtime stage installs: a C++ compiler and Python's
-    headers where torch.compile must work, the RDMA stack where the matrix asks for it."""
+    """The distribution packages slim's runtime stage makes sure of (core/distro_packages.py)."""
     if plan.flavour != "slim":
         return []
-    # openssl: inductor hashes its precompiled header with `openssl sha512`.
-    packages = ["g++", "openssl", f"python{plan.cell.python}-dev"] if plan.compile else []
-    return packages + (RDMA_PACKAGES.split() if plan.rdma else [])
+    return list(slim_packages(plan.cell.python, compile=plan.compile, rdma=plan.rdma))
 
 
 def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> RenderedImage:
@@ -199,8 +193,9 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
         "slim_pip_args": _pip_args(cell.index_url, slim_extra, options, uv=True),
         "full_pip_args": _pip_args(PYPI_INDEX_URL, (), options),
         "labels": labels,
-        "rdma_packages": RDMA_PACKAGES,
         "runtime_packages": " ".join(runtime_packages(plan)),
+        "full_packages": " ".join(full_packages(cell.python, rdma=plan.rdma)),
+        "failure_marker": FAILURE_MARKER,
         # Builder stages carry these two, so `imagekit gc` can find their dangling layers.
         "stage_label": L.STAGE,
         "cell_label": L.CELL,

@@ -105,6 +105,60 @@ def test_with_a_wheelhouse_no_build_stage_needs_a_network(
     assert "download.pytorch.org" in log, log[-2000:]
 
 
+def test_air_gapped_every_flavour_builds_on_a_base_that_carries_its_packages(
+    session: Session, wheelhouse: Path, tmp_path: Path, engine: docker.DockerClient
+) -> None:
+    """No package mirror and a wheelhouse: slim (with torch.compile's g++) and full (with its
+    workstation packages) build on a base bootstrapped `--packages-for full`; their apt steps
+    find everything installed and run no apt at all."""
+    namespace = session.repository.split("/")[0]
+    base = f"{namespace}-airgap/debian:bookworm"
+    made = imagekit("base", "bootstrap", "--suite", "bookworm", "--packages-for", "full",
+                    "--tag", base)  # fmt: skip
+    assert made.code == 0, made.stderr[-3000:]
+    path = tmp_path / "matrix.yaml"
+    path.write_text(matrix_text(f"{session.repository}-airgap", base))
+    done = imagekit(
+        "build", "--matrix", str(path), "--no-ca-cert", "--wheelhouse", str(wheelhouse),
+        "--network", "none", "--results", str(tmp_path / "r"), "--json",
+    )  # fmt: skip
+    assert done.code == 0, done.stderr[-3000:]
+    records = {r["name"]: r for r in json.loads(done.stdout)["results"]}
+    assert {r["status"] for r in records.values()} == {"built"}
+    logs = "".join(p.read_text() for p in (tmp_path / "r").glob("*/logs/*.build.log"))
+    assert "Reading package lists" not in logs  # apt never ran
+    for name, look in (
+        ("2.13.0-cpu-py3.11-slim", "command -v g++ && test ! -e /usr/share/jupyter"),
+        ("2.13.0-cpu-py3.11-full", "command -v sshd jupyter ninja"),
+    ):
+        said = engine.containers.run(
+            records[name]["image_id"],
+            ["bash", "-c", f"{look} && ls /etc/ssh/ssh_host_* 2>/dev/null | wc -l"],
+            entrypoint=[], remove=True, labels=TEST_LABELS,
+        ).decode()  # fmt: skip
+        # No SSH host key anywhere: the base's were removed when it was made.
+        assert said.splitlines()[-1] == "0", said
+
+
+def test_air_gapped_a_step_without_its_packages_is_one_line_naming_them(
+    session: Session, demo_base: str, wheelhouse: Path, tmp_path: Path
+) -> None:
+    """The demo base lacks torch.compile's packages: with no mirror, slim's build fails with
+    the step's own line (BuildKit runs the stages at once, so it fails within seconds)."""
+    path = tmp_path / "matrix.yaml"
+    path.write_text(matrix_text(f"{session.repository}-nomirror", demo_base))
+    failed = imagekit(
+        "build", "--matrix", str(path), "--flavour", "slim", "--no-ca-cert",
+        "--wheelhouse", str(wheelhouse), "--builder", "buildx", "--network", "none",
+        "--results", str(tmp_path / "r"),
+    )  # fmt: skip
+    assert failed.code == 4, failed.stderr[-3000:]
+    (line,) = [x for x in failed.stderr.splitlines() if ": failed: slim's runtime stage" in x]
+    # openssl is there: the base's ca-certificates brings it.
+    assert "needs g++ python3.11-dev, which the base lacks" in line, line
+    assert "--packages-for slim" in line and "W: Failed to fetch" in line, line
+
+
 def test_a_fresh_engine_builds_from_the_registry_cache_without_rebuilding_the_venv(
     session: Session,
     demo_base: str,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 from imagekit.core.build_options import BuilderChoice, BuildkitAsk, BuildNetwork, Compression
+from imagekit.core.distro_packages import BASE_PACKAGES, PackagesFor, packages_for
 from imagekit.core.requests.options import JSON, RESULTS, Opt, comma_separated
 from imagekit.core.requests.selection import RenderInputs, Selection, pairs
 from imagekit.errors import InputError
@@ -142,10 +143,18 @@ class BootstrapCommand:
             "--include",
             help="Comma-separated packages to add.",
             given_as=str,
-            default="python3,python3-venv,ca-certificates",
+            default=",".join(BASE_PACKAGES),
             parse=comma_separated,
         ),
-    ] = ("python3", "python3-venv", "ca-certificates")
+    ] = BASE_PACKAGES
+    packages_for: Annotated[
+        PackagesFor | None,
+        Opt(
+            "--packages-for",
+            help="Also carry the distribution packages that flavour's build steps install "
+            "(full: slim's too), so its builds need no package mirror.",
+        ),
+    ] = None
     variant: Annotated[str, Opt("--variant", help="mmdebstrap variant.")] = "minbase"
     docs: Annotated[
         bool,
@@ -166,6 +175,12 @@ class BootstrapCommand:
             default=None,
         ),
     ] = "amd64"
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        """What the base is made with: `--include`, then what `--packages-for` adds."""
+        extra = packages_for(self.packages_for) if self.packages_for else ()
+        return tuple(dict.fromkeys((*self.include, *extra)))
 
     def __post_init__(self) -> None:
         from imagekit.core.plan import IMAGE_REF_RE
