@@ -24,7 +24,7 @@ import docker
 import pytest
 
 from imagekit.adapters.registry import MANIFEST_TYPES
-from tests.integration.conftest import DemoBuild, Session, imagekit
+from tests.integration.conftest import TEST_LABELS, DemoBuild, Session, imagekit
 from tests.integration.engines import running_registry
 
 pytestmark = pytest.mark.integration
@@ -86,9 +86,12 @@ def two_platforms(
     dockerfile = f"FROM {demo_base}\nLABEL " + " ".join(
         f"{json.dumps(k)}={json.dumps(v)}" for k, v in sorted(labels.items())
     )
+    # The session's test label: the session removes it even if it ends up untagged (one was
+    # found left behind, untagged, after a full run: its tag alone did not find it).
     source, _ = engine.images.build(
-        fileobj=io.BytesIO(dockerfile.encode()), tag=f"{session.repository}:{TAG}", rm=True
-    )
+        fileobj=io.BytesIO(dockerfile.encode()), tag=f"{session.repository}:{TAG}", rm=True,
+        labels=TEST_LABELS,
+    )  # fmt: skip
     container = engine.containers.create(source.id, entrypoint=["true"])
     try:
         exported = subprocess.Popen(["docker", "export", container.id], stdout=subprocess.PIPE)
