@@ -119,6 +119,16 @@ def test_air_gapped_every_flavour_builds_on_a_base_that_carries_its_packages(
         ).decode()  # fmt: skip
         # No SSH host key anywhere: the base's were removed when it was made.
         assert said.splitlines()[-1] == "0", said
+    # Both pass their structure checks as they are; slim's sshd is named as its base's.
+    verified = imagekit(
+        "verify", "--matrix", str(path), "--probes", "env",
+        "--results", str(tmp_path / "r"), "--json",
+    )  # fmt: skip
+    assert verified.code == 0, verified.stderr[-3000:]
+    images = json.loads(verified.stdout)["images"]
+    checks = {c["name"]: c for c in images["2.13.0-cpu-py3.11-slim"]["verify"]["structure"]}
+    services = checks["slim carries no jupyter, tensorboard or sshd"]
+    assert services["ok"] and "from its base" in services["detail"], services
     # The same build from an index, with no network: refused by the network, not by imagekit.
     failed = imagekit(
         "build", "--matrix", str(path), "--flavour", "slim", "--no-ca-cert", "--no-cache",
