@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from tests.children import default_stop_signals
-from tests.integration.conftest import ROOT, DemoBuild, Session, imagekit
+from tests.integration.conftest import ROOT, TEST_LABELS, DemoBuild, Session, imagekit
 
 SLIM = "2.13.0-cpu-py3.11-slim"
 FULL = "2.13.0-cpu-py3.11-full"
@@ -142,7 +142,9 @@ def _image_from(engine: docker.DockerClient, base: str, tag: str, lines: list[st
         info.size = len(dockerfile)
         archive.addfile(info, io.BytesIO(dockerfile.encode()))
     context.seek(0)
-    engine.images.build(fileobj=context, custom_context=True, tag=tag, rm=True)
+    # The session's test label: the session removes it even if it ends up untagged (one was
+    # found left behind, untagged, after a full run).
+    engine.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, labels=TEST_LABELS)
     return tag
 
 
