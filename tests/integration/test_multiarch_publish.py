@@ -86,8 +86,7 @@ def two_platforms(
     dockerfile = f"FROM {demo_base}\nLABEL " + " ".join(
         f"{json.dumps(k)}={json.dumps(v)}" for k, v in sorted(labels.items())
     )
-    # The session's test label: the session removes it even if it ends up untagged (one was
-    # found left behind, untagged, after a full run: its tag alone did not find it).
+    # The session's test label: the session removes it even if it ends up untagged.
     source, _ = engine.images.build(
         fileobj=io.BytesIO(dockerfile.encode()), tag=f"{session.repository}:{TAG}", rm=True,
         labels=TEST_LABELS,
