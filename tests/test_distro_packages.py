@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.core.build_stream import BuildLog
+from imagekit.core.build_stream import FAILURE_MARKER, BuildLog
 from imagekit.core.distro_packages import (
     BASE_PACKAGES,
-    FAILURE_MARKER,
     PackagesFor,
     full_packages,
     packages_for,

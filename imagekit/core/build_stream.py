@@ -13,9 +13,10 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from imagekit.core.distro_packages import FAILURE_MARKER
-
 TAIL_LINES = 50
+# The start of the line a failed build step writes about itself (templates/Dockerfile.j2's
+# apt_install): the reader makes the rest the failure's reason instead of the engine's line.
+FAILURE_MARKER = "imagekit-build-failure:"
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 # BuildKit's plain progress: "#7 [builder 3/5] RUN pip install ..."
 _BUILDKIT_STEP = re.compile(r"^#\d+ \[(?:[\w.-]+ )?(\d+)/(\d+)\] (.*)$")

@@ -26,9 +26,6 @@ WORKSTATION_PACKAGES = (
     "openssh-server",
     "tini",
 )
-# The line a build step writes when it needs packages it cannot get; the build log reader
-# (core/build_stream.py) makes it the failure's reason instead of the engine's shell line.
-FAILURE_MARKER = "imagekit-build-failure:"
 
 
 class PackagesFor(StrEnum):

@@ -13,8 +13,9 @@ from functools import cache
 import jinja2
 
 from imagekit.core import labels as L
+from imagekit.core.build_stream import FAILURE_MARKER
 from imagekit.core.compat import PYPI_SIMPLE
-from imagekit.core.distro_packages import FAILURE_MARKER, full_packages, slim_packages
+from imagekit.core.distro_packages import full_packages, slim_packages
 from imagekit.core.plan import ImagePlan
 from imagekit.resources import templates_dir
 
