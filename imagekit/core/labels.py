@@ -21,7 +21,6 @@ PYTHON = PREFIX + "python"  # the Python version of its /opt/venv
 OS = PREFIX + "os"  # the base operating system release
 FLAVOUR = PREFIX + "flavour"  # slim (runtime only) or full (the workstation)
 USER = PREFIX + "user"  # the non-root account its workload runs as
-REPOSITORY = PREFIX + "repository"  # the repository its tags are made for
 GLIBC_FLOOR = PREFIX + "glibc-floor"  # the oldest glibc its wheels need
 CUDA = PREFIX + "cuda"  # CUDA images only: the CUDA version
 CUDNN = PREFIX + "cudnn"  # CUDA images only: the cuDNN version
@@ -130,7 +129,6 @@ def content_labels(
     os: str,
     flavour: str,
     user: str,
-    repository: str,
     glibc_floor: str,
     cuda: str | None,
     cudnn: str | None,
@@ -142,7 +140,11 @@ def content_labels(
     platform: str = "",
     required_probes: tuple[str, ...] = (),
 ) -> dict[str, str]:
-    """The labels that describe an image's contents; CUDA labels only on a CUDA image."""
+    """The labels that describe an image's contents; CUDA labels only on a CUDA image.
+
+    None names the repository the image is tagged in: the same inputs make the same image
+    whichever repository it is for, so a build for a second repository (and a full built on
+    its slim) is the build cache's, and a digest means the same bytes everywhere."""
     labels = {
         SCHEMA: "1",
         CELL: cell,
@@ -152,7 +154,6 @@ def content_labels(
         OS: os,
         FLAVOUR: flavour,
         USER: user,
-        REPOSITORY: repository,
         GLIBC_FLOOR: glibc_floor,
         TORCH_COMPILE: "yes" if torch_compile else "no",
     }

@@ -84,7 +84,6 @@ def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
         os=cell.os,
         flavour=plan.flavour,
         user=f"{plan.uid}:{plan.gid}",
-        repository=plan.repository,
         glibc_floor=cell.glibc_floor,
         cuda=cell.cuda,
         cudnn=cell.cudnn,
