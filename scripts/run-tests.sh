@@ -29,14 +29,18 @@ export IMAGEKIT_TEST_SWEEP=0
 "$PYTHON" -m tests.integration.sweep before "$stages" || exit 1
 sweep() { "$PYTHON" -m tests.integration.sweep after "$stages"; rm -f "$stages"; }
 
-# --durations: the slowest tests of each session, so that the suite's cost stays visible.
-"$PYTEST" -p no:cacheprovider --durations=25 \
+# --durations: the slowest tests of each session, so that the suite's cost stays visible; every
+# test's time (and outcome) is in each session's JUnit file among the test artifacts.
+artifacts=results/test-artifacts
+mkdir -p "$artifacts"
+"$PYTEST" -p no:cacheprovider --durations=25 --junitxml="$artifacts/engines-and-unit.xml" \
     -m "contract or (not integration and not cuda and not arm64)" >"$log" 2>&1 &
 contract=$!
 stop_contract() { kill -INT "$contract" 2>/dev/null; wait "$contract" 2>/dev/null; }
 trap 'stop_contract; sweep; rm -f "$log" "$mainlog"; exit 130' INT TERM
 
-"$PYTEST" --durations=25 -m "integration and not contract and not cuda and not arm64" "$@" 2>&1 |
+"$PYTEST" --durations=25 --junitxml="$artifacts/integration.xml" \
+    -m "integration and not contract and not cuda and not arm64" "$@" 2>&1 |
     tee "$mainlog"
 main=${PIPESTATUS[0]}
 wait "$contract"

@@ -157,7 +157,11 @@ def contract(
         made = imagekit("base", "bootstrap", "--suite", "bookworm", "--tag", base, env=env)
         assert made.code == 0, made.stderr[-3000:]
         matrix = folder / "matrix.yaml"
-        matrix.write_text(matrix_text(f"{namespace}/pytorch", base))
+        # Slim without torch.compile's compiler: what compiles in the container does not
+        # depend on the engine, and the default engine's images prove it (the demo's slim);
+        # here it would add an apt step to each build and the compile probe to each verify.
+        text = matrix_text(f"{namespace}/pytorch", base)
+        matrix.write_text(text.replace("  slim:\n", "  slim:\n    compile: false\n", 1))
         results = folder / "results"
         build = imagekit(
             "build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse),
@@ -248,7 +252,9 @@ def test_verify_runs_the_probes_and_the_structure_checks(
     record = verified["slim"]["images"][SLIM]["verify"]
     assert record["status"] == "pass" and record["level"] == "cpu"
     passed = {r["probe"] for r in record["probes"] if r["status"] == "pass"}
-    assert {"env", "autograd", "matmul", "higher_order", "compile", "ddp"} <= passed
+    assert {"env", "autograd", "matmul", "higher_order", "ddp"} <= passed
+    (compiled,) = [r for r in record["probes"] if r["probe"] == "compile"]
+    assert compiled["status"] == "skip", compiled  # the image says it cannot compile
     assert record["structure"] and all(c["ok"] for c in record["structure"])
     run = contract.results / verified["slim"]["run_id"]
     engine = json.loads((run / "run.json").read_text())["engine"]

@@ -92,8 +92,8 @@ def test_a_node_that_crashes_is_reported_on_that_node(
     )
     image = demo_build.records[SLIM]["build"]["reference"]
     # The node that fell over is named whichever way the run ends: by node 0's time limit
-    # (60 s, as for the node that never joins) or by the rendezvous giving up first.
-    result = verify_nodes(image, tmp_path, "--probes-dir", str(folder), "--timeout-s", "60")
+    # (30 s, as for the node that never joins) or by the rendezvous giving up first.
+    result = verify_nodes(image, tmp_path, "--probes-dir", str(folder), "--timeout-s", "30")
     assert result.code == 5, result.stderr[-3000:]
     verify = next(iter(json.loads(result.stdout)["images"].values()))["verify"]
     nodes = next(r for r in verify["probes"] if r["probe"] == "ddp_nodes")
@@ -113,13 +113,15 @@ def test_a_node_that_never_joins_ends_in_a_timeout_within_the_limit(
     )
     image = demo_build.records[SLIM]["build"]["reference"]
     started = time.monotonic()
-    result = verify_nodes(image, tmp_path, "--probes-dir", str(folder), "--timeout-s", "60")
+    # 30 s: time enough for a healthy node to start and wait at the rendezvous on a busy
+    # machine; the bound is what is tested, and each second of it is waited out in full.
+    result = verify_nodes(image, tmp_path, "--probes-dir", str(folder), "--timeout-s", "30")
     elapsed = time.monotonic() - started
     assert result.code == 5, result.stderr[-3000:]
     verify = next(iter(json.loads(result.stdout)["images"].values()))["verify"]
     nodes = next(r for r in verify["probes"] if r["probe"] == "ddp_nodes")
     assert nodes["status"] == "timeout", nodes
-    assert elapsed < 60 + 60 + 60  # the probes' limit, the nodes' limit, start-up
+    assert elapsed < 30 + 60 + 60  # the probes' limit, the nodes' limit, start-up
     assert nodes_left(engine) == ([], [])
 
 
