@@ -33,7 +33,17 @@ sweep() { "$PYTHON" -m tests.integration.sweep after "$stages"; rm -f "$stages";
 # test's time (and outcome) is in each session's JUnit file among the test artifacts.
 artifacts=results/test-artifacts
 mkdir -p "$artifacts"
-"$PYTEST" -p no:cacheprovider --durations=25 --junitxml="$artifacts/engines-and-unit.xml" \
+# A background command of a script starts with SIGINT ignored (bash does that without job
+# control), and Python then installs no KeyboardInterrupt handler: Ctrl-C reached only the
+# running test's children, and the session went on to the next test. SIGINT is given back its
+# default before pytest starts, so stop_contract's SIGINT ends the session and its fixtures
+# stop the engines they started.
+default_sigint=(
+    "$PYTHON" -c
+    'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])'
+)
+"${default_sigint[@]}" "$PYTEST" -p no:cacheprovider --durations=25 \
+    --junitxml="$artifacts/engines-and-unit.xml" \
     -m "contract or (not integration and not cuda and not arm64)" >"$log" 2>&1 &
 contract=$!
 stop_contract() { kill -INT "$contract" 2>/dev/null; wait "$contract" 2>/dev/null; }
