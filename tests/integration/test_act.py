@@ -49,6 +49,7 @@ from tests.integration.test_publish import running_registry
 from tests.test_workflows import DESTRUCTIVE_STEPS
 
 ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "results" / "test-artifacts"
 WORKFLOWS = ROOT / ".github" / "workflows"
 STAND_INS = ROOT / "tests" / "actions"
 PLATFORM = "ubuntu-24.04=-self-hosted"
@@ -251,6 +252,11 @@ def run_act(
             stop()
             process.wait()
     run.wall_s = time.monotonic() - started
+    # The whole log, each line with act's time, among the suite's test artifacts: what each
+    # job and step took is in it, and a CI log keeps only the end of a failure.
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    kept = ARTIFACTS / f"act-{home.name}-{workflow.removesuffix('.yml')}.jsonl"
+    kept.write_text("".join(json.dumps(r) + "\n" for r in run.records))
     return run
 
 
