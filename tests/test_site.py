@@ -258,3 +258,17 @@ def test_the_site_is_written_self_contained_and_small(tmp_path: Path) -> None:
 
 def test_the_same_records_make_the_same_pages() -> None:
     assert render_site(site_model(real_runs())) == render_site(site_model(real_runs()[::-1]))
+
+
+def test_report_html_writes_the_site_and_prints_its_page(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from imagekit.cli import app
+
+    out = tmp_path / "site"
+    done = CliRunner().invoke(app, ["report", "--results", str(DATA), "--html", str(out)])
+    assert done.exit_code == 0, done.output
+    assert done.stdout.strip() == str((out / "index.html").resolve())
+    assert (out / "image" / f"{FULL}.html").is_file()
+    named = CliRunner().invoke(app, ["report", str(DATA / VERIFY_RUN), "--html", str(out)])
+    assert named.exit_code == 2 and "name no run" in named.output
