@@ -198,6 +198,11 @@ class Change:
     probe: str = ""
     metric: str = ""
 
+    @property
+    def about(self) -> str:
+        """The line without the image's name (where the image is said already)."""
+        return self.text.removeprefix(self.image).removeprefix(":").strip()
+
 
 def _metric_changes(
     name: str, probe: str, b: ProbeResult, a: ProbeResult, threshold: float
