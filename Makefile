@@ -132,10 +132,14 @@ test-cuda: base wheelhouse-cuda
 	IMAGEKIT_CUDA_WHEELHOUSE=$(CUDA_WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) \
 		$(BIN)/pytest -m cuda
 
-## make demo: build the CPU example from nothing, verify it and print the report.
+## make demo: build the CPU example from nothing, verify and publish it, and print the path of
+## the run page (results/site/index.html).
 demo: $(STAMP) base wheelhouse
 	$(BIN)/imagekit build --matrix $(DEMO_MATRIX) --wheelhouse $(WHEELHOUSE)
 	$(BIN)/imagekit verify --matrix $(DEMO_MATRIX) --nodes 2 && $(MAKE) --no-print-directory demo-publish
+	@# The runs as a page (docs/reference/site.md): its path is the last line.
+	@echo "the run page, to open in a browser:" >&2
+	@$(BIN)/imagekit report --html results/site
 
 ## make demo-publish: publish the verified CPU example to a throwaway local registry, signed with
 ## a throwaway cosign key, and check each image with `imagekit attest verify` (the end of demo).
@@ -169,7 +173,7 @@ test-engines:
 ## which the tests start).
 test: lint types base wheelhouse browser test-engines $(VENV)/.torch-installed
 	IMAGEKIT_WHEELHOUSE=$(WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) PYTEST=$(BIN)/pytest \
-		scripts/run-tests.sh
+		IMAGEKIT_REQUIRE_BROWSER=1 scripts/run-tests.sh
 
 ## make check: validate matrix.yaml and lint every rendered Dockerfile.
 check: $(STAMP)

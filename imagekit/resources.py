@@ -27,6 +27,12 @@ def templates_dir() -> Path:
     return _bundled("templates")
 
 
+def site_templates_dir() -> Path:
+    """The folder holding the run page's templates (`imagekit report --html`): package data,
+    the same in a checkout and in a wheel."""
+    return _PACKAGE / "data" / "site"
+
+
 def probes_dir() -> Path:
     """The folder holding the probe scripts."""
     return _bundled("probes")

@@ -420,6 +420,13 @@ def case_report(f: Files) -> Line:
     )
 
 
+def case_report_html(f: Files) -> Line:
+    return Line(
+        ["report", "--results", str(f.results), "--html", str(f.out), "--threshold", "0.1"],
+        ReportRequest(results=f.results, threshold=0.1, html=f.out),
+    )
+
+
 def case_publish_candidate(f: Files) -> Line:
     return Line(
         [
@@ -616,6 +623,7 @@ CASES: list[Callable[[Files], Line]] = [
     case_verify_images,
     case_probe,
     case_report,
+    case_report_html,
     case_publish_candidate,
     case_publish_from_candidate,
     case_publish_signing_key_from_the_environment,

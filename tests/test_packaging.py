@@ -109,6 +109,10 @@ REQUIRED_FILES = [
     "imagekit/data/compat.yaml",
     "imagekit/data/hadolint.yaml",
     "imagekit/data/matrix.schema.json",
+    # The run page's templates (imagekit report --html).
+    "imagekit/data/site/index.html.j2",
+    "imagekit/data/site/image.html.j2",
+    "imagekit/data/site/site.css",
 ]
 
 

@@ -319,3 +319,26 @@ def test_every_image_job_names_its_platform_and_each_platform_its_candidate() ->
     assert "$tag-candidate-$CANDIDATE${{ matrix.candidate_suffix }}" in gpu
     plan = next(s for s in jobs["plan"]["steps"] if s.get("id") == "plan")["run"]
     assert '.platform != "linux/arm64" or $arm == "true"' in plan
+
+
+def test_the_site_job_pages_every_job_s_results_whatever_they_did() -> None:
+    jobs = load(IMAGES)["jobs"]
+    site = jobs["site"]
+    # After every other job, and also when one failed (the page of a failed run matters most).
+    assert set(site["needs"]) == set(jobs) - {"site"}
+    assert site["if"] == "${{ !cancelled() && needs.plan.result == 'success' }}"
+    assert "nonexistent" in site["env"]["DOCKER_HOST"]  # made from results alone
+    download = next(s for s in site["steps"] if "download-artifact" in s.get("uses", ""))
+    assert download["with"] == {"pattern": "*results*", "path": "results", "merge-multiple": True}
+    calls = [c for s in site["steps"] for c in _imagekit_calls(s.get("run", ""))]
+    assert calls == [["report", "--html", "site"]]
+    upload = next(s for s in site["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert upload["with"] == {"name": "site", "path": "site", "if-no-files-found": "error"}
+    # The artifacts it reads are the ones the other jobs upload.
+    uploaded = {
+        s["with"]["name"]
+        for j in jobs.values()
+        for s in j["steps"]
+        if "upload" in s.get("uses", "")
+    }
+    assert all("results" in name for name in uploaded - {"site"})

@@ -24,6 +24,7 @@ from imagekit import __version__
 from imagekit.core.integrity import KEY_ENV, seal, seal_problem
 from imagekit.core.ports import EngineInfo
 from imagekit.core.records import Evidence, ImageRecord, PublishRecord
+from imagekit.core.site import RunRecords
 from imagekit.errors import InputError
 
 
@@ -281,3 +282,49 @@ def verify_evidence(results_dir: Path, key: bytes | None = None) -> list[Evidenc
                     )
                 )
     return found
+
+
+# The files of a run folder besides its records and logs that the run page links to.
+RUN_REPORTS = ("run.json", "publish.json", "junit.xml", "summary.md")
+
+
+def read_runs(results_dir: Path, key: bytes | None = None) -> list[RunRecords]:
+    """Every run folder under `results_dir` as the run page reads it, oldest first: its
+    records (InputError naming a file that is not one), publish.json, and the seal of each
+    verify section checked (with `key`: that it was made with it)."""
+    runs = []
+    for images in sorted(results_dir.glob("*/images")):
+        folder = RunFolder.open(images.parent)
+        records = folder.images()
+        problems = {}
+        for name, record in records.items():
+            if record.verify is not None:
+                raw = json.loads(folder.image_file(name).read_bytes())
+                problems[name] = seal_problem(raw.get("verify"), raw.get("seal"), key)
+        facts = _run_facts(folder.root)
+        present = [p for p in RUN_REPORTS if (folder.root / p).is_file()]
+        present += [f"images/{p.name}" for p in images.glob("*.json")]
+        present += [f"logs/{p.name}" for p in (folder.root / "logs").glob("*.log")]
+        runs.append(
+            RunRecords(
+                run_id=folder.run_id,
+                command=str(facts.get("command") or ""),
+                host=str(_object(facts.get("host")).get("hostname") or ""),
+                images=records,
+                publish=_publish_records(folder.root / "publish.json"),
+                files=frozenset(present),
+                seal_problems={n: why for n, why in problems.items() if why},
+            )
+        )
+    return runs
+
+
+def _publish_records(path: Path) -> tuple[PublishRecord, ...]:
+    """publish.json's records (none when there is no such file); InputError naming it when
+    it is not what publish writes."""
+    if not path.is_file():
+        return ()
+    try:
+        return tuple(PublishRecord.model_validate(r) for r in json.loads(path.read_bytes()))
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{path} is not an imagekit publish.json ({exc})") from None

@@ -9,20 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from imagekit.cli.common import (
-    app,
-    note_leftovers,
-    plain_view,
-    say,
-    show,
-)
+from imagekit.cli.common import app, note_leftovers, plain_view, say, show
 from imagekit.cli.options import command
 from imagekit.core.records import Verdict
-from imagekit.core.requests import (
-    ProbeCommand,
-    ReportRequest,
-    VerifyCommand,
-)
+from imagekit.core.requests import ProbeCommand, ReportRequest, VerifyCommand
 from imagekit.errors import ProbeFailedError
 
 if TYPE_CHECKING:
@@ -122,10 +112,14 @@ def probe(request: ProbeCommand) -> None:
 
 @command(app, "report", ReportRequest)
 def report(request: ReportRequest) -> None:
-    """The summary of one run, or what got worse between two."""
+    """The summary of one run, or what got worse between two; or the site of every run."""
     from imagekit.adapters.results import RunFolder
+    from imagekit.adapters.site import write_site
     from imagekit.core.summary import changes
 
+    if request.html is not None:
+        typer.echo(write_site(request.results, request.html, request.threshold).resolve())
+        return
     folders = [RunFolder.open(f) for f in request.runs] or [RunFolder.newest(request.results)]
     loaded = [f.images() for f in folders]
     typer.echo(summary(loaded[-1]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from imagekit.core.levels import rank
 from imagekit.core.records import LEVELS, ImageRecord, LevelState, ProbeResult, Status, VerifyRecord
@@ -186,9 +187,26 @@ def junit(records: Records, run_id: str, errors: Mapping[str, str] | None = None
     )
 
 
+@dataclass(frozen=True)
+class Change:
+    """One thing that got worse from a run to the next, for one image: its level (`probe` ""),
+    a probe's status or transport (`metric` ""), or one metric of a probe. `text` is the line
+    `imagekit report RUN RUN2` prints."""
+
+    image: str
+    text: str
+    probe: str = ""
+    metric: str = ""
+
+    @property
+    def about(self) -> str:
+        """The line without the image's name (where the image is said already)."""
+        return self.text.removeprefix(self.image).removeprefix(":").strip()
+
+
 def _metric_changes(
     name: str, probe: str, b: ProbeResult, a: ProbeResult, threshold: float
-) -> list[str]:
+) -> list[Change]:
     found = []
     for metric in sorted(set(b.metrics) & set(a.metrics)):
         x, y = b.metrics[metric], a.metrics[metric]
@@ -197,11 +215,12 @@ def _metric_changes(
         change = (y - x) / abs(x)
         worse = -change if metric.endswith(HIGHER_IS_BETTER) else change
         if worse > threshold:
-            found.append(f"{name} {probe}: {metric} {x:g} -> {y:g} ({change:+.0%}, worse)")
+            text = f"{name} {probe}: {metric} {x:g} -> {y:g} ({change:+.0%}, worse)"
+            found.append(Change(name, text, probe, metric))
     return found
 
 
-def changes(old: Records, new: Records, threshold: float = 0.2) -> list[str]:
+def regressions(old: Records, new: Records, threshold: float = 0.2) -> list[Change]:
     """What got worse from `old` to `new`: a lower level reached, probes that passed and now
     do not, and metrics that moved the wrong way by more than `threshold` (a fraction)."""
     found = []
@@ -209,15 +228,25 @@ def changes(old: Records, new: Records, threshold: float = 0.2) -> list[str]:
     for name in sorted(set(before_all) & set(after_all)):
         was, now = before_all[name], after_all[name]
         if rank(now.level) < rank(was.level):
-            found.append(f"{name}: verified to level {was.level}, now only {now.level}")
+            found.append(
+                Change(name, f"{name}: verified to level {was.level}, now only {now.level}")
+            )
         before = {r.probe: r for r in was.probes}
         after = {r.probe: r for r in now.probes}
         for probe in sorted(set(before) & set(after)):
             b, a = before[probe], after[probe]
             if b.status is Status.PASS and a.status is not Status.PASS:
-                found.append(f"{name} {probe}: passed, now {a.status} ({a.reason})")
+                text = f"{name} {probe}: passed, now {a.status} ({a.reason})"
+                found.append(Change(name, text, probe))
             was_net, now_net = b.facts.get("transport"), a.facts.get("transport")
             if was_net and now_net and was_net != now_net:
-                found.append(f"{name} {probe}: transport was {was_net}, now {now_net}")
+                text = f"{name} {probe}: transport was {was_net}, now {now_net}"
+                found.append(Change(name, text, probe))
             found += _metric_changes(name, probe, b, a, threshold)
     return found
+
+
+def changes(old: Records, new: Records, threshold: float = 0.2) -> list[str]:
+    """The lines of `regressions(old, new, threshold)`, as `imagekit report RUN RUN2` prints
+    them."""
+    return [change.text for change in regressions(old, new, threshold)]

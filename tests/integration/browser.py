@@ -50,6 +50,9 @@ class Page:
             self.errors.append(
                 " ".join(str(a.get("value", a.get("description"))) for a in params["args"])
             )
+        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+            # A file that did not load (with `Log.enable`): the browser's own error line.
+            self.errors.append(f"{params['entry'].get('url', '')}: {params['entry'].get('text')}")
 
     def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page (awaited if it is a promise)."""
@@ -97,10 +100,16 @@ class Page:
                 windowsVirtualKeyCode=key_code, nativeVirtualKeyCode=key_code,
             )  # fmt: skip
 
-    def screenshot(self, path: Path) -> None:
+    def screenshot(self, path: Path, *, full_page: bool = False) -> None:
+        """A PNG of the viewport (`full_page`: of the whole page, as long as it is)."""
         import base64
 
-        data = self.send("Page.captureScreenshot", format="png")["data"]
+        extra: dict[str, Any] = {}
+        if full_page:
+            size = self.send("Page.getLayoutMetrics")["cssContentSize"]
+            clip = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+            extra = {"clip": clip, "captureBeyondViewport": True}
+        data = self.send("Page.captureScreenshot", format="png", **extra)["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
 
@@ -189,3 +198,88 @@ def save_a_notebook_through_the_ui(page: Page, base: str, token: str, code: str)
         page.evaluate("document.querySelector('.jp-Dialog .jp-mod-accept').click()")
         said = page.wait_for(f"(!({DIALOG}) && {SAVED}) || ({DIALOG})")
     return "" if said == "saved" else str(said)
+
+
+# The run page (`imagekit report --html`) ------------------------------------------------------
+
+GRID = """(() => Object.fromEntries([...document.querySelectorAll('#grid tr.image')].map((row) =>
+  [row.dataset.image, Object.fromEntries([...row.querySelectorAll('td[data-column]')].map(
+    (td) => [td.dataset.column, [td.dataset.state, td.innerText.trim()]]))])))()"""
+# Each chart's drawn content: the polyline's points and the dots with a radius and a place.
+CHARTS = """[...document.querySelectorAll('svg.chart')].map((svg) => {
+  const line = svg.querySelector('polyline');
+  const dots = [...svg.querySelectorAll('circle')].filter((c) => c.r.baseVal.value > 0);
+  const box = svg.getBoundingClientRect();
+  return {points: line ? line.getAttribute('points') : '', dots: dots.length,
+          shown: box.width > 0 && box.height > 0};
+})"""
+READY = (
+    "document.readyState === 'complete' && location.href.endsWith({!r})"
+    " && !!document.querySelector({!r})"
+)
+
+
+def choose(page: Page, select: str, value: str) -> list[str]:
+    """Choose `value` in the filter `select` (its id) as a person does; the images shown."""
+    page.evaluate(
+        f"(() => {{ const s = document.getElementById('{select}'); s.value = '{value}';"
+        " s.dispatchEvent(new Event('change', {bubbles: true})); })()"
+    )
+    return list(
+        page.evaluate(
+            "[...document.querySelectorAll('#grid tr.image:not([hidden])')]"
+            ".map((r) => r.dataset.image)"
+        )
+    )
+
+
+def charts_drawn(page: Page) -> list[dict[str, Any]]:
+    """Every chart of the page; AssertionError unless each is shown and has drawn content."""
+    charts = list(page.evaluate(CHARTS))
+    for chart in charts:
+        assert chart["shown"] and (chart["points"].strip() or chart["dots"]), chart
+    return charts
+
+
+def check_the_run_page(
+    page: Page, index: Path, expected: dict[str, dict[str, str]], shots: Path
+) -> None:
+    """What a person does with the run page: open `index` from the file system, find every
+    image of `expected` ({image: {probe: state}}) and each probe's state in the grid, in words,
+    see the charts drawn, filter by flavour, click through to an image's page and back. The
+    page raises no error and loads every file it names; screenshots go to `shots`."""
+    page.send("Log.enable")
+    page.open(index.as_uri())
+    page.wait_for(READY.format("index.html", "#grid"))
+    grid = page.evaluate(GRID)
+    assert set(grid) == set(expected), f"images in the page: {sorted(grid)}"
+    for image, probes in expected.items():
+        for probe, state in probes.items():
+            assert grid[image].get(probe) == [state, state], (image, probe, grid[image].get(probe))
+    assert len(charts_drawn(page)) >= len(expected), "fewer charts than images"
+    page.screenshot(shots / "run-page-index.png", full_page=True)
+
+    flavours = {image: page.evaluate(
+        f"document.querySelector('#grid tr[data-image=\"{image}\"]').dataset.flavour"
+    ) for image in expected}  # fmt: skip
+    flavour = sorted(flavours.values())[0]
+    shown = choose(page, "f-flavour", flavour)
+    assert sorted(shown) == sorted(i for i, f in flavours.items() if f == flavour)
+    assert sorted(choose(page, "f-flavour", "")) == sorted(expected)
+
+    image = sorted(expected)[0]
+    page.click(f'#grid a[href="image/{image}.html"]')
+    page.wait_for(READY.format(f"{image}.html", "#probes"))
+    assert image in page.evaluate("document.querySelector('h1').innerText")
+    states = page.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('#probes tr[data-probe]')].map("
+        "(r) => [r.dataset.probe, r.querySelector('td.state').innerText.trim()]))"
+    )
+    assert states == {p: s for p, s in expected[image].items() if s != "not run"}, states
+    assert charts_drawn(page), "the image's page draws no chart"
+    page.screenshot(shots / "run-page-image.png", full_page=True)
+
+    page.click("#back")
+    page.wait_for(READY.format("index.html", "#grid"))
+    assert set(page.evaluate(GRID)) == set(expected)
+    assert page.errors == [], page.errors

@@ -457,7 +457,13 @@ def pipeline(
 
 def test_every_job_ran_and_the_gpu_job_was_skipped(pipeline: Pipeline) -> None:
     jobs = pipeline.run.jobs()
-    assert jobs == {"plan": "success", "slim": "success", "full": "success", "publish": "success"}
+    assert jobs == {
+        "plan": "success",
+        "slim": "success",
+        "full": "success",
+        "publish": "success",
+        "site": "success",
+    }
     # Skipped (no GPU_RUNNERS): a skipped job logs nothing, and publish runs only when gpu
     # succeeded or was skipped.
     assert "gpu" not in pipeline.run.ran()
@@ -508,10 +514,24 @@ def test_the_results_artifacts_hold_a_passing_verify_record_per_image(pipeline: 
     assert {p.name for p in pipeline.artifacts.iterdir()} == {
         *(f"results-{i}" for i in pipeline.tags()),
         "publish-results",
+        "site",
     }
     # The build contexts are kept, the copy of the offline wheelhouse is not.
     assert list(pipeline.artifacts.glob("results-*/*/contexts/*/Dockerfile"))
     assert not list(pipeline.artifacts.glob("*/*/contexts/*/wheelhouse"))
+
+
+def test_the_site_artifact_holds_every_image_of_the_run(pipeline: Pipeline) -> None:
+    """The site job's artifact is the run page: a row and a page per image, passed, and the
+    promotion the publish job did (its publish run among the runs shown)."""
+    site = pipeline.artifacts / "site"
+    index = (site / "index.html").read_text()
+    for image in pipeline.tags():
+        assert f'data-image="{image}"' in index, image
+        page = (site / "image" / f"{image}.html").read_text()
+        assert "verified to level <b>cpu</b>" in page, image
+    assert list(site.glob("raw/*/publish.json")), "no publish run in the page's raw files"
+    assert sum(p.stat().st_size for p in site.rglob("*") if p.is_file()) < 3_000_000
 
 
 def test_the_publish_job_promoted_with_no_image_here_and_no_engine(pipeline: Pipeline) -> None:
@@ -565,6 +585,8 @@ def test_a_failing_required_probe_fails_the_run_and_publishes_nothing(broken: Br
     assert steps["Verify on the CPU"] == "failure"
     assert "Push the candidate" not in steps
     assert "publish" not in broken.run.ran()
+    # The run page is made all the same, and says which probe failed.
+    assert broken.run.jobs().get("site") == "success", broken.run.log()
     # No final tag, and not even a candidate: nothing that failed left this machine.
     assert registry_tags(broken.registry, broken.repository) == set()
 

@@ -95,7 +95,21 @@ class ReportRequest:
     threshold: Annotated[
         float, Opt("--threshold", help="A metric change worse than this fraction is reported.")
     ] = 0.2
+    html: Annotated[
+        Path | None,
+        Opt(
+            "--html",
+            metavar="DIR",
+            help="Write the runs under --results as a static site to DIR (index.html: the "
+            "matrix, each image's page, figures across runs) instead of the table.",
+        ),
+    ] = None
 
     def __post_init__(self) -> None:
         if len(self.runs) > 2:
             raise InputError("report takes one run, or two to compare")
+        if self.html is not None and self.runs:
+            raise InputError(
+                "report --html makes the site of every run under --results; name no run",
+                "pass --results DIR with the runs to show",
+            )
