@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import platform
 import re
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -177,10 +179,27 @@ def check_gpu_arch(rec: Recorder) -> None:
         rec.check("GPU architecture is compiled in", cap in arch_list, f"{cap} in {arch_list}")
 
 
+def time_import_torch(rec: Recorder) -> None:
+    """How long a new Python takes to `import torch` here: what every script, notebook
+    kernel and DDP worker started in this image waits before its first line. A fresh process,
+    since the runner's own import is behind it; no figure when that import fails (the checks
+    say why)."""
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "import torch"], capture_output=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if done.returncode == 0:
+        rec.metric("import_torch_s", time.monotonic() - started)
+
+
 def run(device: str, expected: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     rec = Recorder(NAME, device)
+    time_import_torch(rec)
     rec.facts.update(read_facts(torch))
     check_torch_works(rec, torch, device)
     check_versions(rec, expected)

@@ -245,6 +245,8 @@ def test_host_mode_runs_the_suite_with_the_textbook_values() -> None:
     second = {c.name: c for c in by["higher_order"].checks}["d2y/dx2 of x^3 at 1"]
     assert second.detail.startswith("expected 6.0, saw 6.0")
     assert by["env"].facts["torch"] == torch.__version__
+    # A new Python's `import torch`, timed: the site's "import torch (s)" figure.
+    assert 0 < by["env"].metrics["import_torch_s"] < 120
     assert run.wall_s > 0
 
 
