@@ -28,6 +28,8 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
 )
+matrix_app = typer.Typer(help="Print the plans; `matrix refresh` follows upstream.")
+app.add_typer(matrix_app, name="matrix")
 compat_app = typer.Typer(help="Show and explain the compatibility data.", no_args_is_help=False)
 app.add_typer(compat_app, name="compat")
 

@@ -205,12 +205,13 @@ def _sibling_archs(compat: _Text, data: CompatSource, cuda: str, arm64: bool) ->
     major version): a new variant carries it as inferred until verify reads its own."""
     releases = sorted(data.data.torch, key=version_key, reverse=True)
     torch_node = _get(compat.root, "torch")
-    for same in (lambda c: c == cuda, lambda c: c.split(".")[0] == cuda.split(".")[0]):
+    for exact in (True, False):
         for torch in releases:
             for c in sorted(data.data.torch[torch].variants, key=version_key, reverse=True):
+                same = c == cuda if exact else c.split(".")[0] == cuda.split(".")[0]
                 row = _get(_get(_get(torch_node, torch), "variants"), c)
                 node = _get(_get(row, "arm64"), "archs") if arm64 else _get(row, "archs")
-                if same(c) and (text := _anchor_or_list(compat, node)) is not None:
+                if same and (text := _anchor_or_list(compat, node)) is not None:
                     return text
     return None
 
@@ -318,6 +319,12 @@ def _considered(releases: tuple[Release, ...], since: str) -> tuple[list[Release
     return sorted(kept, key=lambda r: version_key(r.torch)), left
 
 
+def floor_of(matrix_text: str, since: str | None) -> str:
+    """The oldest release that counts: `since`, else the oldest release the matrix has."""
+    entries = _entries(_Text("matrix", matrix_text))
+    return since or min((t for t, _, _ in entries), key=version_key, default="0")
+
+
 def propose(
     releases: tuple[Release, ...],
     matrix_file: str,
@@ -360,12 +367,12 @@ def propose(
             _add_entry(matrix, r.torch, [v.name for v in missing])
     if problems:
         raise ValidationError(problems, NOTHING_WRITTEN)
-    files = (
+    proposed = (
         (matrix_file, matrix_text, matrix.result()),
         (compat.file, compat.text, compat_text.result()),
     )
-    _validate(files)
-    return Proposal(tuple(findings), tuple(left_out), files)
+    _validate(proposed)
+    return Proposal(tuple(findings), tuple(left_out), proposed)
 
 
 def _validate(files: tuple[tuple[str, str, str], ...]) -> None:

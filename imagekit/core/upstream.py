@@ -20,6 +20,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from imagekit.core.compat import CPU, CompatData, version_key
+from imagekit.core.simple_index import IndexFile
 from imagekit.core.yamlsrc import SourceMap, load_yaml
 from imagekit.errors import InputError, Problem, ValidationError
 
@@ -101,10 +102,11 @@ def _cuda_of_label(label: str) -> str:
 
 def _pins(filename: str, requires: list[str], python: str, machine: Machine) -> dict[str, str]:
     """The NVIDIA/CUDA wheels pinned with == that apply on Linux `machine` with `python`."""
-    environment = {**default_environment(), "extra": ""}
+    environment: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
+    environment["extra"] = ""
     environment |= {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix"}
     environment |= {"platform_machine": str(machine), "python_version": python}
-    pins = {}
+    pins: dict[str, str] = {}
     for line in requires:
         try:
             requirement = Requirement(line)
@@ -189,6 +191,33 @@ def _check_self(wheel: WheelFacts) -> None:
             f"{wheel.filename}: a CUDA {wheel.cuda} build that pins no {missing} "
             "wheel; compat.yaml needs both pins of every CUDA variant"
         )
+
+
+def candidate(filename: str) -> tuple[str, tuple[int, ...]] | None:
+    """(release, its version key) of a wheel imagekit may build from, by its name alone: a
+    Linux CPython torch wheel of a CPU or CUDA build. What this refuses is never read further."""
+    try:
+        name, version, _, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return None
+    label = version.local
+    if name != "torch" or (label not in (None, CPU) and not str(label).startswith("cu")):
+        return None
+    if _lowest_platform({t.platform for t in tags}) is None:
+        return None
+    if not any(t.interpreter.startswith("cp") for t in tags):
+        return None
+    return version.public, version.release
+
+
+def wanted(files: tuple[IndexFile, ...], floor: str) -> list[IndexFile]:
+    """The files of the newest patch release of each minor series from `floor` on."""
+    found = [(f, c) for f in files if (c := candidate(f.filename)) is not None]
+    newest: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for _, (_, key) in found:
+        newest[key[:2]] = max(newest.get(key[:2], key), key)
+    lowest = version_key(floor)
+    return [f for f, (_, key) in found if newest[key[:2]] == key and key >= lowest]
 
 
 @dataclass(frozen=True)
