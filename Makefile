@@ -168,10 +168,13 @@ browser:
 test-engines:
 	@scripts/ensure-test-engines.sh
 
-## make test: lint, types and the whole test suite (integration tests on a real engine, and
+## make test: lint, types, compat.yaml against the wheels on hand, and the whole test suite (integration tests on a real engine, and
 ## the engine contract against boxed Docker 26 (both stores), Podman 4.3 and boxed Podman 5,
 ## which the tests start).
 test: lint types base wheelhouse browser test-engines $(VENV)/.torch-installed
+	@# compat.yaml against the torch wheels this machine has (a wheelhouse not made is skipped).
+	$(BIN)/imagekit compat verify --wheelhouse $(WHEELHOUSE) --wheelhouse $(CUDA_WHEELHOUSE) \
+		--wheelhouse $(ARM64_WHEELHOUSE)
 	IMAGEKIT_WHEELHOUSE=$(WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) PYTEST=$(BIN)/pytest \
 		IMAGEKIT_REQUIRE_BROWSER=1 scripts/run-tests.sh
 

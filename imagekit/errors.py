@@ -66,16 +66,17 @@ class InputError(ImagekitError):
 class ValidationError(InputError):
     """One or more located problems in an input file, all reported at once."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, problems: list[Problem], outcome: str = "nothing was built") -> None:
         ordered = sorted(set(problems), key=lambda p: (p.file, p.line, p.col, p.message))
         noun = "problem" if len(ordered) == 1 else "problems"
         super().__init__(f"{len(ordered)} {noun} found")
         self.problems = ordered
+        self.outcome = outcome  # what the failure left undone, for the last line
 
     def format(self) -> str:
         """Every problem on its own line(s), then the count."""
         lines = [p.format() for p in self.problems]
-        lines.append(f"{self.message}; nothing was built.")
+        lines.append(f"{self.message}; {self.outcome}.")
         return "\n".join(lines)
 
 

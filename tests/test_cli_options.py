@@ -32,12 +32,14 @@ from imagekit.core.requests import (
     BuildCommand,
     CheckRequest,
     CompatRequest,
+    CompatVerifyRequest,
     DoctorRequest,
     ExplainRequest,
     GcRequest,
     MatrixRequest,
     ProbeCommand,
     PublishCommand,
+    RefreshRequest,
     RenderInputs,
     RenderRequest,
     ReportRequest,
@@ -215,6 +217,51 @@ def case_compat_explain(f: Files) -> Line:
             "--json",
         ],
         ExplainRequest(torch="2.8.0", cuda="12.8", python="3.12", os="ubuntu-24.04", json=True),
+    )
+
+
+def case_matrix_refresh(f: Files) -> Line:
+    return Line(
+        [
+            "matrix",
+            "refresh",
+            "-m",
+            str(f.matrix),
+            "--index",
+            "http://127.0.0.1:1/simple",
+            "--index",
+            "http://127.0.0.1:2/simple",
+            "--compat",
+            str(f.ca),
+            "--since",
+            "2.13.0",
+            "--write",
+            "--json",
+        ],
+        RefreshRequest(
+            matrix=f.matrix,
+            indexes=("http://127.0.0.1:1/simple", "http://127.0.0.1:2/simple"),
+            compat=f.ca,
+            since="2.13.0",
+            write=True,
+            json=True,
+        ),
+    )
+
+
+def case_compat_verify(f: Files) -> Line:
+    return Line(
+        [
+            "compat",
+            "verify",
+            "--wheelhouse",
+            str(f.wheelhouse),
+            "--wheelhouse",
+            str(f.out),
+            "--compat",
+            str(f.ca),
+        ],
+        CompatVerifyRequest(wheelhouses=(f.wheelhouse, f.out), compat=f.ca),
     )
 
 
@@ -612,6 +659,8 @@ CASES: list[Callable[[Files], Line]] = [
     case_render,
     case_compat,
     case_compat_explain,
+    case_matrix_refresh,
+    case_compat_verify,
     case_schema,
     case_schema_attestation,
     case_tags,

@@ -237,10 +237,10 @@ def test_a_remote_engine_warns_that_the_gpu_facts_are_this_machines() -> None:
 def test_doctor_exits_7_when_the_engine_cannot_hand_over_the_hosts_gpus(
     fake_smi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import imagekit.cli.doctor as doctor_cli
+    import imagekit.adapters.engine as engine_adapter
 
     smi = fake_smi("0, NVIDIA H200, 580.82.07, 9.0")
-    monkeypatch.setattr(doctor_cli, "_engine", lambda: (DOCKER_26, ""))
+    monkeypatch.setattr(engine_adapter, "engine_or_why", lambda: (DOCKER_26, ""))
     result = runner.invoke(app, ["doctor", "--matrix", str(CUDA_LOCAL), "--nvidia-smi", str(smi)])
     assert result.exit_code == 7, result.output
     assert "neither the NVIDIA runtime nor CDI devices" in result.stdout
@@ -248,7 +248,7 @@ def test_doctor_exits_7_when_the_engine_cannot_hand_over_the_hosts_gpus(
     result = runner.invoke(app, ["doctor", "--matrix", str(CPU), "--nvidia-smi", str(smi)])
     assert result.exit_code == 0, result.output
     with_cdi = replace(DOCKER_26, cdi_devices=("nvidia.com/gpu=all",))
-    monkeypatch.setattr(doctor_cli, "_engine", lambda: (with_cdi, ""))
+    monkeypatch.setattr(engine_adapter, "engine_or_why", lambda: (with_cdi, ""))
     amd64 = ["--platform", "linux/amd64"]  # the example's arm64 images get no GPU on x86_64
     result = runner.invoke(
         app, ["doctor", "--matrix", str(CUDA_LOCAL), *amd64, "--nvidia-smi", str(smi)]

@@ -21,6 +21,10 @@ from imagekit.cli import app
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 IMAGES = ROOT / ".github" / "workflows" / "images.yml"
+REFRESH = ROOT / ".github" / "workflows" / "matrix-refresh.yml"
+# What each workflow's jobs may write: images.yml pushes packages; the refresh pushes its
+# proposal's branch and opens its pull request.
+WRITES = {"matrix-refresh.yml": {"contents", "pull-requests"}}
 STAND_INS = ROOT / "tests" / "actions"
 CLI = get_command(app)
 
@@ -34,7 +38,7 @@ def steps(workflow: dict) -> list[dict]:
 
 
 def test_there_are_the_ci_and_images_workflows() -> None:
-    assert {p.name for p in WORKFLOWS} == {"ci.yml", "images.yml"}
+    assert {p.name for p in WORKFLOWS} == {"ci.yml", "images.yml", "matrix-refresh.yml"}
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
@@ -65,7 +69,7 @@ def test_permissions_are_least_privilege(path: Path) -> None:
         granted = job.get("permissions", {})
         assert set(granted.values()) <= {"read", "write"}
         writes = {k for k, v in granted.items() if v == "write"}
-        assert writes <= {"packages"}, f"{name} asks for {writes}"
+        assert writes <= WRITES.get(path.name, {"packages"}), f"{name} asks for {writes}"
 
 
 def test_images_workflow_is_fail_slow_and_publishes_only_after_verification() -> None:
@@ -126,6 +130,24 @@ def test_images_workflow_takes_registry_matrix_and_wheelhouse_from_repository_va
     assert env["MATRIX_FILE"] == "${{ vars.IMAGEKIT_MATRIX || 'matrix.yaml' }}"
     assert env["WHEELHOUSE"] == "${{ vars.IMAGEKIT_WHEELHOUSE }}"
     assert "!vars.IMAGEKIT_REGISTRY" in env["ON_GHCR"]
+
+
+def test_the_refresh_runs_weekly_and_on_demand_and_proposes_only_what_validates() -> None:
+    workflow = load(REFRESH)
+    triggers = workflow[True]  # YAML 1.1 reads the key `on` as true
+    assert "workflow_dispatch" in triggers
+    [schedule] = triggers["schedule"]
+    assert schedule["cron"].split()[2:] == ["*", "*", "1"]  # weekly, on Mondays
+    assert workflow["env"]["IMAGEKIT_INDEX"] == "${{ vars.IMAGEKIT_INDEX }}"
+    [job] = workflow["jobs"].values()
+    names = [s.get("name", s.get("run", s.get("uses", ""))) for s in job["steps"]]
+    refresh = names.index("Refresh the matrix from the package indexes")
+    check = names.index("Validate and render what was proposed")
+    assert refresh < check < names.index("Open or update the pull request")
+    scripts = " ".join(s.get("run", "") for s in job["steps"])
+    assert 'imagekit matrix refresh --matrix "$MATRIX_FILE" --write' in scripts
+    assert 'imagekit check --matrix "$MATRIX_FILE"' in scripts
+    assert "gh pr create" in scripts
 
 
 def _runs(path: Path) -> list[tuple[str, dict]]:

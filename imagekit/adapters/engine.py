@@ -24,7 +24,7 @@ from docker.models.containers import Container
 from imagekit.adapters.engine_facts import cdi_devices, container_limits, image_store
 from imagekit.core.ports import EngineInfo, Layer, LocalImage
 from imagekit.core.reference import parse
-from imagekit.errors import EngineError, EngineUnavailableError
+from imagekit.errors import EngineError, EngineUnavailableError, ImagekitError
 
 PING_TIMEOUT_S = 15
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
@@ -369,3 +369,12 @@ class DockerEngine:
                 self.client, image_id, argv, network_mode="none", **container_limits(self.info())
             )
         return output.decode("utf-8", "replace")
+
+
+def engine_or_why() -> tuple[EngineInfo | None, str]:
+    """The engine's facts, or None and why not: `doctor` also runs on GPU nodes with no
+    engine, where that is a finding, not a failure."""
+    try:
+        return engine_info(connect()), ""
+    except ImagekitError as exc:
+        return None, exc.message

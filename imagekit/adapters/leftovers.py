@@ -109,3 +109,16 @@ def tidied_summary(done: list[Tidied], *, dry_run: bool) -> str:
     """`N of M leftovers removed` (or listed)."""
     kept = sum(t.why is not None for t in done)
     return f"{len(done) - kept} of {len(done)} leftovers {'listed' if dry_run else 'removed'}"
+
+
+def others_note(client: docker.DockerClient) -> str | None:
+    """A note for people when containers of other imagekit runs are on the engine: those are
+    `imagekit gc`'s to remove, since another run may still be using them; None when none."""
+    left = [x for x in leftovers(client) if x.kind is LeftoverKind.CONTAINER]
+    if not left:
+        return None
+    return (
+        f"note: {len(left)} containers of other imagekit runs (earlier, or still running) are "
+        "on this engine; `imagekit gc --dry-run` lists them, `imagekit gc --older-than 1h` "
+        "removes those an hour old"
+    )

@@ -28,6 +28,8 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
 )
+matrix_app = typer.Typer(help="Print the plans; `matrix refresh` follows upstream.")
+app.add_typer(matrix_app, name="matrix")
 compat_app = typer.Typer(help="Show and explain the compatibility data.", no_args_is_help=False)
 app.add_typer(compat_app, name="compat")
 
@@ -156,16 +158,11 @@ def note_leftovers(client: Any) -> None:
     """`remove_orphans`, then say so when containers of other runs are still on the engine:
     those are `imagekit gc`'s to remove, not this run's, since another run may still be
     using them."""
-    from imagekit.adapters.leftovers import LeftoverKind, leftovers
+    from imagekit.adapters.leftovers import others_note
 
     remove_orphans(client)
-    left = [x for x in leftovers(client) if x.kind is LeftoverKind.CONTAINER]
-    if left:
-        say(
-            f"note: {len(left)} containers of other imagekit runs (earlier, or still running) are "
-            "on this engine; `imagekit gc --dry-run` lists them, `imagekit gc --older-than 1h` "
-            "removes those an hour old"
-        )
+    if note := others_note(client):
+        say(note)
 
 
 def print_json(data: object) -> None:

@@ -12,7 +12,6 @@ from imagekit.cli.common import (
 )
 from imagekit.cli.options import command
 from imagekit.core.labels import ImageLabels
-from imagekit.core.ports import EngineInfo
 from imagekit.core.requests import DoctorRequest, Selection
 
 if TYPE_CHECKING:
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
 @command(app, "doctor", DoctorRequest)
 def doctor(request: DoctorRequest) -> None:
     """Assess each image against this host; exit 7 when one cannot use its GPUs."""
+    from imagekit.adapters.engine import engine_or_why
     from imagekit.adapters.hostgpu import read_host
     from imagekit.core.compat import load_compat
     from imagekit.core.doctor import assess, doctor_lines, engine_findings, gpu_refusal
@@ -29,7 +29,7 @@ def doctor(request: DoctorRequest) -> None:
 
     targets = _targets(request)
     host = read_host(str(request.nvidia_smi) if request.nvidia_smi else None)
-    engine, why_none = _engine()
+    engine, why_none = engine_or_why()
     machine = platform.machine()
     assessments = [assess(name, labels, host, load_compat(), machine) for name, labels in targets]
     attested = _attested(request)
@@ -67,14 +67,3 @@ def _attested(request: DoctorRequest) -> dict[str, Attested]:
 
     check_key("--key", request.key)
     return {ref: Attested.from_json(attested_level(ref, request.key)) for ref in request.images}
-
-
-def _engine() -> tuple[EngineInfo | None, str]:
-    """The engine's facts, or None and why: doctor also runs on GPU nodes with no engine."""
-    from imagekit.adapters.engine import connect, engine_info
-    from imagekit.errors import ImagekitError
-
-    try:
-        return engine_info(connect()), ""
-    except ImagekitError as exc:
-        return None, exc.message

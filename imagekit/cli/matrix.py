@@ -7,20 +7,16 @@ from collections import Counter
 
 import typer
 
-from imagekit.cli.common import (
-    app,
-    compat_app,
-    print_json,
-    say,
-    show,
-)
+from imagekit.cli.common import app, compat_app, matrix_app, print_json, say, show
 from imagekit.cli.options import command
 from imagekit.core.requests import (
     CheckRequest,
     CompatRequest,
+    CompatVerifyRequest,
     ExplainRequest,
     MatrixFormat,
     MatrixRequest,
+    RefreshRequest,
     RenderRequest,
     SchemaRequest,
     TagsRequest,
@@ -28,7 +24,7 @@ from imagekit.core.requests import (
 from imagekit.errors import InputError
 
 
-@command(app, "matrix", MatrixRequest)
+@command(matrix_app, "matrix", MatrixRequest, callback=True)
 def show_matrix(request: MatrixRequest) -> None:
     """Print the plans as a table, JSON, or a GitHub Actions matrix."""
     from imagekit.core.report import plan_row, plans_table
@@ -52,6 +48,7 @@ def show_matrix(request: MatrixRequest) -> None:
 def check(request: CheckRequest) -> None:
     """Validate the matrix, then lint the legacy and BuildKit render of every image."""
     from imagekit.adapters.lint import lint_plans
+    from imagekit.core.report import check_document
 
     loaded, findings, linted = lint_plans(request.matrix)
     for warning in loaded.warnings:
@@ -60,17 +57,7 @@ def check(request: CheckRequest) -> None:
     for finding in findings:
         say(finding.format())
     if request.json:
-        print_json(
-            {
-                "matrix": str(request.matrix),
-                "cells": len(loaded.cells),
-                "images": len(loaded.plans),
-                "dockerfiles_linted": linted,
-                "findings": [f.__dict__ for f in findings],
-                "warnings": [w.format() for w in loaded.warnings],
-                "ok": not failing,
-            }
-        )
+        print_json(check_document(str(request.matrix), loaded, findings, linted))
     if failing:
         raise InputError(
             f"hadolint reported {len(failing)} problems in the rendered Dockerfiles",
@@ -112,12 +99,7 @@ def show_compat(request: CompatRequest) -> None:
     from imagekit.core.report import compat_rows, table
 
     data = load_compat()
-    if request.torch is not None and request.torch not in data.torch:
-        raise InputError(
-            f"torch {request.torch} is not a release imagekit knows",
-            f"known releases: {', '.join(data.torch_versions())}",
-        )
-    releases = [request.torch] if request.torch else data.torch_versions()
+    releases = [data.require(request.torch)] if request.torch else data.torch_versions()
     if request.json:
         print_json({t: data.torch[t].model_dump(mode="json") for t in releases})
         return
@@ -139,6 +121,34 @@ def explain(request: ExplainRequest) -> None:
     show(request.json, {"ok": not reasons, "facts": derived, "reasons": reasons}, lines)
     if reasons:
         raise InputError("cannot build this cell:\n  - " + "\n  - ".join(reasons))
+
+
+@command(matrix_app, "refresh", RefreshRequest)
+def refresh(request: RefreshRequest) -> None:
+    """Propose (or, with --write, make) the matrix.yaml and compat.yaml lines of the releases
+    the indexes hold that the matrix lacks; exit 2, writing nothing, on bad input."""
+    from imagekit.adapters.package_index import HttpPackageIndex, write_files
+    from imagekit.orchestration.upstream import refresh_matrix
+
+    matrix, compat = request.sources()
+    proposal = refresh_matrix(HttpPackageIndex(), request.index_urls, matrix, compat, request.since)
+    show(request.json, proposal.document(), proposal.text())
+    if request.write:
+        write_files(proposal.changed)
+        say(f"wrote {', '.join(f for f, _ in proposal.changed) or 'nothing: nothing changed'}")
+
+
+@command(compat_app, "verify", CompatVerifyRequest)
+def verify_compat(request: CompatVerifyRequest) -> None:
+    """Check the compatibility data against the torch wheels on hand (exit 2 if it disagrees)."""
+    from imagekit.adapters.package_index import LocalWheelhouse
+    from imagekit.errors import ValidationError
+    from imagekit.orchestration.upstream import verify_compat
+
+    checked = verify_compat(LocalWheelhouse(), request.wheelhouses, request.source())
+    typer.echo("\n".join((*checked.confirmed, *checked.skipped)))
+    if checked.problems:
+        raise ValidationError(list(checked.problems), "the wheel's METADATA wins")
 
 
 @command(app, "schema", SchemaRequest)

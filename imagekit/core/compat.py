@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from imagekit.errors import InputError
 
 CPU = "cpu"
 # The Docker platforms imagekit builds for, and the machine name their wheels carry.
@@ -164,6 +167,15 @@ class CompatData(_Frozen):
         """Known PyTorch releases, oldest first."""
         return sorted(self.torch, key=version_key)
 
+    def require(self, torch: str) -> str:
+        """`torch`, when it is a release imagekit knows; else `InputError` listing those."""
+        if torch not in self.torch:
+            raise InputError(
+                f"torch {torch} is not a release imagekit knows",
+                f"known releases: {', '.join(self.torch_versions())}",
+            )
+        return torch
+
     def index_url_for(self, cuda: str | None) -> str:
         """The PyTorch wheel index URL of a variant."""
         return self.index_url.format(variant=variant_tag(cuda))
@@ -265,6 +277,11 @@ class CompatData(_Frozen):
             f"CUDA {cuda} cannot target {', '.join(dropped)} (removed in CUDA "
             f"{cuda.split('.')[0]}); those GPUs need a CUDA 12.x variant"
         )
+
+
+def compat_path() -> Path:
+    """Where the compatibility data imagekit ships lies (in a checkout: imagekit/data/)."""
+    return Path(str(resources.files("imagekit").joinpath("data/compat.yaml")))
 
 
 @cache

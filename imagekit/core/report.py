@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from imagekit.core.compat import CPU, CompatData
 from imagekit.core.plan import ImagePlan
+
+if TYPE_CHECKING:
+    from imagekit.core.matrix import Matrix
 
 
 class PlanRow(TypedDict):
@@ -240,3 +243,18 @@ def schema_text(results: bool = False, attestation: bool = False) -> str:
     from imagekit.core.matrix_schema import json_schema
 
     return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def check_document(
+    matrix: str, loaded: Matrix, findings: Sequence[Any], linted: int
+) -> dict[str, object]:
+    """`imagekit check --json`: the matrix's counts, hadolint's findings, the warnings."""
+    return {
+        "matrix": matrix,
+        "cells": len(loaded.cells),
+        "images": len(loaded.plans),
+        "dockerfiles_linted": linted,
+        "findings": [f.__dict__ for f in findings],
+        "warnings": [w.format() for w in loaded.warnings],
+        "ok": not any(f.fails for f in findings),
+    }
