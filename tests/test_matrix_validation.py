@@ -1087,6 +1087,20 @@ def test_compile_false_under_full_is_located() -> None:
     assert "slim flavour only" in problem.message and "flavours.full" in problem.hint
 
 
+def test_a_slim_without_compile_that_requires_the_compile_probe_is_warned_of() -> None:
+    text = edit(
+        "    size_budget_bytes: 8000000000\n",
+        "    size_budget_bytes: 8000000000\n    compile: false\n"
+        "    required_probes: [env, compile]\n",
+    )
+    (warning,) = [w for w in parse(text).warnings if "compile probe" in w.message]
+    assert where(warning) == at(text, "required_probes: [env, compile]", "[env, compile]")
+    assert "publish will refuse every slim" in warning.message
+    assert "drop compile" in warning.hint
+    ok = text.replace("[env, compile]", "[env]")
+    assert not [w for w in parse(ok).warnings if "compile probe" in w.message]
+
+
 def test_a_slim_that_compiles_cannot_leave_triton_out() -> None:
     text = edit(
         "    size_budget_bytes: 8000000000\n",

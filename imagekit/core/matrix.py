@@ -505,14 +505,23 @@ def _check_leave_out(spec: MatrixFile, report: _Report) -> None:
 
 
 def _check_compile(spec: MatrixFile, report: _Report) -> None:
-    """`compile: false` belongs to slim (full carries compilers), and a slim that promises
-    torch.compile keeps triton, which inductor needs on the GPU."""
+    """`compile: false` belongs to slim (full carries compilers), a slim that promises
+    torch.compile keeps triton, which inductor needs on the GPU, and one that does not
+    cannot require the compile probe and still be published."""
     flavours = spec.flavours
     if not flavours.full.compile:
         report.fail(
             ("flavours", "full", "compile"),
             "compile: false applies to the slim flavour only: full carries the compilers",
             "remove it from flavours.full",
+        )
+    if not flavours.slim.compile and "compile" in flavours.slim.required_probes:
+        # A warning: such a matrix builds and verifies, but publish refuses every slim.
+        report.warn(
+            ("flavours", "slim", "required_probes"),
+            "slim requires the compile probe, which a compile: false slim skips: publish "
+            "will refuse every slim",
+            "drop compile from flavours.slim.required_probes, or remove compile: false",
         )
     left_out = {name.lower().replace("_", "-") for name in flavours.slim.leave_out}
     if flavours.slim.compile and "triton" in left_out:
