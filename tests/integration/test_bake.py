@@ -12,6 +12,11 @@ import pytest
 
 from tests.integration.conftest import TEST_LABELS, Session, imagekit, matrix_text
 
+# In the session beside the main one (marker `contract`, scripts/run-tests.sh): BuildKit's
+# cache is its own, so nothing here is a build the main session would otherwise share, and
+# the main session is the longer one.
+pytestmark = [pytest.mark.integration, pytest.mark.contract]
+
 
 @pytest.fixture(autouse=True)
 def _buildx() -> None:
