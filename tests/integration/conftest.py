@@ -107,6 +107,15 @@ def session(engine: docker.DockerClient) -> Iterator[Session]:
         for tag in ours or [image.id]:
             with contextlib.suppress(docker.errors.APIError):
                 engine.api.remove_image(tag, force=not ours, noprune=True)
+    # The step images under a labelled image of ours (a hand-written Dockerfile's, whose
+    # first step is the label): the list above does not show an image that is another's
+    # parent, and once that child is gone it is left untagged.
+    steps = engine.api.images(
+        all=True, filters={"label": f"{TEST_LABEL}={TEST_LABELS[TEST_LABEL]}"}
+    )
+    for row in sorted(steps, key=lambda r: r["Created"], reverse=True):
+        with contextlib.suppress(docker.errors.APIError):
+            engine.api.remove_image(row["Id"], force=True, noprune=True)
     # Build stages, and images left untagged above, that appeared during this session, with
     # the untagged steps under them: the legacy builder keeps an image per step, and only the
     # steps after a stage's LABEL carry it. Not where another session shares the engine

@@ -135,16 +135,18 @@ def test_report_shows_the_run_and_compares_two(demo_verify: dict, demo_build: De
 
 
 def _image_from(engine: docker.DockerClient, base: str, tag: str, lines: list[str]) -> str:
-    dockerfile = "\n".join([f"FROM {base}", *lines]) + "\n"
+    # The session's test label first, so that every step's image carries it: the session
+    # removes those too, not only the tagged one (the legacy builder on the containerd store
+    # keeps each step as an image, and one was found left behind, untagged, after a full run).
+    label = " ".join(f'{k}="{v}"' for k, v in TEST_LABELS.items())
+    dockerfile = "\n".join([f"FROM {base}", f"LABEL {label}", *lines]) + "\n"
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as archive:
         info = tarfile.TarInfo("Dockerfile")
         info.size = len(dockerfile)
         archive.addfile(info, io.BytesIO(dockerfile.encode()))
     context.seek(0)
-    # The session's test label: the session removes it even if it ends up untagged (one was
-    # found left behind, untagged, after a full run).
-    engine.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, labels=TEST_LABELS)
+    engine.images.build(fileobj=context, custom_context=True, tag=tag, rm=True)
     return tag
 
 
