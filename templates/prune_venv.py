@@ -16,8 +16,10 @@ Takes out only what no program loads at run time, the split NVIDIA's own images 
   read them, and slim has none. They are kept, gzip-compressed (level 1) to about a sixth, in
   `<venv>/imagekit-headers.tar.gz`; the full flavour unpacks them (and so can anyone who adds
   a compiler to slim: `python -m tarfile -e /opt/venv/imagekit-headers.tar.gz /opt/venv`).
-Writes what it did to `<venv>/imagekit-pruned.json` (or `--report NAME`), with the seconds and
-bytes of each step under `steps`, which `make bench` reports.
+Writes what it did to `<venv>/imagekit-pruned.json` (or `--report NAME`), with the bytes of
+each step under `steps`; the seconds of each go to the build log only (one line, `prune_venv
+steps: {json}`, which `make bench` reads), so that the image holds the same bytes at every
+build of the same inputs.
 
 `--leave-out NAME` (repeatable) first uninstalls a distribution the matrix leaves out of slim,
 writing its exact `name==version` to `<venv>/imagekit-left-out.txt`: the full flavour installs
@@ -202,13 +204,14 @@ def main() -> None:
         "linked": {},
         "headers_packed": {},
     }
-    steps: dict[str, dict[str, float]] = {}
+    steps: dict[str, dict[str, int]] = {}
+    seconds: dict[str, float] = {}
 
     def step(name: str, action: Callable[[], int]) -> None:
         """Run one pruning step, recording its seconds and the bytes it saved."""
         started = time.monotonic()
-        saved = action()
-        steps[name] = {"seconds": round(time.monotonic() - started, 3), "bytes": saved}
+        steps[name] = {"bytes": action()}
+        seconds[name] = round(time.monotonic() - started, 3)
 
     def total(part: str) -> int:
         return sum(report[part].values())
@@ -246,6 +249,8 @@ def main() -> None:
         **report,
     }
     (root / args.report).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    timed = {name: {"seconds": seconds[name], **figures} for name, figures in steps.items()}
+    print(f"prune_venv steps: {json.dumps(timed, sort_keys=True)}", file=sys.stderr)
     print(f"pruned {root}: {saved / 1e6:.1f} MB saved", file=sys.stderr)
 
 

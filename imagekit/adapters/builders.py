@@ -96,13 +96,35 @@ def buildx_output(request: BuildRequest) -> list[str]:
     """Where buildx puts the image: the engine's store, as `--load` does (new layers gzip,
     layers it already holds as they are: after a zstd build, zstd), or with every layer forced
     to the compression asked for, which the containerd image store keeps as built, so a push
-    sends them as they are."""
-    if request.compression is None:
+    sends them as they are; with the new layers' file times clamped to SOURCE_DATE_EPOCH where
+    asked. BuildKit 0.13 cannot rewrite and unpack in one export: the image is unpacked after
+    (`unpack`)."""
+    if request.compression is None and not request.rewrite_timestamps:
         return ["--load"]
-    return [
-        "--output",
-        f"type=image,compression={request.compression},force-compression=true,oci-mediatypes=true",
-    ]
+    parts = ["type=image"]
+    if request.compression is not None:
+        parts += [f"compression={request.compression}", "force-compression=true"]
+        parts.append("oci-mediatypes=true")
+    if request.rewrite_timestamps:
+        parts += ["rewrite-timestamp=true", "unpack=false"]
+    return ["--output", ",".join(parts)]
+
+
+def unpack(reference: str) -> str | None:
+    """Unpack an image exported with `unpack=false` into the engine's snapshots, so it runs
+    and `docker history` reads it: a container created from it, and removed. None when done,
+    else what the engine said."""
+    created = subprocess.run(
+        ["docker", "create", "--entrypoint", "true", reference],
+        capture_output=True, text=True, check=False, timeout=1800, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    if created.returncode != 0:
+        return created.stderr.strip() or f"docker create exited with {created.returncode}"
+    subprocess.run(
+        ["docker", "rm", "--force", created.stdout.strip()],
+        capture_output=True, check=False, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    return None
 
 
 class BuildxBuilder:
@@ -160,5 +182,8 @@ class BuildxBuilder:
                 log.error = f"docker buildx build exited with {code}"
                 return BuildOutcome(False, None, log.failure_message(), log)
             image_id = iidfile.read_text().strip()
+        if request.rewrite_timestamps and (refused := unpack(request.reference)):
+            log.error = f"the image was built but could not be unpacked: {refused}"
+            return BuildOutcome(False, None, log.error, log)
         log.image_id = image_id
         return BuildOutcome(True, image_id, "", log)

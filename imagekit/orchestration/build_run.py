@@ -36,6 +36,7 @@ from imagekit.core.ports import (
 )
 from imagekit.core.records import BuildRecord, BuildStatus, ImageRecord, LayerSize, PlanRecord
 from imagekit.core.render import RenderedImage, RenderOptions, render_image
+from imagekit.core.reproducible import SOURCE_DATE_EPOCH, build_epoch
 from imagekit.core.runtime import runs_emulated
 from imagekit.events import Event, EventKind, EventSink
 
@@ -68,6 +69,8 @@ class BuildAsk(Protocol):
     def compression(self) -> Compression | None: ...
     @property
     def network(self) -> BuildNetwork: ...
+    @property
+    def source_date_epoch(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,10 @@ class BuildSettings:
     cache_to: str | None = None
     compression: Compression | None = None  # every layer forced to gzip or zstd (BuildKit)
     network: BuildNetwork = BuildNetwork.DEFAULT  # none: the build must be offline
+    # The caller's SOURCE_DATE_EPOCH (None: each image's parent's creation time), and whether
+    # BuildKit clamps the layers' file times to it (core/reproducible.py).
+    source_date_epoch: int | None = None
+    rewrite_timestamps: bool = False
 
     def __post_init__(self) -> None:
         # A value given as its text ("zstd", "none") is taken as its member: one type inside.
@@ -98,9 +105,16 @@ class BuildSettings:
 
     @classmethod
     def of(
-        cls, ask: BuildAsk, options: RenderOptions, inputs: ContextInputs, contexts_dir: Path
+        cls,
+        ask: BuildAsk,
+        options: RenderOptions,
+        inputs: ContextInputs,
+        contexts_dir: Path,
+        *,
+        rewrite_timestamps: bool = False,
     ) -> BuildSettings:
-        """The settings of what was asked, with the render inputs resolved for the builder."""
+        """The settings of what was asked, with the render inputs resolved for the builder and
+        whether its exporter rewrites file times."""
         return cls(
             options=options,
             inputs=inputs,
@@ -114,6 +128,8 @@ class BuildSettings:
             cache_to=ask.cache_to,
             compression=ask.compression,
             network=ask.network,
+            source_date_epoch=ask.source_date_epoch,
+            rewrite_timestamps=rewrite_timestamps,
         )
 
     def cache_ref(self, repository: str | None, plan: ImagePlan) -> str | None:
@@ -194,7 +210,11 @@ class BuildRun:
         parent = self._parent(plan, rendered)
         if isinstance(parent, str):
             return _record(plan, started, BuildStatus.FAILED, parent)
+        epoch = build_epoch(s.source_date_epoch, parent.created)
         engine_inputs = {"parent_image_id": parent.id}
+        if epoch is not None:
+            # Another epoch is another image (its times); unnamed where there is none.
+            engine_inputs["source_date_epoch"] = str(epoch)
         if s.compression:
             # Other layers, other image: an image is not up to date for a build that forces
             # another compression. (Only named when forced, so existing hashes stay.)
@@ -205,7 +225,7 @@ class BuildRun:
             measured = self._measure(existing.id)
             return _record(plan, started, BuildStatus.UP_TO_DATE, "up to date", digest, measured)
         self.events(Event(EventKind.STARTED, plan.name, f"building with {self.builder.name}"))
-        request = self._request(plan, rendered, digest)
+        request = self._request(plan, rendered, digest, epoch)
         on_line = _step_reporter(self.events, plan.name, [] if log_lines is None else log_lines)
         outcome = self.builder.build(request, on_line)
         log_path = str(request.log_path)
@@ -229,16 +249,22 @@ class BuildRun:
             return missing_parent(plan, reference, pulled)
         return platform_mismatch(parent.platform, plan) or parent
 
-    def _request(self, plan: ImagePlan, rendered: RenderedImage, digest: str) -> BuildRequest:
-        """The builder's request: the context written, the labels, the cache references."""
+    def _request(
+        self, plan: ImagePlan, rendered: RenderedImage, digest: str, epoch: int | None
+    ) -> BuildRequest:
+        """The builder's request: the context written, the labels, the cache references, the
+        epoch the build stamps into the image."""
         s = self.settings
         folder = write_context(rendered, s.contexts_dir, s.inputs, input_hash=digest)
         labels = {L.INPUT_HASH: digest, L.MANAGED: "true", **dict(s.extra_labels)}
+        build_args = dict(rendered.build_args)
+        if epoch is not None:
+            build_args[SOURCE_DATE_EPOCH] = str(epoch)
         return BuildRequest(
             name=plan.name,
             context_dir=folder,
             reference=plan.reference,
-            build_args=rendered.build_args,
+            build_args=build_args,
             labels=labels,
             log_path=self.run.log_file(plan.name),
             no_cache=s.no_cache,
@@ -248,6 +274,7 @@ class BuildRun:
             compression=s.compression,
             network=s.network.mode,
             platform=self._platform(plan),
+            rewrite_timestamps=s.rewrite_timestamps and epoch is not None,
         )
 
     def _measure(self, image_id: str) -> Measured:
