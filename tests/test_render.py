@@ -917,8 +917,10 @@ def test_each_build_gets_its_parents_time_or_the_callers_as_its_epoch(
     # The same epoch is the same image; another epoch another.
     assert hashes[0] == hashes[1] != hashes[2]
     assert buildx_output(by_parent) == ["--load"]
-    assert buildx_output(rewritten) == [
+    archive = tmp_path / "image.oci.tar"
+    assert buildx_output(by_parent, archive) == ["--load"]
+    assert buildx_output(rewritten, archive) == [
         "--output",
-        "type=image,rewrite-timestamp=true,unpack=false",
+        f"type=oci,rewrite-timestamp=true,dest={archive}",
     ]
     assert "ARG SOURCE_DATE_EPOCH" in render_image(plan, options).dockerfile

@@ -44,3 +44,4 @@ def test_only_buildkits_image_exporter_into_the_containerd_store_rewrites(
     driver: str, store: str, rewrites: bool
 ) -> None:
     assert rewrites_timestamps(driver, store) is rewrites
+    assert rewrites_timestamps(driver, store, compression=True) is False
