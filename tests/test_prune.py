@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import shutil
@@ -172,3 +174,32 @@ def test_each_step_reports_its_seconds_and_bytes(venv: Path) -> None:
     assert report["steps"]["static_archives"]["bytes"] == 1008
     assert report["steps"]["duplicates"]["bytes"] == 2 * 256 * 512
     assert report["saved_bytes"] == sum(s["bytes"] for s in report["steps"].values())
+
+
+def record_hash(path: Path) -> str:
+    digest = hashlib.sha256(path.read_bytes()).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def test_a_stripped_file_s_digests_before_and_after_are_reported(venv: Path) -> None:
+    lib = venv / "lib" / "pkg"
+    installed = record_hash(lib / "libdebug.so.1")
+    report = prune(venv)
+    assert report["stripped_sha256"] == {
+        "lib/pkg/libdebug.so.1": {"before": installed, "after": record_hash(lib / "libdebug.so.1")}
+    }
+    assert installed != report["stripped_sha256"]["lib/pkg/libdebug.so.1"]["after"]
+    # The byte counts keep their meaning: what `make bench` and the steps add up.
+    assert report["stripped"]["lib/pkg/libdebug.so.1"] == report["steps"]["debug_sections"]["bytes"]
+
+
+def test_the_private_keys_the_build_deleted_are_named_relative_to_the_venv(
+    venv: Path, tmp_path: Path
+) -> None:
+    listing = tmp_path / "keys-removed"  # as drop_private_keys' `tee` writes it: NUL-separated
+    listing.write_bytes(f"{venv}/lib/pkg/tests/test.key\0{venv}/lib/pkg/other.pem\0".encode())
+    report = prune(venv, "--keys-removed", str(listing))
+    assert report["keys_removed"] == ["lib/pkg/other.pem", "lib/pkg/tests/test.key"]
+    listing.write_bytes(b"")
+    assert prune(venv, "--keys-removed", str(listing))["keys_removed"] == []
+    assert prune(venv)["keys_removed"] == []
