@@ -10,10 +10,13 @@ import json
 import subprocess
 import sys
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from imagekit.adapters.structure import _wheel_files_checks
+from imagekit.core.labels import ImageLabels
 from imagekit.core.wheel_files import (
     CHECK_NAME,
     Digests,
@@ -336,3 +339,80 @@ def test_the_script_reports_what_lies_at_each_record_path(tmp_path: Path) -> Non
         f"{SITE}/pkg-1.0.dist-info/RECORD": ("file", True, "", ""),
     }
     assert found.bytes_hashed == len(b"x = 1\n") + len(b"\x7fELF lib") + len(b"#!python\n")
+
+
+@dataclass
+class Ran:
+    rc: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+class Container:
+    """A container stand-in that keeps what put_archive copied in."""
+
+    def __init__(self) -> None:
+        self.copied: dict[str, bytes] = {}
+
+    def put_archive(self, path: str, data: bytes) -> bool:
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            for member in archive.getmembers():
+                handle = archive.extractfile(member)
+                assert handle is not None
+                self.copied[f"{path}/{member.name}"] = handle.read()
+        return True
+
+
+class Root:
+    """A testinfra host stand-in that runs the copied script on `venv` in place of /opt/venv."""
+
+    def __init__(self, container: Container, venv: Path, ran: Ran | None = None) -> None:
+        self.container, self.venv, self.ran, self.commands = container, venv, ran, []
+
+    def run(self, command: str) -> Ran:
+        self.commands.append(command)
+        if self.ran is not None:
+            return self.ran
+        *_, at, venv = command.split()
+        script = self.venv.parent / "copied.py"
+        script.write_bytes(self.container.copied[at])
+        assert venv == "/opt/venv"
+        out = subprocess.run(
+            [sys.executable, "-I", "-S", str(script), str(self.venv)],
+            capture_output=True,
+            text=True,
+        )
+        return Ran(out.returncode, out.stdout, out.stderr)
+
+
+def test_the_structure_checks_copy_the_script_in_and_judge_what_it_prints(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    info = venv / SITE / "pkg-1.0.dist-info"
+    info.mkdir(parents=True)
+    module = b"x = 1\n"
+    (venv / SITE / "pkg.py").write_bytes(module)
+    (info / "RECORD").write_text(f"pkg.py,{spelled(module)},6\npkg-1.0.dist-info/RECORD,,\n")
+    container = Container()
+    root = Root(container, venv)
+    (check,) = _wheel_files_checks(container, ImageLabels(flavour="slim"), root)
+    assert root.commands == ["/opt/venv/bin/python -I -S /tmp/imagekit-wheel-files.py /opt/venv"]
+    assert container.copied["/tmp/imagekit-wheel-files.py"] == SCRIPT.read_bytes()
+    assert check.ok and check.detail.startswith("2 files of 1 distributions as their wheels")
+    (venv / SITE / "pkg.py").unlink()
+    (check,) = _wheel_files_checks(container, ImageLabels(flavour="slim"), root)
+    assert not check.ok and f"pkg 1.0: {SITE}/pkg.py is missing" in check.detail
+
+
+@pytest.mark.parametrize(
+    ("ran", "detail"),
+    [
+        (Ran(1, "", "Traceback ...\nPermissionError: RECORD\n"), "could not look (exit 1): Perm"),
+        (Ran(0, "not json"), "unreadable facts: "),
+    ],
+)
+def test_a_look_that_failed_fails_the_check_saying_why(
+    tmp_path: Path, ran: Ran, detail: str
+) -> None:
+    container = Container()
+    (check,) = _wheel_files_checks(container, ImageLabels(), Root(container, tmp_path, ran))
+    assert check.name == CHECK_NAME and not check.ok and check.detail.startswith(detail)
