@@ -208,8 +208,9 @@ def keys_removed(root: Path, listing: Path | None) -> list[str]:
     """The files `listing` names (NUL-separated absolute paths), relative to `root`."""
     if listing is None:
         return []
-    names = [Path(os.fsdecode(n)) for n in listing.read_bytes().split(b"\0") if n]
-    return sorted(str(n.relative_to(root)) if n.is_relative_to(root) else str(n) for n in names)
+    names = [os.fsdecode(n) for n in listing.read_bytes().split(b"\0") if n]
+    # os.path, not Path.is_relative_to: the builder's Python may be 3.8 (Ubuntu 20.04).
+    return sorted(os.path.relpath(n, root) if n.startswith(f"{root}/") else n for n in names)
 
 
 def main() -> None:

@@ -97,14 +97,16 @@ def metadata_of(dist_info: Path) -> tuple[str, str]:
             return str(headers["Name"]), str(headers["Version"])
     except OSError:
         pass
-    name, _, version = dist_info.name.removesuffix(".dist-info").partition("-")
+    name, _, version = dist_info.name[: -len(".dist-info")].partition("-")
     return name, version
 
 
 def relative(where: str, root: Path) -> str:
     """`where` relative to the venv, or absolute where it lies outside it."""
-    path = Path(where)
-    return str(path.relative_to(root)) if path.is_relative_to(root) else where
+    try:
+        return str(Path(where).relative_to(root))
+    except ValueError:  # not below root (no Path.is_relative_to: an image may have Python 3.8)
+        return where
 
 
 def distribution(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import io
 import json
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -19,6 +21,9 @@ from imagekit.adapters.structure import _wheel_files_checks
 from imagekit.core.labels import ImageLabels
 from imagekit.core.wheel_files import (
     CHECK_NAME,
+    FULL_REPORT,
+    HEADERS_ARCHIVE,
+    SLIM_REPORT,
     Digests,
     Distribution,
     Entry,
@@ -30,6 +35,7 @@ from imagekit.core.wheel_files import (
     parse_facts,
     wheel_files_check,
 )
+from imagekit.core.wheel_files import SCRIPT as WHEEL_FILES_SCRIPT
 
 A = "sha256=" + "a" * 43
 B = "sha256=" + "b" * 43
@@ -416,3 +422,19 @@ def test_a_look_that_failed_fails_the_check_saying_why(
     container = Container()
     (check,) = _wheel_files_checks(container, ImageLabels(), Root(container, tmp_path, ran))
     assert check.name == CHECK_NAME and not check.ok and check.detail.startswith(detail)
+
+
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", SCRIPT.with_name(name))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_scripts_and_the_core_spell_the_file_names_alike() -> None:
+    """The scripts run where imagekit is not installed, so each spells the names it shares."""
+    facts_script, prune_script = _script("wheel_files.py"), _script("prune_venv.py")
+    assert facts_script.REPORTS == (SLIM_REPORT, FULL_REPORT)
+    assert facts_script.HEADERS_ARCHIVE == prune_script.HEADERS_ARCHIVE == HEADERS_ARCHIVE
+    assert SCRIPT.name == WHEEL_FILES_SCRIPT
