@@ -278,10 +278,10 @@ SAID: dict[Holds, str] = {
 }
 
 
-def _named(items: Iterable[str]) -> str:
+def _named(items: Iterable[str], between: str = ", ") -> str:
     items = list(items)
-    more = f" and {len(items) - NAMED:,} more" if len(items) > NAMED else ""
-    return ", ".join(items[:NAMED]) + more
+    more = f"{between}and {len(items) - NAMED:,} more" if len(items) > NAMED else ""
+    return between.join(items[:NAMED]) + more
 
 
 def _otherwise(verdict: Verdict) -> str:
@@ -307,7 +307,7 @@ def wheel_files_check(facts: WheelFacts, flavour: str) -> Check:
     if verdict.failures:
         detail = (
             f"{len(verdict.failures):,} not as the wheels installed them, in {files}: "
-            f"{_named(verdict.failures)}{_otherwise(verdict)}; {cost}"
+            f"{_named(verdict.failures, '; ')}{_otherwise(verdict)}; {cost}"
         )
     else:
         detail = f"{files} as their wheels installed them{_otherwise(verdict)}; {cost}"
