@@ -19,7 +19,15 @@ Takes out only what no program loads at run time, the split NVIDIA's own images 
 Writes what it did to `<venv>/imagekit-pruned.json` (or `--report NAME`), with the bytes of
 each step under `steps`; the seconds of each go to the build log only (one line, `prune_venv
 steps: {json}`, which `make bench` reads), so that the image holds the same bytes at every
-build of the same inputs.
+build of the same inputs. The report is also the evidence
+verify's `wheel-files` check weighs the venv against each wheel's RECORD with
+(`imagekit.core.wheel_files`): every path is relative to VENV; `stripped` maps a file to the
+bytes it lost, and `stripped_sha256` to its digests before and after (`{"before": "sha256=...",
+"after": ...}`, spelled as RECORD spells them), so a stripped file still shows it is the one its
+wheel installed; `static_removed`, `linked` and `headers_packed` (folders) name what the other
+steps took out, moved or packed; `keys_removed` lists the private-key files the build deleted
+just before (`--keys-removed FILE`, the NUL-separated list the Dockerfile's drop_private_keys
+wrote).
 
 `--leave-out NAME` (repeatable) first uninstalls a distribution the matrix leaves out of slim,
 writing its exact `name==version` to `<venv>/imagekit-left-out.txt`: the full flavour installs
@@ -29,6 +37,7 @@ those very versions back.
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -83,12 +92,21 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def record_sha256(path: Path) -> str:
+    """The file's digest as a wheel's RECORD spells it: `sha256=<urlsafe base64, unpadded>`."""
+    raw = bytes.fromhex(sha256(path))
+    return "sha256=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
 def files_of(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def strip_debug(root: Path, log: dict[str, int], left: dict[str, int]) -> None:
-    """Strip the debug sections of shared objects where `strip` is on PATH; else record them."""
+def strip_debug(
+    root: Path, log: dict[str, int], left: dict[str, int], digests: dict[str, dict[str, str]]
+) -> None:
+    """Strip the debug sections of shared objects where `strip` is on PATH; else record them.
+    Each stripped file's digests before and after go to `digests`."""
     strip = shutil.which("strip")
     for path in files_of(root):
         if not SHARED.search(path.name) or not (found := debug_bytes(path)):
@@ -99,9 +117,11 @@ def strip_debug(root: Path, log: dict[str, int], left: dict[str, int]) -> None:
             continue
         before = path.stat().st_size
         mode = path.stat().st_mode
+        was = record_sha256(path)
         subprocess.run([strip, "--strip-debug", str(path)], check=True)
         path.chmod(mode)
         log[name] = before - path.stat().st_size
+        digests[name] = {"before": was, "after": record_sha256(path)}
 
 
 def drop_static_twins(root: Path, log: dict[str, int]) -> None:
@@ -186,6 +206,15 @@ def leave_out(root: Path, names: list[str]) -> None:
     (root / "imagekit-left-out.txt").write_text("".join(f"{pin}\n" for pin in pins))
 
 
+def keys_removed(root: Path, listing: Path | None) -> list[str]:
+    """The files `listing` names (NUL-separated absolute paths), relative to `root`."""
+    if listing is None:
+        return []
+    names = [os.fsdecode(n) for n in listing.read_bytes().split(b"\0") if n]
+    # os.path, not Path.is_relative_to: the builder's Python may be 3.8 (Ubuntu 20.04).
+    return sorted(os.path.relpath(n, root) if n.startswith(f"{root}/") else n for n in names)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("venv", type=Path)
@@ -193,8 +222,10 @@ def main() -> None:
     parser.add_argument("--keep-static-archives", action="store_true")
     parser.add_argument("--pack-headers", action="store_true")
     parser.add_argument("--report", default="imagekit-pruned.json", help="written into VENV")
+    parser.add_argument("--keys-removed", type=Path, help="private keys the build deleted")
     args = parser.parse_args()
     root = args.venv.resolve()
+    removed_keys = keys_removed(root, args.keys_removed)
     if args.leave_out:
         leave_out(root, args.leave_out)
     report: dict[str, dict[str, int]] = {
@@ -204,6 +235,7 @@ def main() -> None:
         "linked": {},
         "headers_packed": {},
     }
+    stripped_sha256: dict[str, dict[str, str]] = {}
     steps: dict[str, dict[str, int]] = {}
     seconds: dict[str, float] = {}
 
@@ -217,7 +249,7 @@ def main() -> None:
         return sum(report[part].values())
 
     def debug() -> int:
-        strip_debug(root, report["stripped"], report["debug_left"])
+        strip_debug(root, report["stripped"], report["debug_left"], stripped_sha256)
         return total("stripped")
 
     def static() -> int:
@@ -247,6 +279,8 @@ def main() -> None:
         "headers_archive_bytes": archive,
         "steps": steps,
         **report,
+        "stripped_sha256": stripped_sha256,
+        "keys_removed": removed_keys,
     }
     (root / args.report).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     timed = {name: {"seconds": seconds[name], **figures} for name, figures in steps.items()}

@@ -761,7 +761,12 @@ def test_slim_prunes_its_venv_in_the_builder_stage_and_leaves_triton_to_full() -
     matrix = load_matrix(CUDA_LOCAL)
     slim = render_image(plan_named(matrix, "2.14.1-cu130-py3.11-slim"))
     builder, _ = stages(slim.dockerfile)
-    assert "prune_venv.py /opt/venv --pack-headers --leave-out triton" in builder
+    assert (
+        "prune_venv.py /opt/venv --keys-removed /tmp/imagekit/keys-removed --pack-headers "
+        "--leave-out triton" in builder
+    )
+    # The private keys the build deletes are listed for the report (verify's wheel-files check).
+    assert "| tee /tmp/imagekit/keys-removed | xargs -0 -r rm -fv --" in builder
     # Pruning needs only Python: no build installs binutils (or anything) for it.
     assert "binutils" not in slim.dockerfile and "strip" not in builder.split("prune_venv")[0]
     assert builder.count("apt-get install") == 1  # only for a base without the interpreter
@@ -769,6 +774,10 @@ def test_slim_prunes_its_venv_in_the_builder_stage_and_leaves_triton_to_full() -
     full_builder, _ = stages(full.dockerfile)
     assert "-r /opt/venv/imagekit-left-out.txt" in full_builder
     assert "--keep-static-archives" in full_builder
+    assert "| tee /tmp/imagekit-keys-removed | xargs -0 -r rm -fv --" in full_builder
+    assert "--keys-removed /tmp/imagekit-keys-removed --report imagekit-pruned-full.json" in (
+        full_builder
+    )
     assert "-m tarfile -e /opt/venv/imagekit-headers.tar.gz /tmp/overlay" in full_builder
     assert "prune_venv.py" in full.files
     assert "apt-get" not in full_builder
