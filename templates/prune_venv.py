@@ -193,6 +193,27 @@ def pack_headers(root: Path, log: dict[str, int]) -> int:
     return (root / HEADERS_ARCHIVE).stat().st_size
 
 
+UV_CACHE_INFO = "uv_cache.json"
+
+
+def drop_uv_cache_info(root: Path) -> int:
+    """uv writes `uv_cache.json` into each dist-info: when it unpacked that wheel into its
+    cache, the one thing in the venv that differs between two builds of the same inputs (and
+    nothing reads it but `uv pip` deciding whether a local source changed). Each goes, with its
+    line of the distribution's RECORD, so RECORD still lists exactly what is there. Returns the
+    number removed."""
+    removed = 0
+    for info in sorted(root.glob(f"lib/python*/site-packages/*.dist-info/{UV_CACHE_INFO}")):
+        record = info.parent / "RECORD"
+        if record.is_file():
+            entry = f"{info.parent.name}/{UV_CACHE_INFO},"
+            lines = record.read_text(encoding="utf-8").splitlines(keepends=True)
+            record.write_text("".join(x for x in lines if not x.startswith(entry)), "utf-8")
+        info.unlink()
+        removed += 1
+    return removed
+
+
 def leave_out(root: Path, names: list[str]) -> None:
     from importlib import metadata
 
@@ -228,6 +249,7 @@ def main() -> None:
     removed_keys = keys_removed(root, args.keys_removed)
     if args.leave_out:
         leave_out(root, args.leave_out)
+    uv_cache_info = drop_uv_cache_info(root)
     report: dict[str, dict[str, int]] = {
         "stripped": {},
         "debug_left": {},
@@ -281,6 +303,7 @@ def main() -> None:
         **report,
         "stripped_sha256": stripped_sha256,
         "keys_removed": removed_keys,
+        "uv_cache_info_removed": uv_cache_info,
     }
     (root / args.report).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     timed = {name: {"seconds": seconds[name], **figures} for name, figures in steps.items()}

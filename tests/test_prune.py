@@ -267,3 +267,21 @@ def test_a_pruned_venv_still_holds_what_its_wheel_installed(venv: Path) -> None:
     assert not lost.ok
     assert "pkg 1.0: lib/pkg/libother.so.12 has sha256=" in lost.detail
     assert "pkg 1.0: bin/pkg-tool is missing" in lost.detail
+
+
+def test_uvs_cache_time_leaves_each_dist_info_and_its_record(venv: Path) -> None:
+    """uv_cache.json holds when uv unpacked the wheel: the one file that differs between two
+    builds of the same inputs. It goes, with its RECORD line; the rest of RECORD stays."""
+    dist_info = venv / "lib" / "python3.11" / "site-packages" / "pkg-1.0.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "uv_cache.json").write_text('{"timestamp":{"secs_since_epoch":1796247744}}')
+    rows = [
+        "pkg/__init__.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0",
+        "pkg-1.0.dist-info/uv_cache.json,sha256=AAAA,46",
+        "pkg-1.0.dist-info/RECORD,,",
+    ]
+    (dist_info / "RECORD").write_text("\n".join(rows) + "\n")
+    report = prune(venv)
+    assert not (dist_info / "uv_cache.json").exists()
+    assert (dist_info / "RECORD").read_text() == f"{rows[0]}\n{rows[2]}\n"
+    assert report["uv_cache_info_removed"] == 1
