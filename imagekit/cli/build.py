@@ -8,20 +8,9 @@ from typing import Any
 
 import typer
 
-from imagekit.cli.common import (
-    app,
-    event_view,
-    note_leftovers,
-    say,
-    show,
-)
+from imagekit.cli.common import app, event_view, note_leftovers, say, show
 from imagekit.cli.options import command
-from imagekit.core.requests import (
-    BakeRequest,
-    BootstrapCommand,
-    BuildCommand,
-    GcRequest,
-)
+from imagekit.core.requests import BakeRequest, BootstrapCommand, BuildCommand, GcRequest
 from imagekit.core.requests.build import epoch_from
 from imagekit.errors import BuildFailedError
 
