@@ -43,11 +43,11 @@ def build_epoch(explicit: int | None, parent_created: str) -> int | None:
     return explicit if explicit is not None else epoch_of(parent_created)
 
 
-def rewrites_timestamps(driver: str, image_store: str, *, compression: bool = False) -> bool:
-    """Whether BuildKit clamps the new layers' file times to the epoch: buildx's `docker`
-    driver (BuildKit >= 0.13) exporting an OCI archive that the containerd image store loads
-    as it is (Docker 26's own image exporter refuses to rewrite). Not with forced compression,
-    whose exporter is the engine's own. Elsewhere (the classic store, other drivers, the legacy
+def rewrites_timestamps(image_store: str, *, compression: bool = False) -> bool:
+    """Whether BuildKit (>= 0.13, any buildx driver) clamps the new layers' file times to the
+    epoch: it exports an OCI archive, which the containerd image store loads as it is, its
+    digests kept (Docker 26's own image exporter refuses to rewrite). Not with forced
+    compression, whose exporter is the engine's own. Elsewhere (the classic store, the legacy
     builder) the epoch reaches the config and the bytecode, but the layers keep the build's
     file times."""
-    return driver == "docker" and image_store == "containerd" and not compression
+    return image_store == "containerd" and not compression

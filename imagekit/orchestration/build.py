@@ -130,9 +130,8 @@ def build_images(plans: list[ImagePlan], ask: BuildAsk, tools: BuildTools) -> Bu
         options, inputs = tools.render(buildx)
     tools.tidy()
     run = tools.open_run()
-    rewrite = buildx and rewrites_timestamps(
-        tools.buildx_driver(), engine.info().image_store, compression=bool(ask.compression)
-    )
+    store = engine.info().image_store
+    rewrite = buildx and rewrites_timestamps(store, compression=bool(ask.compression))
     settings = BuildSettings.of(
         ask, options, inputs, run.root / "contexts", rewrite_timestamps=rewrite
     )
