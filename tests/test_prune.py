@@ -285,3 +285,23 @@ def test_uvs_cache_time_leaves_each_dist_info_and_its_record(venv: Path) -> None
     assert not (dist_info / "uv_cache.json").exists()
     assert (dist_info / "RECORD").read_text() == f"{rows[0]}\n{rows[2]}\n"
     assert report["uv_cache_info_removed"] == 1
+
+
+def test_the_headers_archive_is_the_same_bytes_for_the_same_headers(tmp_path: Path) -> None:
+    """Two builds unpack the same headers at different times: with SOURCE_DATE_EPOCH set, the
+    archive (tar and gzip headers included) is the same bytes."""
+    made = []
+    for n, when in enumerate((1_000_000_000, 1_500_000_000)):
+        include = tmp_path / str(n) / "lib" / "python3.11" / "site-packages" / "pkg" / "include"
+        include.mkdir(parents=True)
+        for name in ("b.h", "a.h"):
+            (include / name).write_text(f"int {name[0]};\n")
+            os.utime(include / name, (when, when))
+        env = {**os.environ, "SOURCE_DATE_EPOCH": "1700000000"}
+        root = tmp_path / str(n)
+        subprocess.run(
+            [sys.executable, str(SCRIPT), str(root), "--pack-headers"], check=True, env=env
+        )
+        made.append((root / "imagekit-headers.tar.gz").read_bytes())
+        (root / "imagekit-headers.tar.gz").unlink()
+    assert made[0] == made[1]
