@@ -194,8 +194,7 @@ def pack_headers(root: Path, log: dict[str, int]) -> int:
     # One `with` of several, unparenthesised: bases with Python 3.8 run this too.
     raw = (root / HEADERS_ARCHIVE).open("wb")
     packed = gzip.GzipFile(filename="", mode="wb", compresslevel=1, fileobj=raw, mtime=0)
-    tar = tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT)
-    with raw, packed, tar as archive:
+    with raw, packed, tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for folder in folders:
             archive.add(folder, arcname=str(folder.relative_to(root)), filter=same_bytes)
     for folder in folders:
