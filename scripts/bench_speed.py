@@ -14,7 +14,7 @@ store), with the same base and wheelhouse and no build cache:
     `import torch` in it, zstd layers / gzip layers                                 <= 0.6
   - the installer, in the builder's place: pip against uv, bytecode compiled by both, and
     `import torch` as the image's user (who cannot write __pycache__ into the venv)
-  - each pruning step's seconds and bytes, per example (from imagekit-pruned.json)
+  - each pruning step's seconds and bytes, per example (the build log's `prune_venv steps:`)
 
 The fresh engine is a second dockerd with the containerd store and no way out, started and
 removed here (tests/integration/engines.py), so neither the host's images nor its build cache
@@ -156,11 +156,13 @@ def remove_new_dangling(client: docker.DockerClient, before: set[str]) -> None:
             return
 
 
-def pruned(client: docker.DockerClient, reference: str) -> dict:
-    out = client.containers.run(
-        reference, ["cat", "/opt/venv/imagekit-pruned.json"], remove=True, entrypoint=[]
-    )
-    return json.loads(out)
+def pruning_steps(record: dict) -> dict:
+    """Each pruning step's seconds and bytes, from the build's log (the image keeps no time)."""
+    marker = "prune_venv steps: "
+    for line in Path(record["log_path"]).read_text().splitlines():
+        if marker in line:
+            return json.loads(line.split(marker, 1)[1])
+    sys.exit(f"bench: no `{marker}` line in {record['log_path']}")
 
 
 @contextmanager
@@ -211,12 +213,12 @@ def compare_builds(
         remove(client, expert_tag)
         remove_new_dangling(client, before)
         say(f"{example}: imagekit slim (compile: false), {builder}, cold ...")
-        seconds, _record = imagekit_build(
+        seconds, record = imagekit_build(
             plain, wheelhouse, work / f"r-{builder}", "--no-cache", "--builder", builder
         )
         reference = f"{repository}:{TAGS[example]}"
         slim_bytes = image_bytes(client, reference)
-        steps = pruned(client, reference)["steps"]
+        steps = pruning_steps(record)
         remove(client, reference)
         remove_new_dangling(client, before)
         figures[builder] = {

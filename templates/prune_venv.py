@@ -16,8 +16,18 @@ Takes out only what no program loads at run time, the split NVIDIA's own images 
   read them, and slim has none. They are kept, gzip-compressed (level 1) to about a sixth, in
   `<venv>/imagekit-headers.tar.gz`; the full flavour unpacks them (and so can anyone who adds
   a compiler to slim: `python -m tarfile -e /opt/venv/imagekit-headers.tar.gz /opt/venv`).
-Writes what it did to `<venv>/imagekit-pruned.json` (or `--report NAME`), with the seconds and
-bytes of each step under `steps`, which `make bench` reports.
+Writes what it did to `<venv>/imagekit-pruned.json` (or `--report NAME`), with the bytes of
+each step under `steps`; the seconds of each go to the build log only (one line, `prune_venv
+steps: {json}`, which `make bench` reads), so that the image holds the same bytes at every
+build of the same inputs. The report is also the evidence
+verify's `wheel-files` check weighs the venv against each wheel's RECORD with
+(`imagekit.core.wheel_files`): every path is relative to VENV; `stripped` maps a file to the
+bytes it lost, and `stripped_sha256` to its digests before and after (`{"before": "sha256=...",
+"after": ...}`, spelled as RECORD spells them), so a stripped file still shows it is the one its
+wheel installed; `static_removed`, `linked` and `headers_packed` (folders) name what the other
+steps took out, moved or packed; `keys_removed` lists the private-key files the build deleted
+just before (`--keys-removed FILE`, the NUL-separated list the Dockerfile's drop_private_keys
+wrote).
 
 `--leave-out NAME` (repeatable) first uninstalls a distribution the matrix leaves out of slim,
 writing its exact `name==version` to `<venv>/imagekit-left-out.txt`: the full flavour installs
@@ -27,6 +37,7 @@ those very versions back.
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -81,12 +92,21 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def record_sha256(path: Path) -> str:
+    """The file's digest as a wheel's RECORD spells it: `sha256=<urlsafe base64, unpadded>`."""
+    raw = bytes.fromhex(sha256(path))
+    return "sha256=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
 def files_of(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def strip_debug(root: Path, log: dict[str, int], left: dict[str, int]) -> None:
-    """Strip the debug sections of shared objects where `strip` is on PATH; else record them."""
+def strip_debug(
+    root: Path, log: dict[str, int], left: dict[str, int], digests: dict[str, dict[str, str]]
+) -> None:
+    """Strip the debug sections of shared objects where `strip` is on PATH; else record them.
+    Each stripped file's digests before and after go to `digests`."""
     strip = shutil.which("strip")
     for path in files_of(root):
         if not SHARED.search(path.name) or not (found := debug_bytes(path)):
@@ -97,9 +117,11 @@ def strip_debug(root: Path, log: dict[str, int], left: dict[str, int]) -> None:
             continue
         before = path.stat().st_size
         mode = path.stat().st_mode
+        was = record_sha256(path)
         subprocess.run([strip, "--strip-debug", str(path)], check=True)
         path.chmod(mode)
         log[name] = before - path.stat().st_size
+        digests[name] = {"before": was, "after": record_sha256(path)}
 
 
 def drop_static_twins(root: Path, log: dict[str, int]) -> None:
@@ -151,24 +173,57 @@ def header_dirs(root: Path) -> list[Path]:
 
 
 def pack_headers(root: Path, log: dict[str, int]) -> int:
-    """Move the header folders into one xz archive; returns the archive's size."""
+    """Move the header folders into one gzip archive; returns the archive's size. The archive
+    is the same bytes for the same headers: members in name order, their times the build's
+    SOURCE_DATE_EPOCH (where set), no owner names, and no time in the gzip header."""
+    import gzip
     import shutil
     import tarfile
 
     folders = header_dirs(root)
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+
+    def same_bytes(member: tarfile.TarInfo) -> tarfile.TarInfo:
+        member.uid = member.gid = 0
+        member.uname = member.gname = ""
+        member.mtime = int(epoch) if epoch.isdigit() else int(member.mtime)
+        return member
+
     # gzip at level 1: 2.3 s for torch's 40 MB of headers (6.7 MB left), where xz took 10.4 s
     # to save 3.3 MB more, on the critical path of every BuildKit build of such a slim.
-    with tarfile.open(
-        root / HEADERS_ARCHIVE, "w:gz", compresslevel=1, format=tarfile.PAX_FORMAT
-    ) as archive:
+    # One `with` of several, unparenthesised: bases with Python 3.8 run this too.
+    raw = (root / HEADERS_ARCHIVE).open("wb")
+    packed = gzip.GzipFile(filename="", mode="wb", compresslevel=1, fileobj=raw, mtime=0)
+    with raw, packed, tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for folder in folders:
-            archive.add(folder, arcname=str(folder.relative_to(root)))
+            archive.add(folder, arcname=str(folder.relative_to(root)), filter=same_bytes)
     for folder in folders:
         log[str(folder.relative_to(root))] = sum(
             p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()
         )
         shutil.rmtree(folder)
     return (root / HEADERS_ARCHIVE).stat().st_size
+
+
+UV_CACHE_INFO = "uv_cache.json"
+
+
+def drop_uv_cache_info(root: Path) -> int:
+    """uv writes `uv_cache.json` into each dist-info: when it unpacked that wheel into its
+    cache, the one thing in the venv that differs between two builds of the same inputs (and
+    nothing reads it but `uv pip` deciding whether a local source changed). Each goes, with its
+    line of the distribution's RECORD, so RECORD still lists exactly what is there. Returns the
+    number removed."""
+    removed = 0
+    for info in sorted(root.glob(f"lib/python*/site-packages/*.dist-info/{UV_CACHE_INFO}")):
+        record = info.parent / "RECORD"
+        if record.is_file():
+            entry = f"{info.parent.name}/{UV_CACHE_INFO},"
+            lines = record.read_text(encoding="utf-8").splitlines(keepends=True)
+            record.write_text("".join(x for x in lines if not x.startswith(entry)), "utf-8")
+        info.unlink()
+        removed += 1
+    return removed
 
 
 def leave_out(root: Path, names: list[str]) -> None:
@@ -184,6 +239,15 @@ def leave_out(root: Path, names: list[str]) -> None:
     (root / "imagekit-left-out.txt").write_text("".join(f"{pin}\n" for pin in pins))
 
 
+def keys_removed(root: Path, listing: Path | None) -> list[str]:
+    """The files `listing` names (NUL-separated absolute paths), relative to `root`."""
+    if listing is None:
+        return []
+    names = [os.fsdecode(n) for n in listing.read_bytes().split(b"\0") if n]
+    # os.path, not Path.is_relative_to: the builder's Python may be 3.8 (Ubuntu 20.04).
+    return sorted(os.path.relpath(n, root) if n.startswith(f"{root}/") else n for n in names)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("venv", type=Path)
@@ -191,10 +255,13 @@ def main() -> None:
     parser.add_argument("--keep-static-archives", action="store_true")
     parser.add_argument("--pack-headers", action="store_true")
     parser.add_argument("--report", default="imagekit-pruned.json", help="written into VENV")
+    parser.add_argument("--keys-removed", type=Path, help="private keys the build deleted")
     args = parser.parse_args()
     root = args.venv.resolve()
+    removed_keys = keys_removed(root, args.keys_removed)
     if args.leave_out:
         leave_out(root, args.leave_out)
+    uv_cache_info = drop_uv_cache_info(root)
     report: dict[str, dict[str, int]] = {
         "stripped": {},
         "debug_left": {},
@@ -202,19 +269,21 @@ def main() -> None:
         "linked": {},
         "headers_packed": {},
     }
-    steps: dict[str, dict[str, float]] = {}
+    stripped_sha256: dict[str, dict[str, str]] = {}
+    steps: dict[str, dict[str, int]] = {}
+    seconds: dict[str, float] = {}
 
     def step(name: str, action: Callable[[], int]) -> None:
         """Run one pruning step, recording its seconds and the bytes it saved."""
         started = time.monotonic()
-        saved = action()
-        steps[name] = {"seconds": round(time.monotonic() - started, 3), "bytes": saved}
+        steps[name] = {"bytes": action()}
+        seconds[name] = round(time.monotonic() - started, 3)
 
     def total(part: str) -> int:
         return sum(report[part].values())
 
     def debug() -> int:
-        strip_debug(root, report["stripped"], report["debug_left"])
+        strip_debug(root, report["stripped"], report["debug_left"], stripped_sha256)
         return total("stripped")
 
     def static() -> int:
@@ -244,8 +313,13 @@ def main() -> None:
         "headers_archive_bytes": archive,
         "steps": steps,
         **report,
+        "stripped_sha256": stripped_sha256,
+        "keys_removed": removed_keys,
+        "uv_cache_info_removed": uv_cache_info,
     }
     (root / args.report).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    timed = {name: {"seconds": seconds[name], **figures} for name, figures in steps.items()}
+    print(f"prune_venv steps: {json.dumps(timed, sort_keys=True)}", file=sys.stderr)
     print(f"pruned {root}: {saved / 1e6:.1f} MB saved", file=sys.stderr)
 
 

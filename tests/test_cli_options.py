@@ -328,7 +328,9 @@ def case_build(f: Files) -> Line:
             cache_to="127.0.0.1:5000/cache/to",
             compression=Compression.ZSTD,
             network=BuildNetwork.NONE,
+            source_date_epoch=1700000000,
         ),
+        {"SOURCE_DATE_EPOCH": "1700000000"},
     )
 
 

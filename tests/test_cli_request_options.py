@@ -21,7 +21,10 @@ from imagekit.core.requests.line import ordered, params, request_of
 from imagekit.core.requests.options import Flags, Opt
 
 # Fields no option sets: the command fills them (SOURCE_DATE_EPOCH, read from the environment).
-MADE_BY_THE_COMMAND = {("BootstrapCommand", "source_date_epoch")}
+MADE_BY_THE_COMMAND = {
+    ("BootstrapCommand", "source_date_epoch"),
+    ("BuildCommand", "source_date_epoch"),
+}
 
 
 def test_nested_parts_are_flattened_in_field_order() -> None:

@@ -106,6 +106,8 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installe
 
 REQUIRED_FILES = [
     "imagekit/_bundled/templates/Dockerfile.j2",
+    # Copied into each image's structure-check container at verify time (wheel-files).
+    "imagekit/_bundled/templates/wheel_files.py",
     "imagekit/data/compat.yaml",
     "imagekit/data/hadolint.yaml",
     "imagekit/data/matrix.schema.json",

@@ -1,7 +1,10 @@
-"""prune_venv.py, the builder-stage script that slims a virtualenv, on real ELF files."""
+"""prune_venv.py, the builder-stage script that slims a virtualenv, on real ELF files; and its
+report as the evidence verify's wheel-files check weighs (templates/wheel_files.py)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import shutil
@@ -11,7 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.core.records import Check
+from imagekit.core.wheel_files import parse_facts, wheel_files_check
+
 SCRIPT = Path(__file__).resolve().parents[1] / "templates" / "prune_venv.py"
+WHEEL_FILES = SCRIPT.with_name("wheel_files.py")
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("gcc", "strip", "readelf")),
     reason="needs gcc and binutils (Debian: build-essential)",
@@ -164,11 +171,137 @@ def test_without_strip_on_path_debug_sections_are_found_and_left(
     assert report["steps"]["debug_sections"]["bytes"] == 0
 
 
-def test_each_step_reports_its_seconds_and_bytes(venv: Path) -> None:
-    report = prune(venv, "--pack-headers")
+def test_each_step_reports_its_bytes_in_the_image_and_its_seconds_in_the_log(
+    venv: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(venv), "--pack-headers"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    report = json.loads((venv / "imagekit-pruned.json").read_text())
     assert set(report["steps"]) == {"debug_sections", "static_archives", "duplicates", "headers"}
-    for figures in report["steps"].values():
-        assert figures["seconds"] >= 0
+    # The image keeps no time: a rebuild of the same inputs writes the same report.
+    assert all(set(figures) == {"bytes"} for figures in report["steps"].values())
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("prune_venv steps: ")]
+    logged = json.loads(line.removeprefix("prune_venv steps: "))
+    assert set(logged) == set(report["steps"])
+    for name, figures in logged.items():
+        assert figures["seconds"] >= 0 and figures["bytes"] == report["steps"][name]["bytes"]
     assert report["steps"]["static_archives"]["bytes"] == 1008
     assert report["steps"]["duplicates"]["bytes"] == 2 * 256 * 512
     assert report["saved_bytes"] == sum(s["bytes"] for s in report["steps"].values())
+
+
+def record_hash(path: Path) -> str:
+    digest = hashlib.sha256(path.read_bytes()).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def test_a_stripped_file_s_digests_before_and_after_are_reported(venv: Path) -> None:
+    lib = venv / "lib" / "pkg"
+    installed = record_hash(lib / "libdebug.so.1")
+    report = prune(venv)
+    assert report["stripped_sha256"] == {
+        "lib/pkg/libdebug.so.1": {"before": installed, "after": record_hash(lib / "libdebug.so.1")}
+    }
+    assert installed != report["stripped_sha256"]["lib/pkg/libdebug.so.1"]["after"]
+    # The byte counts keep their meaning: what `make bench` and the steps add up.
+    assert report["stripped"]["lib/pkg/libdebug.so.1"] == report["steps"]["debug_sections"]["bytes"]
+
+
+def test_the_private_keys_the_build_deleted_are_named_relative_to_the_venv(
+    venv: Path, tmp_path: Path
+) -> None:
+    listing = tmp_path / "keys-removed"  # as drop_private_keys' `tee` writes it: NUL-separated
+    listing.write_bytes(f"{venv}/lib/pkg/tests/test.key\0{venv}/lib/pkg/other.pem\0".encode())
+    report = prune(venv, "--keys-removed", str(listing))
+    assert report["keys_removed"] == ["lib/pkg/other.pem", "lib/pkg/tests/test.key"]
+    listing.write_bytes(b"")
+    assert prune(venv, "--keys-removed", str(listing))["keys_removed"] == []
+    assert prune(venv)["keys_removed"] == []
+
+
+def test_a_pruned_venv_still_holds_what_its_wheel_installed(venv: Path) -> None:
+    """prune_venv.py's report, templates/wheel_files.py's facts and the core's judgement
+    together: every step's change is accounted for, and a change no step made is caught."""
+    site = venv / "lib" / "python3.11" / "site-packages"
+    include = site / "pkg" / "include"
+    include.mkdir(parents=True)
+    (include / "pkg.h").write_text("int pkg;\n" * 100)
+    (site / "pkg" / "test.key").write_text("-----BEGIN PRIVATE KEY-----\n")
+    (venv / "bin").mkdir()
+    (venv / "bin" / "pkg-tool").write_text("#!/opt/venv/bin/python\n")
+    files = [p for p in venv.rglob("*") if p.is_file()]
+    rows = [f"{os.path.relpath(p, site)},{record_hash(p)},{p.stat().st_size}" for p in files]
+    dist_info = site / "pkg-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n")
+    (dist_info / "RECORD").write_text("\n".join([*rows, "pkg-1.0.dist-info/RECORD,,"]) + "\n")
+    (site / "pkg" / "test.key").unlink()  # what the Dockerfile's drop_private_keys does
+    listing = venv.parent / "keys-removed"
+    listing.write_bytes(f"{site}/pkg/test.key\0".encode())
+    prune(venv, "--pack-headers", "--keys-removed", str(listing))
+
+    def check() -> Check:
+        out = subprocess.run(
+            [sys.executable, "-I", "-S", str(WHEEL_FILES), str(venv)],
+            check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        return wheel_files_check(parse_facts(out), "slim")
+
+    held = check()
+    assert held.ok, held.detail
+    for said in (
+        f"{len(files) + 1} files of 1 distributions as their wheels installed them",
+        "1 stripped of debug sections",
+        "2 linked to an identical copy",
+        "1 packed in imagekit-headers.tar.gz",
+        "1 present, RECORD giving no hash",
+        "1 removed as static archives with a shared twin: lib/pkg/libplain_static.a",
+        "1 removed as private keys: lib/python3.11/site-packages/pkg/test.key",
+    ):
+        assert said in held.detail
+    (venv / "lib" / "pkg" / "libother.so.12").write_bytes(b"changed")
+    (venv / "bin" / "pkg-tool").unlink()
+    lost = check()
+    assert not lost.ok
+    assert "pkg 1.0: lib/pkg/libother.so.12 has sha256=" in lost.detail
+    assert "pkg 1.0: bin/pkg-tool is missing" in lost.detail
+
+
+def test_uvs_cache_time_leaves_each_dist_info_and_its_record(venv: Path) -> None:
+    """uv_cache.json holds when uv unpacked the wheel: the one file that differs between two
+    builds of the same inputs. It goes, with its RECORD line; the rest of RECORD stays."""
+    dist_info = venv / "lib" / "python3.11" / "site-packages" / "pkg-1.0.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "uv_cache.json").write_text('{"timestamp":{"secs_since_epoch":1796247744}}')
+    rows = [
+        "pkg/__init__.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0",
+        "pkg-1.0.dist-info/uv_cache.json,sha256=AAAA,46",
+        "pkg-1.0.dist-info/RECORD,,",
+    ]
+    (dist_info / "RECORD").write_text("\n".join(rows) + "\n")
+    report = prune(venv)
+    assert not (dist_info / "uv_cache.json").exists()
+    assert (dist_info / "RECORD").read_text() == f"{rows[0]}\n{rows[2]}\n"
+    assert report["uv_cache_info_removed"] == 1
+
+
+def test_the_headers_archive_is_the_same_bytes_for_the_same_headers(tmp_path: Path) -> None:
+    """Two builds unpack the same headers at different times: with SOURCE_DATE_EPOCH set, the
+    archive (tar and gzip headers included) is the same bytes."""
+    made = []
+    for n, when in enumerate((1_000_000_000, 1_500_000_000)):
+        include = tmp_path / str(n) / "lib" / "python3.11" / "site-packages" / "pkg" / "include"
+        include.mkdir(parents=True)
+        for name in ("b.h", "a.h"):
+            (include / name).write_text(f"int {name[0]};\n")
+            os.utime(include / name, (when, when))
+        env = {**os.environ, "SOURCE_DATE_EPOCH": "1700000000"}
+        root = tmp_path / str(n)
+        subprocess.run(
+            [sys.executable, str(SCRIPT), str(root), "--pack-headers"], check=True, env=env
+        )
+        made.append((root / "imagekit-headers.tar.gz").read_bytes())
+        (root / "imagekit-headers.tar.gz").unlink()
+    assert made[0] == made[1]

@@ -761,7 +761,12 @@ def test_slim_prunes_its_venv_in_the_builder_stage_and_leaves_triton_to_full() -
     matrix = load_matrix(CUDA_LOCAL)
     slim = render_image(plan_named(matrix, "2.14.1-cu130-py3.11-slim"))
     builder, _ = stages(slim.dockerfile)
-    assert "prune_venv.py /opt/venv --pack-headers --leave-out triton" in builder
+    assert (
+        "prune_venv.py /opt/venv --keys-removed /tmp/imagekit/keys-removed --pack-headers "
+        "--leave-out triton" in builder
+    )
+    # The private keys the build deletes are listed for the report (verify's wheel-files check).
+    assert "| tee /tmp/imagekit/keys-removed | xargs -0 -r rm -fv --" in builder
     # Pruning needs only Python: no build installs binutils (or anything) for it.
     assert "binutils" not in slim.dockerfile and "strip" not in builder.split("prune_venv")[0]
     assert builder.count("apt-get install") == 1  # only for a base without the interpreter
@@ -769,6 +774,10 @@ def test_slim_prunes_its_venv_in_the_builder_stage_and_leaves_triton_to_full() -
     full_builder, _ = stages(full.dockerfile)
     assert "-r /opt/venv/imagekit-left-out.txt" in full_builder
     assert "--keep-static-archives" in full_builder
+    assert "| tee /tmp/imagekit-keys-removed | xargs -0 -r rm -fv --" in full_builder
+    assert "--keys-removed /tmp/imagekit-keys-removed --report imagekit-pruned-full.json" in (
+        full_builder
+    )
     assert "-m tarfile -e /opt/venv/imagekit-headers.tar.gz /tmp/overlay" in full_builder
     assert "prune_venv.py" in full.files
     assert "apt-get" not in full_builder
@@ -874,3 +883,53 @@ def test_a_slim_numpy_pinned_in_packages_is_not_asked_for_twice() -> None:
     slim = {p.flavour: p for p in parse_matrix(text, "m.yaml").plans}["slim"]
     lines = render_image(slim).files["requirements.txt"].splitlines()[1:]
     assert lines == ["torch==2.13.0", "NumPy==2.4.6"]
+
+
+def test_each_build_gets_its_parents_time_or_the_callers_as_its_epoch(
+    default_matrix: Matrix, tmp_path: Path
+) -> None:
+    """SOURCE_DATE_EPOCH reaches the builder as a build arg: the parent image's creation time
+    by default (the same on every runner that holds that base), the caller's where set; it is
+    part of the input hash; and BuildKit is asked to clamp file times only where it can."""
+    from dataclasses import replace
+
+    from imagekit.adapters.builders import buildx_output
+    from imagekit.core.ports import BuildRequest
+    from imagekit.orchestration import build
+    from tests.fakes import FakeEngine
+
+    plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
+    options = RenderOptions(buildkit=True)
+    inputs = ContextInputs(installer=tmp_path / "uv")
+    inputs.installer.write_bytes(b"uv")  # type: ignore[union-attr]
+    engine = FakeEngine()
+    base = render_image(plan, options).build_args["BASE_IMAGE"]
+    parent = engine.add(base, "sha256:" + "b" * 64)
+    engine.images[base] = replace(parent, created="2023-11-14T22:13:20.123456789Z")
+    requests: list[BuildRequest] = []
+    StopBuilder = stop_builder(requests)
+    run = SimpleNamespace(log_file=lambda name: tmp_path / f"{name}.log")
+    hashes = []
+    for explicit, rewrite in ((None, False), (None, True), (1800000000, True)):
+        settings = build.BuildSettings(
+            options, inputs, tmp_path / f"{explicit}-{rewrite}",
+            source_date_epoch=explicit, rewrite_timestamps=rewrite,
+        )  # fmt: skip
+        result = build.BuildRun(
+            engine, StopBuilder(), [plan], settings, run, lambda e: None
+        )._build_one(plan)
+        hashes.append(result.input_hash)
+    by_parent, rewritten, by_caller = requests
+    assert by_parent.build_args["SOURCE_DATE_EPOCH"] == "1700000000"
+    assert by_caller.build_args["SOURCE_DATE_EPOCH"] == "1800000000"
+    assert by_parent.build_args["BASE_IMAGE"] == base
+    # The same epoch is the same image; another epoch another.
+    assert hashes[0] == hashes[1] != hashes[2]
+    assert buildx_output(by_parent) == ["--load"]
+    archive = tmp_path / "image.oci.tar"
+    assert buildx_output(by_parent, archive) == ["--load"]
+    assert buildx_output(rewritten, archive) == [
+        "--output",
+        f"type=oci,rewrite-timestamp=true,dest={archive}",
+    ]
+    assert "ARG SOURCE_DATE_EPOCH" in render_image(plan, options).dockerfile

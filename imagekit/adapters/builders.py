@@ -92,17 +92,40 @@ def buildx_driver() -> str:
     return ""
 
 
-def buildx_output(request: BuildRequest) -> list[str]:
+def buildx_output(request: BuildRequest, archive: Path | None = None) -> list[str]:
     """Where buildx puts the image: the engine's store, as `--load` does (new layers gzip,
     layers it already holds as they are: after a zstd build, zstd), or with every layer forced
     to the compression asked for, which the containerd image store keeps as built, so a push
-    sends them as they are."""
+    sends them as they are. Where file times are to be rewritten, an OCI archive at `archive`
+    that `load` puts in the store: Docker 26's own image exporter refuses to rewrite
+    ("rewrite-timestamp conflicts with unpack")."""
+    if request.rewrite_timestamps and archive is not None:
+        return ["--output", f"type=oci,rewrite-timestamp=true,dest={archive}"]
     if request.compression is None:
         return ["--load"]
     return [
         "--output",
         f"type=image,compression={request.compression},force-compression=true,oci-mediatypes=true",
     ]
+
+
+def load(archive: Path, reference: str) -> tuple[str | None, str]:
+    """`docker load` of the OCI archive buildx wrote, tagged `reference`: (the image id the
+    engine gives it, what it said)."""
+    done = subprocess.run(
+        ["docker", "load", "--input", str(archive)],
+        capture_output=True, text=True, check=False, timeout=3600, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    said = (done.stdout + done.stderr).strip()
+    if done.returncode != 0:
+        return None, said or f"docker load exited with {done.returncode}"
+    found = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", reference],
+        capture_output=True, text=True, check=False, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    if found.returncode != 0:
+        return None, found.stderr.strip() or f"{reference} is not there after docker load"
+    return found.stdout.strip(), said
 
 
 class BuildxBuilder:
@@ -118,7 +141,8 @@ class BuildxBuilder:
         with tempfile.TemporaryDirectory(prefix="imagekit-iid-") as tmp:
             iidfile = Path(tmp) / "iid"
             command = ["docker", "buildx", "build", "--progress", "plain"]
-            command += buildx_output(request)
+            archive = Path(tmp) / "image.oci.tar"
+            command += buildx_output(request, archive)
             command += ["--file", str(request.context_dir / "Dockerfile")]
             command += ["--tag", request.reference, "--iidfile", str(iidfile)]
             for key, value in sorted(request.build_args.items()):
@@ -159,6 +183,14 @@ class BuildxBuilder:
             if code != 0:
                 log.error = f"docker buildx build exited with {code}"
                 return BuildOutcome(False, None, log.failure_message(), log)
-            image_id = iidfile.read_text().strip()
+            image_id: str | None = iidfile.read_text().strip()
+            if archive.exists():
+                # Tagged as it was named (`--tag`); the id is the store's, not the config's.
+                image_id, said = load(archive, request.reference)
+                with request.log_path.open("a", encoding="utf-8") as handle:
+                    handle.write(f"docker load: {said}\n")
+                if image_id is None:
+                    log.error = f"the image was built but docker load refused it: {said}"
+                    return BuildOutcome(False, None, log.error, log)
         log.image_id = image_id
         return BuildOutcome(True, image_id, "", log)

@@ -2,14 +2,18 @@
 
 A throw-away container of the image (its entrypoint replaced by `sleep`) is
 inspected the way a person would with `docker exec`: who runs, what is
-writable, what caches and packages the image carries. The container is always
-removed. Whether the labels agree with what runs inside is decided by
-`imagekit.core.agreement`, from the env probe's facts.
+writable, what caches and packages the image carries, and (templates/wheel_files.py,
+copied in) whether its venv holds every file its wheels installed. The container is
+always removed. Whether the labels agree with what runs inside is decided by
+`imagekit.core.agreement`, from the env probe's facts; what the wheels' files add up to, by
+`imagekit.core.wheel_files`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+import tarfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,12 +27,19 @@ from imagekit.core import labels as L
 from imagekit.core.labels import ImageLabels
 from imagekit.core.records import Check
 from imagekit.core.runtime import emulation_for, without_emulation_noise
+from imagekit.core.wheel_files import CHECK_NAME as WHEEL_FILES
+from imagekit.core.wheel_files import SCRIPT as WHEEL_FILES_SCRIPT
+from imagekit.core.wheel_files import parse_facts, wheel_files_check
+from imagekit.resources import templates_dir
 
+VENV = "/opt/venv"
 SERVICES = {
-    "jupyter": "/opt/venv/bin/jupyter",
-    "tensorboard": "/opt/venv/bin/tensorboard",
+    "jupyter": f"{VENV}/bin/jupyter",
+    "tensorboard": f"{VENV}/bin/tensorboard",
     "sshd": "/usr/sbin/sshd",
 }
+# Where the wheel-files script is copied in the throw-away container (root reads it).
+WHEEL_FILES_AT = "/tmp/imagekit-wheel-files.py"
 COMPILERS = ("gcc", "g++", "make")
 REQUIRED_LABELS = (L.TORCH, L.PYTHON, L.FLAVOUR, L.CELL)
 BASE_SAYS = ", from its base (bootstrapped --packages-for full, label io.imagekit.base.include)"
@@ -82,6 +93,7 @@ class DockerInspector:
                 *_label_checks(labels),
                 *_flavour_checks(parsed, root_host),
                 *_python_checks(parsed, user_host, emulation.emulated),
+                *(_wheel_files_checks(container, parsed, root_host) if parsed.is_imagekit else []),
                 *self._entrypoint_checks(image_id, parsed, workload, labels_run),
             ]
         finally:
@@ -281,3 +293,29 @@ def _python_checks(labels: ImageLabels, user: Any, emulated: bool = False) -> li
             detail=said.splitlines()[0][:200] if said else f"exit {run.rc}, silent",
         )
     ]
+
+
+def _wheel_files_checks(container: Any, labels: ImageLabels, root: Any) -> list[Check]:
+    """Every file each installed wheel's RECORD lists, hashed inside the container in one
+    Python process (templates/wheel_files.py), judged by `imagekit.core.wheel_files`."""
+    script = (templates_dir() / WHEEL_FILES_SCRIPT).read_bytes()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        item = tarfile.TarInfo(WHEEL_FILES_AT.rsplit("/", 1)[1])
+        item.size, item.mode, item.mtime = len(script), 0o644, 0
+        archive.addfile(item, io.BytesIO(script))
+    with engine_errors(f"copying {WHEEL_FILES_SCRIPT} into a structure-check container"):
+        container.put_archive(WHEEL_FILES_AT.rsplit("/", 1)[0], buffer.getvalue())
+    # -I -S: no site-packages on sys.path and no .pth start-up hooks; the script is stdlib only.
+    looked = root.run(f"{VENV}/bin/python -I -S {WHEEL_FILES_AT} {VENV}")
+    if looked.rc != 0:
+        said = looked.stderr.strip().splitlines()
+        why = said[-1][-200:] if said else "no output"
+        return [
+            Check(name=WHEEL_FILES, ok=False, detail=f"could not look (exit {looked.rc}): {why}")
+        ]
+    try:
+        facts = parse_facts(looked.stdout)
+    except ValueError as exc:
+        return [Check(name=WHEEL_FILES, ok=False, detail=f"unreadable facts: {str(exc)[:200]}")]
+    return [wheel_files_check(facts, labels.flavour)]

@@ -8,24 +8,19 @@ from typing import Any
 
 import typer
 
-from imagekit.cli.common import (
-    app,
-    event_view,
-    note_leftovers,
-    say,
-    show,
-)
+from imagekit.cli.common import app, event_view, note_leftovers, say, show
 from imagekit.cli.options import command
-from imagekit.core.requests import (
-    BakeRequest,
-    BootstrapCommand,
-    BuildCommand,
-    GcRequest,
-)
+from imagekit.core.requests import BakeRequest, BootstrapCommand, BuildCommand, GcRequest
+from imagekit.core.requests.build import epoch_from
 from imagekit.errors import BuildFailedError
 
 
-@command(app, "build", BuildCommand)
+def _build_request(**options: Any) -> BuildCommand:
+    """The request, with SOURCE_DATE_EPOCH read (core/reproducible.py)."""
+    return BuildCommand(**options, source_date_epoch=epoch_from(os.environ))
+
+
+@command(app, "build", BuildCommand, _build_request)
 def build(request: BuildCommand) -> None:
     """Build the selected images and print the outcome of each."""
     from imagekit.adapters.build_tools import DockerBuildTools
@@ -67,7 +62,7 @@ app.add_typer(base_app, name="base")
 
 def _bootstrap_request(arch: str | None, **options: Any) -> BootstrapCommand:
     """The request, its architecture this machine's unless given, SOURCE_DATE_EPOCH read."""
-    epoch = BootstrapCommand.epoch_from(os.environ)
+    epoch = epoch_from(os.environ)
     return BootstrapCommand(**options, arch=arch or _host_arch(), source_date_epoch=epoch)
 
 

@@ -12,19 +12,11 @@ import queue
 import threading
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Protocol
 
 from imagekit.core import labels as L
-from imagekit.core.build_options import (
-    BuilderChoice,
-    BuildkitAsk,
-    BuildNetwork,
-    Compression,
-)
 from imagekit.core.build_outcome import budget_problem, missing_parent, platform_mismatch, summary
 from imagekit.core.build_stream import BuildLog
-from imagekit.core.context import ContextInputs, input_hash, write_context
+from imagekit.core.context import input_hash, write_context
 from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import (
     Builder,
@@ -35,90 +27,15 @@ from imagekit.core.ports import (
     RunStore,
 )
 from imagekit.core.records import BuildRecord, BuildStatus, ImageRecord, LayerSize, PlanRecord
-from imagekit.core.render import RenderedImage, RenderOptions, render_image
+from imagekit.core.render import RenderedImage, render_image
+from imagekit.core.reproducible import SOURCE_DATE_EPOCH, build_epoch
 from imagekit.core.runtime import runs_emulated
 from imagekit.events import Event, EventKind, EventSink
+from imagekit.orchestration.build_settings import BuildAsk, BuildSettings
+
+__all__ = ["BuildAsk", "BuildRun", "BuildSettings"]
 
 LARGEST_LAYERS = 5
-
-
-class BuildAsk(Protocol):
-    """How `imagekit build` was asked to build (its request, read-only): the builder and
-    every knob of `BuildSettings`."""
-
-    @property
-    def builder(self) -> BuilderChoice: ...
-    @property
-    def buildkit(self) -> BuildkitAsk: ...
-    @property
-    def jobs(self) -> int: ...
-    @property
-    def no_cache(self) -> bool: ...
-    @property
-    def fail_fast(self) -> bool: ...
-    @property
-    def pull(self) -> bool: ...
-    @property
-    def labels(self) -> tuple[tuple[str, str], ...]: ...
-    @property
-    def cache_from(self) -> str | None: ...
-    @property
-    def cache_to(self) -> str | None: ...
-    @property
-    def compression(self) -> Compression | None: ...
-    @property
-    def network(self) -> BuildNetwork: ...
-
-
-@dataclass(frozen=True)
-class BuildSettings:
-    """Everything about how to build, apart from what."""
-
-    options: RenderOptions
-    inputs: ContextInputs
-    contexts_dir: Path
-    jobs: int = 1
-    no_cache: bool = False
-    fail_fast: bool = False
-    # Pull a missing base image (where a registry is reachable, e.g. CI); off by default so
-    # that an air-gapped build fails at once with a hint instead of waiting on DNS.
-    pull: bool = False
-    extra_labels: tuple[tuple[str, str], ...] = ()
-    # BuildKit's registry cache: repositories that hold one cache per image, tagged as it is.
-    cache_from: str | None = None
-    cache_to: str | None = None
-    compression: Compression | None = None  # every layer forced to gzip or zstd (BuildKit)
-    network: BuildNetwork = BuildNetwork.DEFAULT  # none: the build must be offline
-
-    def __post_init__(self) -> None:
-        # A value given as its text ("zstd", "none") is taken as its member: one type inside.
-        if self.compression is not None:
-            object.__setattr__(self, "compression", Compression(self.compression))
-        object.__setattr__(self, "network", BuildNetwork(self.network))
-
-    @classmethod
-    def of(
-        cls, ask: BuildAsk, options: RenderOptions, inputs: ContextInputs, contexts_dir: Path
-    ) -> BuildSettings:
-        """The settings of what was asked, with the render inputs resolved for the builder."""
-        return cls(
-            options=options,
-            inputs=inputs,
-            contexts_dir=contexts_dir,
-            jobs=ask.jobs,
-            no_cache=ask.no_cache,
-            fail_fast=ask.fail_fast,
-            pull=ask.pull,
-            extra_labels=ask.labels,
-            cache_from=ask.cache_from,
-            cache_to=ask.cache_to,
-            compression=ask.compression,
-            network=ask.network,
-        )
-
-    def cache_ref(self, repository: str | None, plan: ImagePlan) -> str | None:
-        """The cache reference of one image in `repository` (None: no cache)."""
-        return f"{repository}:{plan.local_tag}" if repository else None
 
 
 @dataclass(frozen=True)
@@ -194,7 +111,11 @@ class BuildRun:
         parent = self._parent(plan, rendered)
         if isinstance(parent, str):
             return _record(plan, started, BuildStatus.FAILED, parent)
+        epoch = build_epoch(s.source_date_epoch, parent.created)
         engine_inputs = {"parent_image_id": parent.id}
+        if epoch is not None:
+            # Another epoch is another image (its times); unnamed where there is none.
+            engine_inputs["source_date_epoch"] = str(epoch)
         if s.compression:
             # Other layers, other image: an image is not up to date for a build that forces
             # another compression. (Only named when forced, so existing hashes stay.)
@@ -205,7 +126,7 @@ class BuildRun:
             measured = self._measure(existing.id)
             return _record(plan, started, BuildStatus.UP_TO_DATE, "up to date", digest, measured)
         self.events(Event(EventKind.STARTED, plan.name, f"building with {self.builder.name}"))
-        request = self._request(plan, rendered, digest)
+        request = self._request(plan, rendered, digest, epoch)
         on_line = _step_reporter(self.events, plan.name, [] if log_lines is None else log_lines)
         outcome = self.builder.build(request, on_line)
         log_path = str(request.log_path)
@@ -229,16 +150,22 @@ class BuildRun:
             return missing_parent(plan, reference, pulled)
         return platform_mismatch(parent.platform, plan) or parent
 
-    def _request(self, plan: ImagePlan, rendered: RenderedImage, digest: str) -> BuildRequest:
-        """The builder's request: the context written, the labels, the cache references."""
+    def _request(
+        self, plan: ImagePlan, rendered: RenderedImage, digest: str, epoch: int | None
+    ) -> BuildRequest:
+        """The builder's request: the context written, the labels, the cache references, the
+        epoch the build stamps into the image."""
         s = self.settings
         folder = write_context(rendered, s.contexts_dir, s.inputs, input_hash=digest)
         labels = {L.INPUT_HASH: digest, L.MANAGED: "true", **dict(s.extra_labels)}
+        build_args = dict(rendered.build_args)
+        if epoch is not None:
+            build_args[SOURCE_DATE_EPOCH] = str(epoch)
         return BuildRequest(
             name=plan.name,
             context_dir=folder,
             reference=plan.reference,
-            build_args=rendered.build_args,
+            build_args=build_args,
             labels=labels,
             log_path=self.run.log_file(plan.name),
             no_cache=s.no_cache,
@@ -248,6 +175,7 @@ class BuildRun:
             compression=s.compression,
             network=s.network.mode,
             platform=self._platform(plan),
+            rewrite_timestamps=s.rewrite_timestamps and epoch is not None,
         )
 
     def _measure(self, image_id: str) -> Measured:

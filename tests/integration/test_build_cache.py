@@ -54,8 +54,13 @@ def slim_matrix(folder: Path, repository: str, base: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running_registry(tmp_path_factory.mktemp("cache-registry")) as host:
+def registry_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache-registry")
+
+
+@pytest.fixture(scope="module")
+def registry(registry_folder: Path) -> Iterator[str]:
+    with running_registry(registry_folder) as host:
         yield host
 
 
@@ -259,3 +264,66 @@ def layer_types(engine: OtherEngine, image_id: str, folder: Path) -> set[str]:
             }
     archive.unlink()
     return types
+
+
+def registry_blobs(folder: Path) -> set[str]:
+    """The blob digests a docker-registry holds under its storage `folder`."""
+    return {p.parent.name for p in folder.glob("data/docker/registry/v2/blobs/sha256/*/*/data")}
+
+
+def test_two_cold_builds_on_two_fresh_engines_are_the_same_image_and_publish_pushes_nothing(
+    session: Session,
+    demo_base: str,
+    wheelhouse: Path,
+    tmp_path: Path,
+    containerd_engine: OtherEngine,
+    fresh_engine: OtherEngine,
+    registry_folder: Path,
+    registry: str,
+) -> None:
+    """BuildKit with SOURCE_DATE_EPOCH (the base's creation time) and rewritten file times: the
+    same inputs on two engines that share nothing but the base make the same image digest,
+    layer for layer; publishing the rebuild moves no tag and uploads no layer."""
+    repository = f"{session.repository}-repro"
+    matrix = slim_matrix(tmp_path, repository, demo_base)
+    common = ("--wheelhouse", str(wheelhouse), "--builder", "buildx", "--no-cache")
+    first = build(matrix, tmp_path / "first", *common, env=containerd_engine.env(local=True))
+    again = build(matrix, tmp_path / "again", *common, env=fresh_engine.env(local=True))
+    assert first["status"] == again["status"] == "built"
+    assert "rewriting layers with source-date-epoch" in Path(again["log_path"]).read_text()
+    assert layers_of(fresh_engine, again["image_id"]) == layers_of(
+        containerd_engine, first["image_id"]
+    )
+    assert again["image_id"] == first["image_id"]
+
+    def publish(engine: OtherEngine, results: Path) -> dict:
+        # --force: the gate (a verify record) is not what this shows; the bytes are.
+        done = imagekit(
+            "publish", "--matrix", str(matrix), "--flavour", "slim", "--registry", registry,
+            "--force", "--results", str(results), "--json", env=engine.env(local=True),
+        )  # fmt: skip
+        assert done.code == 0, done.stderr[-3000:]
+        (image,) = json.loads(done.stdout)["images"]
+        return image
+
+    published = publish(containerd_engine, tmp_path / "first")
+    assert published["status"] == "published"
+    blobs = registry_blobs(registry_folder)
+    republished = publish(fresh_engine, tmp_path / "again")
+    assert [t["status"] for t in republished["tags"]] == ["unchanged"] * len(published["tags"])
+    assert [t["digest"] for t in republished["tags"]] == [t["digest"] for t in published["tags"]]
+    # And pushed as it is, by the engine itself: every layer is already there.
+    client = fresh_engine.client()
+    try:
+        tag = published["tags"][0]["tag"]
+        name, _, version = tag.rpartition(":")
+        client.api.tag(again["image_id"], name, version)
+        statuses = {
+            item["id"]: item["status"]
+            for item in client.api.push(name, version, stream=True, decode=True)
+            if item.get("id") and "status" in item
+        }
+    finally:
+        client.close()
+    assert statuses and set(statuses.values()) == {"Layer already exists"}, statuses
+    assert registry_blobs(registry_folder) == blobs

@@ -17,6 +17,7 @@ import docker
 import jsonschema
 import pytest
 
+from imagekit.core.wheel_files import CHECK_NAME as WHEEL_FILES
 from tests.children import default_stop_signals
 from tests.integration.conftest import ROOT, TEST_LABELS, DemoBuild, Session, imagekit
 
@@ -104,6 +105,22 @@ def test_every_cpu_probe_passes_with_the_textbook_values(demo_verify: dict) -> N
         assert matmul["metrics"]["matmul_cold_ms"] > 0
         assert matmul["metrics"]["matmul_warm_median_ms"] > 0
         assert all(c["ok"] for c in verify["structure"])
+
+
+def test_every_file_the_wheels_installed_is_in_slim_and_full(demo_verify: dict) -> None:
+    """The wheel-files structure check passed on both images: slim's venv after pruning, full's
+    after its overlay (pruned by itself) landed on slim's. The tornado test key full's build
+    deleted is a removal on purpose, named; slim's torch/bin/protoc became a link."""
+    run = demo_verify["run"]
+    for name in (SLIM, FULL):
+        record = json.loads((run / "images" / f"{name}.json").read_text())
+        checks = {c["name"]: c for c in record["verify"]["structure"]}
+        wheels = checks[WHEEL_FILES]
+        assert wheels["ok"], wheels["detail"]
+        assert " distributions as their wheels installed them (" in wheels["detail"]
+        assert "linked to an identical copy" in wheels["detail"]
+    key = "removed as private keys: lib/python3.11/site-packages/tornado/test/test.key"
+    assert key in wheels["detail"]  # full's
 
 
 def test_results_files_are_written_and_valid(demo_verify: dict, demo_build: DemoBuild) -> None:

@@ -77,6 +77,8 @@ class BuildCommand:
         BuildNetwork,
         Opt("--network", help="The RUN steps' network; none: prove the build needs none."),
     ] = BuildNetwork.DEFAULT
+    # From SOURCE_DATE_EPOCH (`epoch_from`); None: each image's parent's creation time.
+    source_date_epoch: int | None = None
 
     def __post_init__(self) -> None:
         for option, value in (("--cache-from", self.cache_from), ("--cache-to", self.cache_to)):
@@ -193,10 +195,15 @@ class BootstrapCommand:
     @staticmethod
     def epoch_from(environ: Mapping[str, str]) -> int | None:
         """SOURCE_DATE_EPOCH, checked: seconds since 1970 for a reproducible base."""
-        text = environ.get("SOURCE_DATE_EPOCH")
-        if text is not None and not text.isdigit():
-            raise InputError(f"SOURCE_DATE_EPOCH={text!r} is not a number of seconds")
-        return int(text) if text else None
+        return epoch_from(environ)
+
+
+def epoch_from(environ: Mapping[str, str]) -> int | None:
+    """SOURCE_DATE_EPOCH, checked: seconds since 1970 (a reproducible base or image)."""
+    text = environ.get("SOURCE_DATE_EPOCH")
+    if text is not None and not text.isdigit():
+        raise InputError(f"SOURCE_DATE_EPOCH={text!r} is not a number of seconds")
+    return int(text) if text else None
 
 
 DURATION_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -1,0 +1,53 @@
+"""Reproducible builds: the time a build stamps into its image, and where BuildKit rewrites the
+file times of its layers. Pure.
+
+An image rebuilt from the same inputs should be the same bytes: publish then pushes nothing and
+a node pulls nothing. What varies between two builds is time: the build's clock in the image's
+config and history, the files' times in each layer, and Python's bytecode, which records its
+source's time. Every build therefore gets one epoch (`SOURCE_DATE_EPOCH`):
+- the caller's `SOURCE_DATE_EPOCH` where set (a release pipeline's commit time);
+- else the parent image's creation time: the base's (pinned by digest, so fixed), and for full
+  the slim it is built FROM. A rebuild on a fresh runner picks the same epoch by itself.
+The Dockerfile declares `ARG SOURCE_DATE_EPOCH` in each stage, so pip and uv compile hash-based
+bytecode (`py_compile` does whenever the variable is set); BuildKit stamps the epoch into the
+config and history, and, where `rewrites_timestamps` holds, clamps every file time of the new
+layers to it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"  # the build arg (and the convention's name)
+
+# Docker prints nanoseconds ("2026-12-02T19:39:04.123456789Z"); datetime takes microseconds.
+_CREATED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
+
+
+def epoch_of(created: str) -> int | None:
+    """Whole seconds since 1970 of an engine's `Created` time; None where it says none."""
+    match = _CREATED.match(created.strip())
+    if not match:
+        return None
+    zone = match.group(3) or "Z"
+    stamp = datetime.fromisoformat(match.group(1) + ("+00:00" if zone == "Z" else zone))
+    if stamp.tzinfo is None:  # pragma: no cover - the pattern always gives one
+        stamp = stamp.replace(tzinfo=UTC)
+    seconds = int(stamp.timestamp())
+    return seconds if seconds > 0 else None  # 0001-01-01 (no time) is no time
+
+
+def build_epoch(explicit: int | None, parent_created: str) -> int | None:
+    """The `SOURCE_DATE_EPOCH` of one build: the caller's, else its parent's creation time."""
+    return explicit if explicit is not None else epoch_of(parent_created)
+
+
+def rewrites_timestamps(image_store: str, *, compression: bool = False) -> bool:
+    """Whether BuildKit (>= 0.13, any buildx driver) clamps the new layers' file times to the
+    epoch: it exports an OCI archive, which the containerd image store loads as it is, its
+    digests kept (Docker 26's own image exporter refuses to rewrite). Not with forced
+    compression, whose exporter is the engine's own. Elsewhere (the classic store, the legacy
+    builder) the epoch reaches the config and the bytecode, but the layers keep the build's
+    file times."""
+    return image_store == "containerd" and not compression

@@ -1,0 +1,42 @@
+"""core/reproducible.py: the epoch of a build, and where BuildKit rewrites file times."""
+
+from __future__ import annotations
+
+import pytest
+
+from imagekit.core.reproducible import build_epoch, epoch_of, rewrites_timestamps
+
+
+@pytest.mark.parametrize(
+    ("created", "epoch"),
+    [
+        ("2023-11-14T22:13:20Z", 1700000000),
+        # Docker's nanoseconds are cut to whole seconds, not rounded.
+        ("2023-11-14T22:13:20.999999999Z", 1700000000),
+        ("2023-11-15T00:13:20+02:00", 1700000000),
+        ("2023-11-14T22:13:20", 1700000000),  # no zone: UTC, as engines mean it
+        ("0001-01-01T00:00:00Z", None),  # an image with no creation time
+        ("2025-11-30", None),
+        ("", None),
+    ],
+)
+def test_epoch_of_an_engines_created_time(created: str, epoch: int | None) -> None:
+    assert epoch_of(created) == epoch
+
+
+def test_the_callers_epoch_wins_over_the_parents() -> None:
+    assert build_epoch(1800000000, "2023-11-14T22:13:20Z") == 1800000000
+    assert build_epoch(None, "2023-11-14T22:13:20Z") == 1700000000
+    assert build_epoch(0, "2023-11-14T22:13:20Z") == 0  # 1970 is a time a caller may ask for
+    assert build_epoch(None, "") is None
+
+
+@pytest.mark.parametrize(
+    ("store", "rewrites"), [("containerd", True), ("classic", False), ("podman", False)]
+)
+def test_buildkit_rewrites_file_times_where_the_store_loads_its_archive_as_it_is(
+    store: str, rewrites: bool
+) -> None:
+    assert rewrites_timestamps(store) is rewrites
+    # Forced compression is the engine's own exporter, which cannot rewrite.
+    assert rewrites_timestamps(store, compression=True) is False
