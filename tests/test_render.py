@@ -902,7 +902,10 @@ def test_each_build_gets_its_parents_time_or_the_callers_as_its_epoch(
     options = RenderOptions(buildkit=True)
     inputs = ContextInputs(installer=tmp_path / "uv")
     inputs.installer.write_bytes(b"uv")  # type: ignore[union-attr]
-    engine = FakeEngine()
+    from imagekit.core.ports import EngineInfo
+
+    # An engine that runs the plan's platform natively (another one's builds do not rewrite).
+    engine = FakeEngine(facts=EngineInfo(server_version="fake", architecture="x86_64"))
     base = render_image(plan, options).build_args["BASE_IMAGE"]
     parent = engine.add(base, "sha256:" + "b" * 64)
     engine.images[base] = replace(parent, created="2023-11-14T22:13:20.123456789Z")
@@ -933,3 +936,9 @@ def test_each_build_gets_its_parents_time_or_the_callers_as_its_epoch(
         f"type=oci,rewrite-timestamp=true,dest={archive}",
     ]
     assert "ARG SOURCE_DATE_EPOCH" in render_image(plan, options).dockerfile
+    # Built for another platform than the engine's (under qemu): no rewrite, untried there.
+    engine.facts = EngineInfo(server_version="fake", architecture="aarch64")
+    settings = build.BuildSettings(options, inputs, tmp_path / "emulated", rewrite_timestamps=True)
+    build.BuildRun(engine, StopBuilder(), [plan], settings, run, lambda e: None)._build_one(plan)
+    assert not requests[-1].rewrite_timestamps
+    assert requests[-1].build_args["SOURCE_DATE_EPOCH"] == "1700000000"
