@@ -174,6 +174,20 @@ def test_the_same_content_under_the_versioned_tag_is_unchanged_and_aliases_move(
     assert moved.moved_from == image_id("old")
 
 
+def test_tags_that_already_name_the_image_are_unchanged_and_nothing_is_pushed(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    """A rebuild of the same bytes (the same digest) republished: no tag moves, no push."""
+    world = World(tmp_path, slim)
+    for tag in (slim.tag, *slim.aliases):
+        world.registry.tags[f"{slim.repository}:{tag}"] = RemoteManifest(image_id("m"), world.image)
+    record = world.publish([verified(world.image, slim)])
+    assert record.status is PublishStatus.UNCHANGED
+    assert [t.status for t in record.tags] == [PublishStatus.UNCHANGED] * (1 + len(slim.aliases))
+    assert all(t.moved_from is None for t in record.tags)
+    assert world.registry.pushed == []
+
+
 def test_a_push_that_keeps_failing_fails_the_image_with_the_registry_reason(
     tmp_path: Path, slim: ImagePlan
 ) -> None:

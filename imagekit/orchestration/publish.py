@@ -221,7 +221,7 @@ class LocalPush:
         for tag, kind in todo:
             entry = self._push_tag(image_id, repository, tag, kind)
             tags.append(entry)
-            if entry.status is not PublishStatus.PUBLISHED:
+            if not entry.status.ok:
                 why = f"{repository}:{tag}: {entry.error}"
                 return Pushed(PublishStatus.FAILED, tuple(tags), (why,))
         return Pushed(pushed_or_unchanged(tags), tuple(tags))
@@ -234,6 +234,10 @@ class LocalPush:
                 before = self.registry.manifest(reference)
             except RegistryError:
                 before = None  # the push below reports what is wrong with the registry
+            if before is not None and before.holds(image_id):
+                # The alias already names this image (a rebuild of the same bytes): no push.
+                status = PublishStatus.UNCHANGED
+                return TagRecord(tag=reference, kind=kind, status=status, digest=before.digest)
         self.engine.tag(image_id, repository, tag)
         started = time.monotonic()
         outcome = self.registry.push(reference)
