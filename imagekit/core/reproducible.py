@@ -17,7 +17,7 @@ layers to it.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 
 SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"  # the build arg (and the convention's name)
 
@@ -32,8 +32,6 @@ def epoch_of(created: str) -> int | None:
         return None
     zone = match.group(3) or "Z"
     stamp = datetime.fromisoformat(match.group(1) + ("+00:00" if zone == "Z" else zone))
-    if stamp.tzinfo is None:  # pragma: no cover - the pattern always gives one
-        stamp = stamp.replace(tzinfo=UTC)
     seconds = int(stamp.timestamp())
     return seconds if seconds > 0 else None  # 0001-01-01 (no time) is no time
 

@@ -192,11 +192,6 @@ class BootstrapCommand:
                 f"--tag {self.tag!r} is not NAME:TAG", "e.g. imagekit-base/debian:bookworm"
             )
 
-    @staticmethod
-    def epoch_from(environ: Mapping[str, str]) -> int | None:
-        """SOURCE_DATE_EPOCH, checked: seconds since 1970 for a reproducible base."""
-        return epoch_from(environ)
-
 
 def epoch_from(environ: Mapping[str, str]) -> int | None:
     """SOURCE_DATE_EPOCH, checked: seconds since 1970 (a reproducible base or image)."""
