@@ -21,14 +21,42 @@ PYTHON=$(dirname "$PYTEST")/python
 CONTRACT=tests/integration/test_engine_contract.py
 log=$(mktemp -t imagekit-contract.XXXXXX.log)
 mainlog=$(mktemp -t imagekit-main.XXXXXX.log)
-stages=$(mktemp -t imagekit-dangling.XXXXXX)
 
+# Before any test: what a killed run left on the engine goes, the build cache is trimmed, the
+# disk must have room for the suite's peak, and this run is written down (its pid, the
+# dangling images now) for the next run to find (tests/integration/leftovers.py). A run still
+# alive on the same engine stops this one.
 # Both sessions build on the default engine: neither sweeps the dangling build stages at its
 # end, where it would take those of a build the other is in the middle of; this script does,
 # once both are done (tests/integration/sweep.py).
 export IMAGEKIT_TEST_SWEEP=0
-"$PYTHON" -m tests.integration.sweep before "$stages" || exit 1
-sweep() { "$PYTHON" -m tests.integration.sweep after "$stages"; rm -f "$stages"; }
+"$PYTHON" -m tests.integration.runs before $$ || exit 1
+sweep() { "$PYTHON" -m tests.integration.runs after; }
+
+# The disk's low point during the run, printed at its end: the figure behind the room the start
+# asks for (leftovers.MIN_FREE_GB). Sampled every 15 s on the temporary folder's and the
+# engine's filesystems.
+lowest=$(mktemp -t imagekit-disk.XXXXXX)
+watch_disk() {
+    local root least="" now
+    root=$(docker info -f '{{.DockerRootDir}}' 2>/dev/null || true)
+    [ -d "$root" ] || root=/
+    while :; do
+        now=$(df -B1 --output=avail "${TMPDIR:-/tmp}" "$root" | tail -n +2 | sort -n | head -n 1)
+        if [ -z "$least" ] || [ "$now" -lt "$least" ]; then
+            least=$now
+            echo "$least" >"$lowest"
+        fi
+        sleep 15
+    done
+}
+watch_disk &
+watcher=$!
+disk_report() {
+    kill "$watcher" 2>/dev/null
+    [ -s "$lowest" ] && echo "---- disk: the least free during the run: $(($(cat "$lowest") / 1000000000)) GB ----"
+    rm -f "$lowest"
+}
 
 # --durations: the slowest tests of each session, so that the suite's cost stays visible; every
 # test's time (and outcome) is in each session's JUnit file among the test artifacts.
@@ -48,7 +76,7 @@ default_sigint=(
     -m "contract or (not integration and not cuda and not arm64)" >"$log" 2>&1 &
 contract=$!
 stop_contract() { kill -INT "$contract" 2>/dev/null; wait "$contract" 2>/dev/null; }
-trap 'stop_contract; sweep; rm -f "$log" "$mainlog"; exit 130' INT TERM
+trap 'stop_contract; sweep; disk_report; rm -f "$log" "$mainlog"; exit 130' INT TERM
 
 "$PYTEST" --durations=25 --junitxml="$artifacts/integration.xml" \
     -m "integration and not contract and not cuda and not arm64" "$@" 2>&1 |
@@ -69,5 +97,6 @@ else
     tail -n 1 "$mainlog"
 fi
 rm -f "$log" "$mainlog"
+disk_report
 [ "$main" -ne 0 ] && exit "$main"
 exit "$engines"

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Stands in for the venv's python: the sweep (which would ask the engine) does nothing.
 PYTHON = f"""#!/bin/sh
-[ "$1" = "-m" ] && [ "$2" = "tests.integration.sweep" ] && exit 0
+[ "$1" = "-m" ] && [ "$2" = "tests.integration.runs" ] && exit 0
 exec {sys.executable} "$@"
 """
 # Stands in for pytest: writes the SIGINT disposition it started with, named by its -m.

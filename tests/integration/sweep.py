@@ -5,17 +5,13 @@ last stay behind untagged (on the containerd store, about 1 GB each). A test ses
 the ones that appeared while it ran. Two sessions side by side on one engine (`make test`,
 scripts/run-tests.sh) must not: the sweep at the end of one would take the stages of a build
 the other is in the middle of (seen: `COPY --from=full-builder` failing with "No such image").
-There the script takes the list before both start and sweeps once both are done:
-
-    python -m tests.integration.sweep before FILE   # the dangling images now, into FILE
-    python -m tests.integration.sweep after FILE    # remove imagekit's that are not in FILE
+There the script writes the run down before both start and sweeps once both are done
+(tests/integration/runs.py).
 """
 
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import docker
 
@@ -66,22 +62,3 @@ def remove_with_ancestors(engine: docker.DockerClient, image_id: str, keep: set[
             break
         image_id = parent
     return left
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("before", "after"):
-        print(__doc__, file=sys.stderr)
-        return 2
-    step, path = argv[0], Path(argv[1])
-    engine = docker.from_env(version="auto", timeout=900)
-    if step == "before":
-        path.write_text("".join(f"{i}\n" for i in sorted(dangling(engine))))
-        return 0
-    left = sweep(engine, set(path.read_text().split()))
-    if left:
-        print(f"imagekit tests: could not remove {len(left)} images: {left[:5]}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

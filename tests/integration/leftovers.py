@@ -1,0 +1,232 @@
+"""What a killed test run left on the engine, and room on the disk before the next one starts.
+
+A run of `make test` that is killed (the machine restarted under it, a CI job cancelled, a
+SIGKILL) never reaches its fixtures' ends: its images (`imagekit-it-<hex>/...`, about 2 GB
+each), its boxes' containers and volumes, and the build stages it left dangling stay on the
+engine. Seen: a run killed at 08:18 left 38 GB there, and the CI run that started next failed
+with "no space left on device" in 118 tests. scripts/run-tests.sh therefore writes down, for
+each engine, the run in progress (its pid and the dangling images before it started). The next
+run that finds that record with its process gone removes what that run made; one that finds the
+process alive stops at once, because two runs on one engine and one disk collide.
+
+Then it checks the room: the suite needs about MIN_FREE_GB at its peak (two boxed engines, OCI
+archives, a registry, the fresh-setup boxes), and a run that starts with less fails late and
+everywhere. It stops before any test with what takes the room and how to free it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+
+from tests.integration.sweep import remove_with_ancestors
+
+# The prefix of every image, container, volume and network a test names, and the label of
+# those it labels (tests/integration/conftest.py, engines.py, test_fresh_setup.py).
+PREFIX = "imagekit-it-"
+LABELS = ("io.imagekit.test", "io.imagekit.test-box")
+# The labels of imagekit's build stages (templates/Dockerfile.j2), which the legacy builder
+# leaves dangling.
+STAGE_LABELS = ("io.imagekit.stage", "io.imagekit.cell")
+# The BuildKit cache kept when the room is short: enough for the suite's own cached builds to
+# stay warm on the same machine (a day of experiments left 17 GB there).
+BUILD_CACHE_KEEP_BYTES = 10 * 10**9
+# The free space a run needs at its peak, measured from the disk's low point during a run
+# (see scripts/run-tests.sh), with a margin; IMAGEKIT_TEST_MIN_FREE_GB overrides it.
+MIN_FREE_GB = 30
+STATE_VARIABLE = "IMAGEKIT_TEST_STATE"
+MIN_FREE_VARIABLE = "IMAGEKIT_TEST_MIN_FREE_GB"
+
+
+def state_dir() -> Path:
+    """Where runs are written down: IMAGEKIT_TEST_STATE, else under the Makefile's cache."""
+    value = os.environ.get(STATE_VARIABLE)
+    return Path(value) if value else Path.home() / ".cache" / "imagekit" / "test-runs"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run of the suite in progress on one engine, as the next run reads it."""
+
+    pid: int
+    # The process's start time (field 22 of /proc/PID/stat): a pid is reused after a restart.
+    started: str
+    dangling_before: frozenset[str] = field(default_factory=frozenset)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "pid": self.pid,
+                "started": self.started,
+                "dangling_before": sorted(self.dangling_before),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> RunRecord:
+        data = json.loads(text)
+        return cls(int(data["pid"]), str(data["started"]), frozenset(data["dangling_before"]))
+
+
+def process_started(pid: int, proc: Path = Path("/proc")) -> str | None:
+    """The start time of process `pid`, or None where no such process runs."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: count after it.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def is_alive(record: RunRecord, proc: Path = Path("/proc")) -> bool:
+    """Whether the run the record names is still running (same pid, same start time)."""
+    return process_started(record.pid, proc) == record.started
+
+
+def record_path(engine_id: str) -> Path:
+    """The record of the run on the engine with this ID (one per engine: DOCKER_HOST)."""
+    return state_dir() / f"run-{engine_id.replace(':', '')[:32]}.json"
+
+
+@dataclass
+class Removed:
+    """What a sweep of leftovers removed, for the line it prints."""
+
+    containers: int = 0
+    images: int = 0
+    volumes: int = 0
+    networks: int = 0
+    left: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"{self.containers} containers, {self.images} images, {self.volumes} volumes, "
+            f"{self.networks} networks"
+        )
+
+
+def ours(name: str, prefix: str) -> bool:
+    """Whether a name (a container's, a tag with or without a registry) is a test's."""
+    return name.lstrip("/").startswith(prefix) or f"/{prefix}" in name
+
+
+def remove_leftovers(
+    engine: docker.DockerClient,
+    dangling_before: frozenset[str],
+    prefix: str = PREFIX,
+    labels: tuple[str, ...] = LABELS,
+    stage_labels: tuple[str, ...] = STAGE_LABELS,
+) -> Removed:
+    """Remove what test runs no longer running made: containers, images, volumes and networks
+    named with `prefix` or carrying one of `labels`, and the dangling imagekit build stages that
+    are not in `dangling_before` (those the killed run found, and left alone, stay)."""
+    removed = Removed()
+    for container in engine.containers.list(all=True):
+        if ours(container.name, prefix) or any(k in container.labels for k in labels):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True, v=True)
+                removed.containers += 1
+    # Newest first, so that a child goes before the parent it was built on.
+    images = sorted(engine.images.list(), key=lambda i: i.attrs["Created"], reverse=True)
+    for image in images:
+        tags = [t for t in image.tags if ours(t, prefix)]
+        labelled = any(k in image.labels for k in labels)
+        if not tags and not labelled:
+            continue
+        # Tags go one by one, so that an image that also carries a name no test gave it (a
+        # base image a test tagged too) keeps that name and stays; the last tag takes the
+        # image with it, and an untagged labelled one goes by its id.
+        for reference in tags if len(tags) < len(image.tags) or not labelled else [image.id]:
+            with contextlib.suppress(docker.errors.APIError):
+                engine.api.remove_image(reference, force=reference == image.id, noprune=True)
+        removed.images += 1
+    for image in engine.images.list(all=True, filters={"dangling": True}):
+        stage = any(image.labels.get(k) for k in stage_labels)
+        if stage and image.id not in dangling_before:
+            removed.left += remove_with_ancestors(engine, image.id, set(dangling_before))
+            removed.images += 1
+    for volume in engine.volumes.list():
+        if volume.name.startswith(prefix):
+            with contextlib.suppress(docker.errors.APIError):
+                volume.remove(force=True)
+                removed.volumes += 1
+    for network in engine.networks.list():
+        if network.name.startswith(prefix):
+            with contextlib.suppress(docker.errors.APIError):
+                network.remove()
+                removed.networks += 1
+    return removed
+
+
+@dataclass(frozen=True)
+class Room:
+    """The free space a run has, on the filesystems its engine and its temporary files use."""
+
+    free_bytes: int
+    paths: tuple[str, ...]
+
+    def enough(self, need_gb: float) -> bool:
+        return self.free_bytes >= need_gb * 10**9
+
+
+def room(engine: docker.DockerClient) -> Room:
+    """The least free space among the engine's data root (when it is on this machine) and the
+    temporary folder: where both are one filesystem, that one's."""
+    paths = [tempfile.gettempdir()]
+    root = engine.info().get("DockerRootDir") or ""
+    if root and Path(root).exists():
+        paths.append(root)
+    least: dict[int, tuple[int, list[str]]] = {}
+    for path in paths:
+        device = os.stat(path).st_dev
+        free = shutil.disk_usage(path).free
+        least.setdefault(device, (free, []))[1].append(path)
+    free, where = min(least.values())
+    return Room(free, tuple(where))
+
+
+def min_free_gb() -> float:
+    """The free space to ask for: IMAGEKIT_TEST_MIN_FREE_GB, else MIN_FREE_GB."""
+    value = os.environ.get(MIN_FREE_VARIABLE)
+    return float(value) if value else float(MIN_FREE_GB)
+
+
+def too_little_room(room_now: Room, need_gb: float, usage: dict) -> str:
+    """What the run says when it starts with too little room, and how to make some."""
+    kinds = {
+        "Images": sum(i.get("Size", 0) for i in usage.get("Images") or []),
+        "Containers": sum(c.get("SizeRw", 0) or 0 for c in usage.get("Containers") or []),
+        "Build cache": sum(b.get("Size", 0) for b in usage.get("BuildCache") or []),
+    }
+    held = ", ".join(f"{k.lower()} {v / 10**9:.1f} GB" for k, v in kinds.items())
+    where = " and ".join(room_now.paths)
+    return (
+        f"imagekit tests: {room_now.free_bytes / 10**9:.1f} GB free on {where};"
+        f" the suite needs about {need_gb:g} GB at its peak (boxed engines, OCI archives, a"
+        f" registry) and would fail late with 'no space left on device'.\n"
+        f"    the engine holds: {held} (`docker system df -v` lists them)\n"
+        f"    hint: free room: `docker builder prune` drops the build cache, `docker image prune`"
+        f" the dangling images, `docker image rm` what you no longer use; or set"
+        f" {MIN_FREE_VARIABLE} to start anyway"
+    )
+
+
+def engine_id(engine: docker.DockerClient) -> str:
+    """The engine's ID, to keep one record per engine."""
+    return str(engine.info().get("ID") or "default")
+
+
+def prune_build_cache(engine: docker.DockerClient, keep: int = BUILD_CACHE_KEEP_BYTES) -> int:
+    """Trim the engine's BuildKit cache to `keep` bytes (least recently used first); the
+    bytes freed. An engine without BuildKit's prune answers nothing to trim."""
+    try:
+        return int(engine.api.prune_builds(keep_storage=keep).get("SpaceReclaimed") or 0)
+    except docker.errors.APIError:
+        return 0
