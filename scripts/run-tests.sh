@@ -22,8 +22,8 @@ CONTRACT=tests/integration/test_engine_contract.py
 log=$(mktemp -t imagekit-contract.XXXXXX.log)
 mainlog=$(mktemp -t imagekit-main.XXXXXX.log)
 
-# Before any test: what a killed run left on the engine goes, the build cache is trimmed, the
-# disk must have room for the suite's peak, and this run is written down (its pid, the
+# Before any test: what a killed run left on the engine goes, the disk must have room for the
+# suite's peak (the build cache is trimmed where it is short), and this run is written down (its pid, the
 # dangling images now) for the next run to find (tests/integration/leftovers.py). A run still
 # alive on the same engine stops this one.
 # Both sessions build on the default engine: neither sweeps the dangling build stages at its

@@ -22,7 +22,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.integration.sweep import dangling, session_sweeps, sweep
+from tests.integration.sweep import dangling, remove_names, session_sweeps, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_MATRIX = ROOT / "examples" / "cpu.yaml"
@@ -96,17 +96,11 @@ def session(engine: docker.DockerClient) -> Iterator[Session]:
 
     mine = [i for i in engine.images.list() if made_here(i)]
     # Children before parents; a test that failed half-way may leave a container running.
-    # Tags are removed one by one: an image that also carries a tag this session did not make
-    # (a base image, say) keeps that tag and stays. Untagged parents are not pruned here: on
-    # the containerd store that also drops build steps that other images still share (the
-    # other session's cache, mid-run); the sweep below takes this session's.
+    # Only this session's tags go (remove_names); the sweep below takes its untagged parents.
     for image in sorted(mine, key=lambda i: i.attrs["Created"], reverse=True):
         for container in engine.containers.list(all=True, filters={"ancestor": image.id}):
             container.remove(force=True)
-        ours = [t for t in image.tags if namespace in t]
-        for tag in ours or [image.id]:
-            with contextlib.suppress(docker.errors.APIError):
-                engine.api.remove_image(tag, force=not ours, noprune=True)
+        remove_names(engine, image.id, [t for t in image.tags if namespace in t])
     # The step images under a labelled image of ours (a hand-written Dockerfile's, whose
     # first step is the label): the list above does not show an image that is another's
     # parent, and once that child is gone it is left untagged.

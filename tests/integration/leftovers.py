@@ -26,7 +26,7 @@ from pathlib import Path
 
 import docker
 
-from tests.integration.sweep import remove_with_ancestors
+from tests.integration.sweep import remove_names, remove_with_ancestors
 
 # The prefix of every image, container, volume and network a test names, and the label of
 # those it labels (tests/integration/conftest.py, engines.py, test_fresh_setup.py).
@@ -140,14 +140,10 @@ def remove_leftovers(
     for image in images:
         tags = [t for t in image.tags if ours(t, prefix)]
         labelled = any(k in image.labels for k in labels)
-        if not tags and not labelled:
+        # A labelled image that carries only names no test gave it is someone's: it stays.
+        if not tags and (not labelled or image.tags):
             continue
-        # Tags go one by one, so that an image that also carries a name no test gave it (a
-        # base image a test tagged too) keeps that name and stays; the last tag takes the
-        # image with it, and an untagged labelled one goes by its id.
-        for reference in tags if len(tags) < len(image.tags) or not labelled else [image.id]:
-            with contextlib.suppress(docker.errors.APIError):
-                engine.api.remove_image(reference, force=reference == image.id, noprune=True)
+        remove_names(engine, image.id, tags)
         removed.images += 1
     for image in engine.images.list(all=True, filters={"dangling": True}):
         stage = any(image.labels.get(k) for k in stage_labels)

@@ -11,6 +11,7 @@ There the script writes the run down before both start and sweeps once both are 
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import docker
@@ -62,3 +63,13 @@ def remove_with_ancestors(engine: docker.DockerClient, image_id: str, keep: set[
             break
         image_id = parent
     return left
+
+
+def remove_names(engine: docker.DockerClient, image_id: str, names: list[str]) -> None:
+    """Remove an image's `names` one by one, or, given none, the image by its id. An image that
+    also carries a name not among them (a base image a test tagged too) keeps it and stays; the
+    last name takes the image with it. Untagged parents stay: on the containerd store pruning
+    them also drops build steps other images share (the other session's cache, mid-run)."""
+    for reference in names or [image_id]:
+        with contextlib.suppress(docker.errors.APIError):
+            engine.api.remove_image(reference, force=not names, noprune=True)
