@@ -75,6 +75,9 @@ def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
         f"{oci}version": plan.tag,
         f"{oci}base.name": base,
         f"{oci}ref.name": plan.tag,
+        # In the Dockerfile's one LABEL step, not the builder's: each label a legacy builder
+        # is given appends a step of its own.
+        L.MANAGED: "true",
     }
     labels |= L.content_labels(
         cell=cell.id,

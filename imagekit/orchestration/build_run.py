@@ -157,7 +157,8 @@ class BuildRun:
         epoch the build stamps into the image."""
         s = self.settings
         folder = write_context(rendered, s.contexts_dir, s.inputs, input_hash=digest)
-        labels = {L.INPUT_HASH: digest, L.MANAGED: "true", **dict(s.extra_labels)}
+        # io.imagekit.managed is in the Dockerfile's labels (core/render.py).
+        labels = {L.INPUT_HASH: digest, **dict(s.extra_labels)}
         build_args = dict(rendered.build_args)
         if epoch is not None:
             build_args[SOURCE_DATE_EPOCH] = str(epoch)

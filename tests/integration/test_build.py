@@ -95,6 +95,9 @@ def test_full_contains_every_layer_of_its_slim(
     full_layers = full.attrs["RootFS"]["Layers"]
     assert full_layers[: len(slim_layers)] == slim_layers
     assert len(full_layers) > len(slim_layers)
+    # Full keeps slim's working directory (it sets none of its own).
+    assert slim.attrs["Config"]["WorkingDir"] == full.attrs["Config"]["WorkingDir"] == "/workspace"
+    assert full.labels["io.imagekit.managed"] == slim.labels["io.imagekit.managed"] == "true"
 
 
 def _layer_texts(engine: docker.DockerClient, image_id: str) -> list[tuple[str, bytes]]:
