@@ -22,6 +22,7 @@ import secrets
 import subprocess
 import tarfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -163,24 +164,51 @@ def test_air_gapped_a_step_without_its_packages_is_one_line_naming_them(
     assert "--packages-for slim" in line and "W: Failed to fetch" in line, line
 
 
-def test_a_fresh_engine_builds_from_the_registry_cache_without_rebuilding_the_venv(
+@dataclass(frozen=True)
+class ColdBuild:
+    """Slim built cold with BuildKit on the containerd engine, its cache exported."""
+
+    matrix: Path
+    results: Path
+    record: dict
+    cache: str
+
+
+@pytest.fixture(scope="module")
+def cold_build(
     session: Session,
     demo_base: str,
+    wheelhouse: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    containerd_engine: OtherEngine,
+    registry: str,
+) -> ColdBuild:
+    """One cold build for both of its uses: the cache a fresh engine imports, and the first
+    of the two cold builds that must be the same image (a cold BuildKit build of slim is
+    minutes on two cores). `--network none`: the wheelhouse is all it needs."""
+    folder = tmp_path_factory.mktemp("cold")
+    repository = f"{session.repository}-cache"
+    cache = f"{registry}/{repository.split('/')[0]}/cache"
+    matrix = slim_matrix(folder, repository, demo_base)
+    record = build(
+        matrix, folder / "first", "--wheelhouse", str(wheelhouse), "--builder", "buildx",
+        "--network", "none", "--no-cache", "--cache-to", cache,
+        env=containerd_engine.env(local=True),
+    )  # fmt: skip
+    assert record["status"] == "built"
+    return ColdBuild(matrix, folder / "first", record, cache)
+
+
+def test_a_fresh_engine_builds_from_the_registry_cache_without_rebuilding_the_venv(
     wheelhouse: Path,
     tmp_path: Path,
     containerd_engine: OtherEngine,
     registry: str,
     fresh_engine: OtherEngine,
+    cold_build: ColdBuild,
 ) -> None:
-    repository = f"{session.repository}-cache"
-    cache = f"{registry}/{repository.split('/')[0]}/cache"
-    matrix = slim_matrix(tmp_path, repository, demo_base)
+    matrix, first, cache = cold_build.matrix, cold_build.record, cold_build.cache
     common = ("--wheelhouse", str(wheelhouse), "--builder", "buildx", "--network", "none")
-    first = build(
-        matrix, tmp_path / "first", *common, "--no-cache", "--cache-to", cache,
-        env=containerd_engine.env(local=True),
-    )  # fmt: skip
-    assert first["status"] == "built"
     # The registry holds one cache per image, tagged as the image is.
     assert subprocess.run(
         ["curl", "-sf", f"http://{registry}/v2/{cache.split('/', 1)[1]}/tags/list"],
@@ -272,23 +300,24 @@ def registry_blobs(folder: Path) -> set[str]:
 
 
 def test_two_cold_builds_on_two_fresh_engines_are_the_same_image_and_publish_pushes_nothing(
-    session: Session,
-    demo_base: str,
     wheelhouse: Path,
     tmp_path: Path,
     containerd_engine: OtherEngine,
     fresh_engine: OtherEngine,
     registry_folder: Path,
     registry: str,
+    cold_build: ColdBuild,
 ) -> None:
     """BuildKit with SOURCE_DATE_EPOCH (the base's creation time) and rewritten file times: the
     same inputs on two engines that share nothing but the base make the same image digest,
     layer for layer; publishing the rebuild moves no tag and uploads no layer."""
-    repository = f"{session.repository}-repro"
-    matrix = slim_matrix(tmp_path, repository, demo_base)
+    # The first is the module's cold build; the second, as cold, on the other engine (--no-cache:
+    # not from the cache the first exported, which that engine imported in the test above).
+    matrix, first = cold_build.matrix, cold_build.record
     common = ("--wheelhouse", str(wheelhouse), "--builder", "buildx", "--no-cache")
-    first = build(matrix, tmp_path / "first", *common, env=containerd_engine.env(local=True))
-    again = build(matrix, tmp_path / "again", *common, env=fresh_engine.env(local=True))
+    again = build(
+        matrix, tmp_path / "again", *common, "--network", "none", env=fresh_engine.env(local=True)
+    )
     assert first["status"] == again["status"] == "built"
     assert "rewriting layers with source-date-epoch" in Path(again["log_path"]).read_text()
     assert layers_of(fresh_engine, again["image_id"]) == layers_of(
@@ -306,7 +335,7 @@ def test_two_cold_builds_on_two_fresh_engines_are_the_same_image_and_publish_pus
         (image,) = json.loads(done.stdout)["images"]
         return image
 
-    published = publish(containerd_engine, tmp_path / "first")
+    published = publish(containerd_engine, cold_build.results)
     assert published["status"] == "published"
     blobs = registry_blobs(registry_folder)
     republished = publish(fresh_engine, tmp_path / "again")
