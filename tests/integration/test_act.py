@@ -44,7 +44,7 @@ import docker
 import pytest
 import yaml
 
-from tests.integration.conftest import Session, imagekit, matrix_text
+from tests.integration.conftest import DemoBuild, Session, imagekit, matrix_text
 from tests.integration.test_publish import running_registry
 from tests.test_workflows import DESTRUCTIVE_STEPS
 
@@ -432,8 +432,15 @@ def pipeline(
     engine: docker.DockerClient,
     wheelhouse: Path,
     demo_base: str,
+    demo_build: DemoBuild,
 ) -> Pipeline:
-    """images.yml for the CPU example (one cell, slim and full) against a local registry."""
+    """images.yml for the CPU example (one cell, slim and full) against a local registry.
+
+    After the session's demo build (`demo_build`, which the tests after this module use): the
+    jobs build the same cell from the same inputs (the session's CA bundle comes through
+    PIP_CERT) for another repository, so they run on a warm build cache, as a CI runner that
+    built the cell before does, and a full build of the cell is paid once in the session, not
+    twice. Cold builds are the demo build's and the engine contract's."""
     repository = f"{session.repository.split('/')[0]}-act/pytorch"
     home = scratch / "images"
     snapshot(home / "checkout")
