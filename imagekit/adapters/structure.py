@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import tarfile
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +31,7 @@ from imagekit.core.runtime import emulation_for, without_emulation_noise
 from imagekit.core.wheel_files import CHECK_NAME as WHEEL_FILES
 from imagekit.core.wheel_files import SCRIPT as WHEEL_FILES_SCRIPT
 from imagekit.core.wheel_files import parse_facts, wheel_files_check
+from imagekit.errors import EngineError
 from imagekit.resources import templates_dir
 
 VENV = "/opt/venv"
@@ -43,6 +45,12 @@ WHEEL_FILES_AT = "/tmp/imagekit-wheel-files.py"
 COMPILERS = ("gcc", "g++", "make")
 REQUIRED_LABELS = (L.TORCH, L.PYTHON, L.FLAVOUR, L.CELL)
 BASE_SAYS = ", from its base (bootstrapped --packages-for full, label io.imagekit.base.include)"
+# `docker exec` (testinfra's docker backend runs the CLI) exits 125 when the engine, not the
+# command, failed: Podman 5's runc, on a loaded 2-core machine, once answered "exec failed:
+# unable to start container process: read init-p: connection reset by peer", and testinfra's
+# AssertionError reached the user as a traceback. 126 and 127 are the command's own answers.
+ENGINE_FAILED = 125
+EXEC_TRIES = 3
 
 
 class DockerInspector:
@@ -83,8 +91,10 @@ class DockerInspector:
             configured = attrs["Config"].get("User") or "root"
             workload = L.workload_user(configured, labels)
             # testinfra names the user before '@'; a uid alone keeps its passwd group.
-            user_host = testinfra.get_host(f"docker://{workload.split(':')[0]}@{container.id}")
-            root_host = testinfra.get_host(f"docker://root@{container.id}")
+            user_host = engine_checked(
+                testinfra.get_host(f"docker://{workload.split(':')[0]}@{container.id}")
+            )
+            root_host = engine_checked(testinfra.get_host(f"docker://root@{container.id}"))
             parsed = ImageLabels.parse(labels)
             return [
                 *_user_checks(configured, workload, user_host),
@@ -130,6 +140,35 @@ class DockerInspector:
                 detail=f"id -u under the entrypoint: {seen or 'nothing'}",
             )
         ]
+
+
+def engine_checked(host: Any, pause_s: float = 1.0) -> Any:
+    """`host` (a testinfra host) with every command it runs retried where the engine failed
+    to start it (exit 125), and, after EXEC_TRIES, an EngineError (exit 3) with the engine's
+    own line: the engine's trouble, not the image's and never a traceback. testinfra caches
+    its hosts, so a host is wrapped once."""
+    backend = host.backend
+    if getattr(backend, "imagekit_checked", False):
+        return host
+    run = backend.run
+
+    def checked(command: str, *args: str, **kwargs: Any) -> Any:
+        for attempt in range(1, EXEC_TRIES + 1):
+            out = run(command, *args, **kwargs)
+            if out.rc != ENGINE_FAILED:
+                return out
+            if attempt < EXEC_TRIES:
+                time.sleep(pause_s * attempt)
+        said = [line for line in out.stderr.splitlines() if line.strip()] or ["(nothing)"]
+        raise EngineError(
+            f"the engine could not run a structure check in container {backend.name[:12]} "
+            f"({EXEC_TRIES} tries, exit {ENGINE_FAILED}): {said[0].strip()}",
+            hint="the engine is in trouble (its log says why); run verify again once it is back",
+        )
+
+    backend.run = checked
+    backend.imagekit_checked = True
+    return host
 
 
 def _user_checks(configured: str, workload: str, user: Any) -> list[Check]:
