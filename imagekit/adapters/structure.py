@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import tarfile
 import time
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ from imagekit.adapters.orphans import owner
 from imagekit.core import labels as L
 from imagekit.core.labels import ImageLabels
 from imagekit.core.records import Check
+from imagekit.core.retry import Backoff
 from imagekit.core.runtime import emulation_for, without_emulation_noise
 from imagekit.core.wheel_files import CHECK_NAME as WHEEL_FILES
 from imagekit.core.wheel_files import SCRIPT as WHEEL_FILES_SCRIPT
@@ -153,12 +155,14 @@ def engine_checked(host: Any, pause_s: float = 1.0) -> Any:
     run = backend.run
 
     def checked(command: str, *args: str, **kwargs: Any) -> Any:
-        for attempt in range(1, EXEC_TRIES + 1):
+        backoff = Backoff(attempts=EXEC_TRIES, backoff_s=pause_s)
+        for attempt in itertools.count(1):
             out = run(command, *args, **kwargs)
             if out.rc != ENGINE_FAILED:
                 return out
-            if attempt < EXEC_TRIES:
-                time.sleep(pause_s * attempt)
+            if (delay := backoff.delay_after(attempt)) is None:
+                break
+            time.sleep(delay)
         said = [line for line in out.stderr.splitlines() if line.strip()] or ["(nothing)"]
         raise EngineError(
             f"the engine could not run a structure check in container {backend.name[:12]} "
