@@ -31,6 +31,7 @@ from imagekit.adapters.baseimage import (
     image_config,
     mmdebstrap_command,
 )
+from imagekit.adapters.rootfs_cache import RootfsCache, release_url, rootfs_key
 from imagekit.errors import InputError
 
 TAG = "imagekit-base/debian:bookworm"
@@ -331,3 +332,124 @@ def test_bootstrap_fails_when_the_engine_refuses_the_archive(
 
     with pytest.raises(BootstrapError, match=refused):
         bootstrap(SimpleNamespace(api=api), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]
+
+
+# The root filesystem cache: mmdebstrap runs once per mirror state --------------------------
+
+
+def cache_with(folder: Path, indexes: dict[str, bytes | None], keep: int = 4) -> RootfsCache:
+    """A cache whose mirror answers with `indexes[url]` (None: it does not answer)."""
+    return RootfsCache(folder, release=lambda url: indexes.get(url), keep=keep)
+
+
+INDEX = "http://deb.debian.org/debian/dists/bookworm/InRelease"
+
+
+def test_a_second_bootstrap_from_the_same_mirror_state_runs_no_mmdebstrap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = fake_mmdebstrap(monkeypatch)
+    cache = cache_with(tmp_path / "bases", {INDEX: b"Date: Sat, 05 Dec 2026\n"})
+    request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000)
+
+    first = bootstrap(SimpleNamespace(api=FakeApi([])), request, cache)  # type: ignore[arg-type]
+    assert cache.reused is None and len(calls) == 1
+    second_api = FakeApi([])
+    second = bootstrap(SimpleNamespace(api=second_api), request, cache)  # type: ignore[arg-type]
+
+    assert len(calls) == 1  # the kept tar, not a second install
+    assert cache.reused is not None and cache.reused.parent == tmp_path / "bases"
+    assert second == first  # the same bytes: the same image
+    assert loaded_config(second_api, tmp_path)[0] == first
+    assert cache.reused.is_file()  # loading does not consume what is kept
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["index", "include", "epoch", "arch"],
+)
+def test_a_new_mirror_state_or_other_inputs_run_mmdebstrap_again(
+    change: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = fake_mmdebstrap(monkeypatch)
+    monkeypatch.setattr(baseimage, "emulation_problem", lambda arch: None)
+    indexes: dict[str, bytes | None] = {INDEX: b"Date: Sat, 05 Dec 2026\n"}
+    cache = cache_with(tmp_path, indexes)
+    request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000)
+    bootstrap(SimpleNamespace(api=FakeApi([])), request, cache)  # type: ignore[arg-type]
+
+    if change == "index":  # a point release, a fix in the suite
+        indexes[INDEX] = b"Date: Sun, 06 Dec 2026\n"
+    elif change == "include":
+        request = BootstrapRequest("bookworm", TAG, include=("python3", "g++"))
+    elif change == "epoch":
+        request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_800_000_000)
+    else:
+        request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000, arch="arm64")
+    bootstrap(SimpleNamespace(api=FakeApi([])), request, cache)  # type: ignore[arg-type]
+
+    assert len(calls) == 2 and cache.reused is None
+    assert len(list(tmp_path.glob("*.tar"))) == 2
+
+
+@pytest.mark.parametrize("mirror", [None, "file:///srv/mirror", "deb http://example.org/ x main"])
+def test_a_mirror_whose_index_cannot_be_read_is_never_cached(
+    mirror: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """None: the default mirror does not answer the index's fetch (mmdebstrap may still reach
+    it through apt's proxy); the others are mirrors given in forms imagekit does not read."""
+    calls = fake_mmdebstrap(monkeypatch)
+    cache = cache_with(tmp_path, {})
+    request = BootstrapRequest("bookworm", TAG, mirror=mirror)
+
+    for _ in range(2):
+        bootstrap(SimpleNamespace(api=FakeApi([])), request, cache)  # type: ignore[arg-type]
+
+    assert len(calls) == 2 and list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_mmdebstrap_keeps_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_mmdebstrap(monkeypatch, returncode=25, stderr="E: cannot reach the mirror")
+    cache = cache_with(tmp_path / "bases", {INDEX: b"index"})
+
+    with pytest.raises(BootstrapError):
+        bootstrap(SimpleNamespace(api=FakeApi([])), BootstrapRequest("bookworm", TAG), cache)  # type: ignore[arg-type]
+
+    assert not (tmp_path / "bases").exists() or list((tmp_path / "bases").iterdir()) == []
+
+
+def test_the_cache_keeps_the_most_recently_used_tars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = fake_mmdebstrap(monkeypatch)
+    indexes: dict[str, bytes | None] = {}
+    cache = cache_with(tmp_path, indexes, keep=2)
+
+    def made(n: int) -> None:
+        indexes[INDEX] = f"state {n}".encode()
+        bootstrap(SimpleNamespace(api=FakeApi([])), BootstrapRequest("bookworm", TAG), cache)  # type: ignore[arg-type]
+
+    made(1)
+    made(2)
+    made(1)  # used again: now the most recent
+    first_again = cache.reused
+    os.utime(first_again, (2e9, 2e9))  # type: ignore[arg-type]  # file times as seconds apart
+    made(3)
+
+    assert len(calls) == 3
+    kept = sorted(tmp_path.glob("*.tar"))
+    assert len(kept) == 2 and first_again in kept  # state 2, the least recently used, went
+
+
+def test_rootfs_key_ignores_nothing_that_decides_the_packages() -> None:
+    command = ["mmdebstrap", "--include=python3", "bookworm", "rootfs.tar", "http://m/debian"]
+    key = rootfs_key(command, None, b"index")
+    assert key == rootfs_key(list(command), None, b"index")
+    assert key != rootfs_key(command, None, b"other index")
+    assert key != rootfs_key(command, 1, b"index")
+    assert key != rootfs_key([*command[:1], "--include=g++", *command[2:]], None, b"index")
+
+
+def test_release_url_of_a_mirror() -> None:
+    assert release_url("http://deb.debian.org/debian/", "bookworm") == INDEX
+    assert release_url("file:///srv/mirror", "bookworm") is None

@@ -23,6 +23,7 @@ from pathlib import Path
 import docker
 
 from imagekit.adapters.engine import engine_errors
+from imagekit.adapters.rootfs_cache import RootfsCache
 from imagekit.core import labels as L
 from imagekit.core.context import file_sha256
 from imagekit.core.distro_packages import BASE_PACKAGES
@@ -195,8 +196,12 @@ def mmdebstrap_command(request: BootstrapRequest, out_tar: Path) -> list[str]:
     return command
 
 
-def bootstrap(client: docker.DockerClient, request: BootstrapRequest) -> str:
-    """Make the base image `request.tag` in the engine; returns its image id."""
+def bootstrap(
+    client: docker.DockerClient, request: BootstrapRequest, cache: RootfsCache | None = None
+) -> str:
+    """Make the base image `request.tag` in the engine; returns its image id. With a `cache`,
+    a root filesystem made before from the same mirror state is loaded again instead of
+    running mmdebstrap (`cache.reused` says which), and a new one is kept."""
     distribution(request.suite)
     if request.arch not in ARCHITECTURES:
         raise InputError(
@@ -220,25 +225,21 @@ def bootstrap(client: docker.DockerClient, request: BootstrapRequest) -> str:
     created = time.strftime(
         "%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch if epoch is not None else time.time())
     )
+    mirror = request.mirror or DEFAULT_MIRRORS[distribution(request.suite)]
+    command = mmdebstrap_command(request, Path("rootfs.tar"))  # the key's: a fixed output path
+    key = cache.key(command, epoch, mirror, request.suite) if cache else None
     with tempfile.TemporaryDirectory(prefix="imagekit-base-") as tmp:
-        rootfs = Path(tmp) / "rootfs.tar"
-        done = subprocess.run(
-            mmdebstrap_command(request, rootfs),
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-            raise BootstrapError(
-                f"mmdebstrap failed for {request.suite} (exit {done.returncode}):\n{tail}",
-                "check --mirror (it must serve this suite) and that you are root",
-            )
+        rootfs = cache.find(key) if cache else None
+        if rootfs is None:
+            rootfs = Path(tmp) / "rootfs.tar"
+            _mmdebstrap(request, rootfs, env)
+            if cache:
+                cache.keep_tar(key, rootfs)
         config = image_config(request, file_sha256(rootfs), created)
         archive = Path(tmp) / "image.tar"
         image_id = _docker_archive(rootfs, config, request.tag, archive)
-        rootfs.unlink()
+        if rootfs.parent == Path(tmp):
+            rootfs.unlink()  # the archive holds it (and the cache its own link)
         with engine_errors(f"loading {request.tag}"), archive.open("rb") as handle:
             # The engine answers 200 and reports a refused archive as an item of
             # the stream, which docker-py does not raise for: look at every item.
@@ -251,3 +252,16 @@ def bootstrap(client: docker.DockerClient, request: BootstrapRequest) -> str:
                         "see the engine's log (journalctl -u docker) for why it refused it",
                     )
     return image_id
+
+
+def _mmdebstrap(request: BootstrapRequest, rootfs: Path, env: dict[str, str]) -> None:
+    """Run mmdebstrap into `rootfs`; a BootstrapError with its last lines where it fails."""
+    done = subprocess.run(
+        mmdebstrap_command(request, rootfs), env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        raise BootstrapError(
+            f"mmdebstrap failed for {request.suite} (exit {done.returncode}):\n{tail}",
+            "check --mirror (it must serve this suite) and that you are root",
+        )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from imagekit.adapters.baseimage import host_arch
+from imagekit.adapters.rootfs_cache import RootfsCache
 from imagekit.core.compat import WHEEL_MACHINES
 from imagekit.core.context import file_sha256, wheel_runs_on
 from imagekit.core.requests import RenderInputs, uv_platforms
@@ -41,6 +42,11 @@ def cache_root(environ: dict[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "imagekit"
+
+
+def base_cache() -> RootfsCache:
+    """The root filesystems `base bootstrap` keeps on this machine (`CACHE/bases`)."""
+    return RootfsCache(cache_root() / "bases")
 
 
 def uv_for(platform: str, wheelhouse: Path | None, cache: Path | None = None) -> Path:

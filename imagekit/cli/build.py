@@ -75,17 +75,17 @@ def _host_arch() -> str:
 @command(base_app, "bootstrap", BootstrapCommand, _bootstrap_request)
 def bootstrap(request: BootstrapCommand) -> None:
     """Bootstrap the base and load it into the engine; prints its image id."""
-    from imagekit.adapters.baseimage import BootstrapRequest
-    from imagekit.adapters.baseimage import bootstrap as make_base
+    from imagekit.adapters import baseimage
     from imagekit.adapters.engine import connect
+    from imagekit.adapters.installer import base_cache
 
-    client = connect()
-    native = request.arch == _host_arch()
-    took = "about a minute" if native else "several minutes: emulated"
+    client, cache = connect(), base_cache()
+    took = "about a minute" if request.arch == _host_arch() else "several minutes: emulated"
     say(f"bootstrapping {request.suite} {request.arch} into {request.tag} ({took})")
-    image_id = make_base(client, BootstrapRequest.of(request))
+    image_id = baseimage.bootstrap(client, baseimage.BootstrapRequest.of(request), cache)
     typer.echo(image_id)
-    say(f"{request.tag} is {image_id}")
+    reused = f" (root filesystem reused, {request.suite}'s index unchanged: {cache.reused})"
+    say(f"{request.tag} is {image_id}" + (reused if cache.reused else ""))
 
 
 @command(app, "gc", GcRequest)
