@@ -20,6 +20,16 @@ from typing import Any
 
 import pytest
 
+# What Chromium answers an evaluation that a navigation overtook: the page it ran in is gone,
+# and the next poll runs in the new one (seen under load: a click's navigation landed between
+# two polls of wait_for).
+NAVIGATED = ("Inspected target navigated or closed", "Execution context was destroyed",
+             "Cannot find context with specified id")  # fmt: skip
+
+
+class NavigatedAway(AssertionError):
+    """An evaluation that a navigation overtook (NAVIGATED)."""
+
 
 class Page:
     """One Chromium tab: evaluate JavaScript, wait for a condition, press keys, screenshot."""
@@ -38,7 +48,10 @@ class Page:
             message = json.loads(self.ws.recv())
             if message.get("id") == mine:
                 if "error" in message:
-                    raise AssertionError(f"{method}: {message['error']}")
+                    text = f"{method}: {message['error']}"
+                    if any(n in str(message["error"]) for n in NAVIGATED):
+                        raise NavigatedAway(text)
+                    raise AssertionError(text)
                 return dict(message.get("result", {}))
             self._event(message)
 
@@ -60,14 +73,18 @@ class Page:
             "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
         )
         if "exceptionDetails" in result:
-            raise AssertionError(f"{expression}: {result['exceptionDetails']}")
+            text = f"{expression}: {result['exceptionDetails']}"
+            raise (NavigatedAway if any(n in text for n in NAVIGATED) else AssertionError)(text)
         return result["result"].get("value")
 
     def wait_for(self, expression: str, timeout_s: float = 90) -> Any:
         """Poll until `expression` is truthy; its value."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            value = self.evaluate(expression)
+            try:
+                value = self.evaluate(expression)
+            except NavigatedAway:
+                value = None  # the page changed under the poll: ask the new one
             if value:
                 return value
             time.sleep(0.5)
