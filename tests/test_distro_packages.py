@@ -100,8 +100,10 @@ def run_block(block: str, tmp_path: Path, installed: str, no_mirror: bool) -> tu
     for name, text in (("dpkg-query", FAKE_DPKG), ("apt-get", FAKE_APT)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    # The block's own paths point into the test's folder (it must not touch the host's apt).
-    script = block.replace("/var/lib/apt/lists/*", str(tmp_path / "lists" / "*"))
+    # The block's own paths point into the test's folder: it must not touch the host's apt
+    # lists, logs and caches, which its clean-up removes.
+    script = re.sub(r"(?<=\s)/var/", f"{tmp_path}/var/", block)
+    (tmp_path / "var" / "lib" / "apt" / "lists").mkdir(parents=True, exist_ok=True)
     script = script.replace("/tmp/imagekit-apt.log", str(tmp_path / "apt.log"))
     apt_log = tmp_path / "calls.log"
     apt_log.write_text("")
