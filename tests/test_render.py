@@ -31,6 +31,7 @@ from imagekit.core.matrix import Matrix, load_matrix
 from imagekit.core.plan import ImagePlan
 from imagekit.core.render import (
     FULL_FILES,
+    LAYER_SCRIPT,
     PRUNE_SCRIPT,
     SITE_FILES,
     RenderOptions,
@@ -96,7 +97,7 @@ def template_source(name: str) -> Path:
 
 
 def test_golden_static_manifests_list_the_template_sources_by_sha256() -> None:
-    assert {*FULL_FILES, PRUNE_SCRIPT, *SITE_FILES} == STATIC_FILES
+    assert {*FULL_FILES, PRUNE_SCRIPT, LAYER_SCRIPT, *SITE_FILES} == STATIC_FILES
     manifests = sorted(GOLDEN.glob(f"*/*/{STATIC_MANIFEST}"))
     assert len(manifests) == 2 * len(list(GOLDEN.glob("docker/*/" + PLAN_FILE)))
     for manifest in manifests:
@@ -180,11 +181,16 @@ def test_slim_has_a_builder_stage_and_a_runtime_stage_that_only_copies_the_venv(
     )
     assert "--index-url https://download.pytorch.org/whl/cu128 -r" in builder
     assert runtime.startswith("${BASE_IMAGE} AS runtime")
-    assert "COPY --from=builder /opt/venv /opt/venv" in runtime
+    # The venv, in its layers (tests/test_layer_venv.py): the builder's folders, nothing else.
+    copied = [x for x in runtime.splitlines() if x.startswith("COPY")]
+    assert copied and all(
+        re.fullmatch(r"COPY --from=builder /tmp/imagekit/layers/[a-z0-9-]+/ /", x) for x in copied
+    ), copied
     assert "pip install" not in runtime
     for forbidden in ("build-essential", "gcc", "nvidia-cuda-nvcc", "libcudnn"):
         assert forbidden not in runtime
-    assert "rm -rf /var/lib/apt/lists/*" in runtime
+    # apt's lists leave (what the base held, the lock and partial/, stays: not a whiteout).
+    assert "find /var/lib/apt/lists -mindepth 1 -maxdepth 1 ! -name lock ! -name partial" in runtime
 
 
 def test_slim_requirements_pin_torch_and_nothing_brings_cuda_twice(default_matrix: Matrix) -> None:
@@ -192,6 +198,7 @@ def test_slim_requirements_pin_torch_and_nothing_brings_cuda_twice(default_matri
     assert set(rendered.files) == {
         "requirements.txt",
         "prune_venv.py",
+        "layer_venv.py",
         "imagekit_site.py",
         "imagekit-site.pth",
     }
@@ -555,6 +562,7 @@ def test_probe_files_are_not_part_of_any_build_context(
         "Dockerfile",
         "requirements.txt",
         "prune_venv.py",
+        "layer_venv.py",
         "imagekit-plan.json",
         "imagekit_site.py",
         "imagekit-site.pth",
@@ -946,3 +954,34 @@ def test_each_build_gets_its_parents_time_or_the_callers_as_its_epoch(
     build.BuildRun(engine, StopBuilder(), [plan], settings, run, lambda e: None)._build_one(plan)
     assert not requests[-1].rewrite_timestamps
     assert requests[-1].build_args["SOURCE_DATE_EPOCH"] == "1700000000"
+
+
+def test_a_full_gets_the_epoch_its_slim_was_built_with_and_every_build_labels_its_epoch(
+    default_matrix: Matrix, tmp_path: Path
+) -> None:
+    """The legacy builder stamps slim's config with its build time, so full's epoch comes from
+    the label slim's build wrote: a rebuilt slim (another creation time) gives full the same
+    epoch, and so the same file times in every layer."""
+    from dataclasses import replace
+
+    from imagekit.core import labels as L
+    from imagekit.core.ports import BuildRequest
+    from imagekit.orchestration import build
+    from tests.fakes import FakeEngine
+
+    plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-full")
+    options = RenderOptions()
+    engine = FakeEngine()
+    slim = render_image(plan, options).build_args["SLIM_IMAGE"]
+    parent = engine.add(slim, "sha256:" + "c" * 64)
+    requests: list[BuildRequest] = []
+    run = SimpleNamespace(log_file=lambda name: tmp_path / f"{name}.log")
+    for created in ("2026-12-05T12:00:00Z", "2026-12-06T08:30:00Z"):  # two builds of slim
+        labels = {**parent.labels, L.SOURCE_DATE_EPOCH: "1700000000"}
+        engine.images[slim] = replace(parent, created=created, labels=labels)
+        settings = build.BuildSettings(options, ContextInputs(), tmp_path / created)
+        build.BuildRun(
+            engine, stop_builder(requests)(), [plan], settings, run, lambda e: None
+        )._build_one(plan)
+    assert [r.build_args["SOURCE_DATE_EPOCH"] for r in requests] == ["1700000000"] * 2
+    assert [r.labels[L.SOURCE_DATE_EPOCH] for r in requests] == ["1700000000"] * 2

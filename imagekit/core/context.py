@@ -30,6 +30,7 @@ from imagekit.core.compat import WHEEL_MACHINES
 from imagekit.core.plan import ImagePlan
 from imagekit.core.render import (
     FULL_FILES,
+    LAYER_SCRIPT,
     PRUNE_SCRIPT,
     SITE_FILES,
     RenderedImage,
@@ -45,7 +46,7 @@ WHEELHOUSE = "wheelhouse"
 # on (pinned, so its digest in the input hash only changes with imagekit's own pin).
 INSTALLER = "uv"
 # Context files copied verbatim from templates/: a golden folder lists them by hash.
-STATIC_FILES = frozenset((*FULL_FILES, PRUNE_SCRIPT, *SITE_FILES))
+STATIC_FILES = frozenset((*FULL_FILES, PRUNE_SCRIPT, LAYER_SCRIPT, *SITE_FILES))
 STATIC_MANIFEST = "static.sha256"
 V = TypeVar("V")
 

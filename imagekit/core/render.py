@@ -17,6 +17,7 @@ from imagekit.core.build_stream import FAILURE_MARKER
 from imagekit.core.compat import PYPI_SIMPLE
 from imagekit.core.distro_packages import full_packages, slim_packages
 from imagekit.core.plan import ImagePlan
+from imagekit.core.venv_layers import STAGING, venv_slots
 from imagekit.resources import templates_dir
 
 PYPI_INDEX_URL = PYPI_SIMPLE
@@ -154,6 +155,8 @@ FULL_FILES = ("entrypoint.sh", "healthcheck.sh", "sshd_config.in", "exec-env.sh"
 SITE_FILES = ("imagekit_site.py", "imagekit-site.pth")
 # Run in slim's builder stage: what a runtime image does not need leaves the virtualenv.
 PRUNE_SCRIPT = "prune_venv.py"
+# Run after it: the virtualenv sorted into one folder per layer (core/venv_layers.py).
+LAYER_SCRIPT = "layer_venv.py"
 
 
 def full_files() -> dict[str, str]:
@@ -183,7 +186,8 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
         files |= full_files()
     files[PRUNE_SCRIPT] = (templates_dir() / PRUNE_SCRIPT).read_text(encoding="utf-8")
     if plan.flavour == "slim":
-        files |= {n: (templates_dir() / n).read_text(encoding="utf-8") for n in SITE_FILES}
+        slim_files = (*SITE_FILES, LAYER_SCRIPT)
+        files |= {n: (templates_dir() / n).read_text(encoding="utf-8") for n in slim_files}
     slim_extra = (PYPI_INDEX_URL,) if plan.packages and plan.flavour == "slim" else ()
     labels = image_labels(plan, options)
     what = f"CUDA {cell.cuda}" if cell.cuda else "CPU"
@@ -199,6 +203,8 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
         "runtime_packages": " ".join(runtime_packages(plan)),
         "full_packages": " ".join(full_packages(cell.python, rdma=plan.rdma)),
         "failure_marker": FAILURE_MARKER,
+        "venv_slots": venv_slots(cuda=bool(cell.cuda)),
+        "staging": STAGING,
         # Builder stages carry these two, so `imagekit gc` can find their dangling layers.
         "stage_label": L.STAGE,
         "cell_label": L.CELL,
