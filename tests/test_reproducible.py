@@ -31,6 +31,15 @@ def test_the_callers_epoch_wins_over_the_parents() -> None:
     assert build_epoch(None, "") is None
 
 
+def test_a_full_takes_the_epoch_its_slim_was_built_with_not_the_slims_build_time() -> None:
+    """The legacy builder stamps slim's config with the time it was built: a rebuilt slim has
+    another creation time, and full must still get the same epoch (tests/test_build_run.py)."""
+    assert build_epoch(None, "2026-12-05T12:00:00Z", "1700000000") == 1700000000
+    assert build_epoch(1800000000, "2026-12-05T12:00:00Z", "1700000000") == 1800000000
+    assert build_epoch(None, "2023-11-14T22:13:20Z", "") == 1700000000
+    assert build_epoch(None, "2023-11-14T22:13:20Z", "not a number") == 1700000000
+
+
 @pytest.mark.parametrize(
     ("store", "rewrites"), [("containerd", True), ("classic", False), ("podman", False)]
 )

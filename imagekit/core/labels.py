@@ -39,6 +39,7 @@ REQUIRED_PROBES = PREFIX + "required-probes"
 
 # What imagekit marks its own things with, so that it (and `gc`) can find them again.
 INPUT_HASH = PREFIX + "input-hash"  # the build's inputs: equal hash, up to date
+SOURCE_DATE_EPOCH = PREFIX + "source-date-epoch"  # the epoch its build stamped (times, bytecode)
 MANAGED = PREFIX + "managed"  # an image imagekit built
 STAGE = PREFIX + "stage"  # a builder stage (the classic builder's layer cache)
 RUN_ID = PREFIX + "run-id"  # a container of one imagekit run

@@ -7,7 +7,8 @@ config and history, the files' times in each layer, and Python's bytecode, which
 source's time. Every build therefore gets one epoch (`SOURCE_DATE_EPOCH`):
 - the caller's `SOURCE_DATE_EPOCH` where set (a release pipeline's commit time);
 - else the parent image's creation time: the base's (pinned by digest, so fixed), and for full
-  the slim it is built FROM. A rebuild on a fresh runner picks the same epoch by itself.
+  the epoch its slim was built with (a label; the same base time). A rebuild on a fresh runner
+  picks the same epoch by itself.
 The Dockerfile declares `ARG SOURCE_DATE_EPOCH` in each stage, so pip and uv compile hash-based
 bytecode (`py_compile` does whenever the variable is set); BuildKit stamps the epoch into the
 config and history, and, where `rewrites_timestamps` holds, clamps every file time of the new
@@ -36,9 +37,15 @@ def epoch_of(created: str) -> int | None:
     return seconds if seconds > 0 else None  # 0001-01-01 (no time) is no time
 
 
-def build_epoch(explicit: int | None, parent_created: str) -> int | None:
-    """The `SOURCE_DATE_EPOCH` of one build: the caller's, else its parent's creation time."""
-    return explicit if explicit is not None else epoch_of(parent_created)
+def build_epoch(explicit: int | None, parent_created: str, parent_epoch: str = "") -> int | None:
+    """The `SOURCE_DATE_EPOCH` of one build: the caller's; else the epoch the parent was built
+    with (its `io.imagekit.source-date-epoch` label: a full's slim, whose legacy-builder config
+    says when it was built, not from what); else the parent's creation time (a base)."""
+    if explicit is not None:
+        return explicit
+    if parent_epoch.isdigit():
+        return int(parent_epoch)
+    return epoch_of(parent_created)
 
 
 def rewrites_timestamps(image_store: str, *, compression: bool = False) -> bool:

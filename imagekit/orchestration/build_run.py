@@ -111,7 +111,9 @@ class BuildRun:
         parent = self._parent(plan, rendered)
         if isinstance(parent, str):
             return _record(plan, started, BuildStatus.FAILED, parent)
-        epoch = build_epoch(s.source_date_epoch, parent.created)
+        epoch = build_epoch(
+            s.source_date_epoch, parent.created, parent.labels.get(L.SOURCE_DATE_EPOCH, "")
+        )
         engine_inputs = {"parent_image_id": parent.id}
         if epoch is not None:
             # Another epoch is another image (its times); unnamed where there is none.
@@ -162,6 +164,7 @@ class BuildRun:
         build_args = dict(rendered.build_args)
         if epoch is not None:
             build_args[SOURCE_DATE_EPOCH] = str(epoch)
+            labels[L.SOURCE_DATE_EPOCH] = str(epoch)
         return BuildRequest(
             name=plan.name,
             context_dir=folder,
