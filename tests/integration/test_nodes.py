@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -162,35 +163,44 @@ def test_sigterm_during_a_multi_node_probe_leaves_no_container_and_no_network(
     assert nodes_left(engine) == ([], [])
 
 
-def test_a_flavour_that_asks_for_rdma_carries_a_libibverbs_that_loads(
-    session: Session, wheelhouse: Path, demo_base: str, tmp_path: Path
-) -> None:
+@dataclass(frozen=True)
+class RdmaSlim:
+    matrix: Path
+    results: Path
+    image_id: str
+
+
+@pytest.fixture(scope="module")
+def rdma_slim(
+    session: Session, wheelhouse: Path, demo_base: str, tmp_path_factory: pytest.TempPathFactory
+) -> RdmaSlim:
+    """The demo's slim with the RDMA stack, built without the session's CA bundle: its
+    builder stage is not the demo build's (cached) one, but a cold one of its own."""
+    folder = tmp_path_factory.mktemp("rdma")
     text = matrix_text(session.repository.replace("/", "-rdma/"), demo_base)
-    matrix = tmp_path / "matrix.yaml"
+    matrix = folder / "matrix.yaml"
     matrix.write_text(text.replace("  slim:\n", "  slim:\n    rdma: true\n", 1))
     built = imagekit(
-        "build",
-        "--matrix",
-        str(matrix),
-        "--flavour",
-        "slim",
-        "--wheelhouse",
-        str(wheelhouse),
-        "--results",
-        str(tmp_path / "results"),
-    )
+        "build", "--matrix", str(matrix), "--flavour", "slim", "--wheelhouse", str(wheelhouse),
+        "--results", str(folder / "results"), "--json",
+    )  # fmt: skip
     assert built.code == 0, built.stderr[-3000:]
+    (record,) = json.loads(built.stdout)["results"]
+    return RdmaSlim(matrix, folder / "results", str(record["image_id"]))
+
+
+def test_a_flavour_that_asks_for_rdma_carries_a_libibverbs_that_loads(rdma_slim: RdmaSlim) -> None:
     result = imagekit(
         "verify",
         "--matrix",
-        str(matrix),
+        str(rdma_slim.matrix),
         "--flavour",
         "slim",
         "--probes",
         "env",
         "--no-structure",
         "--results",
-        str(tmp_path / "results"),
+        str(rdma_slim.results),
         "--json",
     )
     assert result.code == 0, result.stderr[-3000:]
@@ -199,3 +209,20 @@ def test_a_flavour_that_asks_for_rdma_carries_a_libibverbs_that_loads(
     env = next(r for r in verify["probes"] if r["probe"] == "env")
     check = next(c for c in env["checks"] if "RDMA" in c["name"])
     assert check["ok"] and check["detail"] == "loads"
+
+
+def test_its_venv_layers_are_the_demo_slims_byte_for_byte(
+    engine: docker.DockerClient, rdma_slim: RdmaSlim, demo_build: DemoBuild
+) -> None:
+    """Two slims of one cell built apart, each venv made cold in its own builder stage, on
+    runtime stages that differ (the RDMA stack): the venv's layers (core/venv_layers.py) have
+    the same diff ids, as a rebuild's and a neighbouring image's do, whichever the builder."""
+    slots = 3  # a CPU cell's: deps, torch, imagekit, the last of slim's layers
+
+    def layers(image_id: str) -> list[str]:
+        return list(engine.images.get(image_id).attrs["RootFS"]["Layers"])
+
+    demo = layers(demo_build.records[SLIM]["build"]["image_id"])
+    rdma = layers(rdma_slim.image_id)
+    assert demo[:1] == rdma[:1] and demo[1] != rdma[1]  # the same base, another runtime stage
+    assert demo[-slots:] == rdma[-slots:]
