@@ -18,6 +18,13 @@ CUDA_MATRIX := examples/cuda-local.yaml
 CUDA_PACKAGES := torch==2.14.1 jupyterlab==4.6.6 tensorboard==2.21.0 \
 	'nvidia-cuda-nvcc==13.0.*' 'nvidia-cuda-crt==13.0.*' 'nvidia-nvvm==13.0.*' \
 	'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-cccl==13.0.*'
+# Its neighbour for the bench's layers section: torch 2.13.0 for CUDA 13.0 (PyPI's), whose
+# wheels share the CUDA toolkit, cuSPARSELt and NVSHMEM with 2.14.1's.
+NEIGHBOUR_WHEELHOUSE ?= $(CACHE)/wheelhouse-cu130-torch2.13.0
+NEIGHBOUR_PACKAGES := torch==2.13.0
+# The engines the bench's speed section compares on: the default one and Docker 26 boxed with
+# each image store (as the engine contract runs them).
+BENCH_ENGINES ?= host docker26-classic docker26-containerd
 # The same example for linux/arm64 (Grace): PyPI's aarch64 torch is that CUDA 13.0 build. Its
 # wheels carry manylinux tags from 2014 (2.17) to 2.28, and pip matches --platform exactly, so
 # every tag Debian 12's glibc (2.36) runs is named. uv's aarch64 wheel is the installer the
@@ -92,6 +99,22 @@ $(CUDA_WHEELHOUSE)/.complete: | $(STAMP)
 	mkdir -p $(CUDA_WHEELHOUSE)
 	$(BIN)/pip download --quiet --disable-pip-version-check --only-binary=:all: \
 		--python-version $(DEMO_PYTHON) --dest $(CUDA_WHEELHOUSE) $(CUDA_PACKAGES)
+	touch $@
+
+## make wheelhouse-cuda-neighbour: torch 2.13.0's CUDA 13.0 wheels from PyPI (about 3 GB), the
+## CUDA example's neighbouring release, for the bench's layers section.
+wheelhouse-cuda-neighbour: $(NEIGHBOUR_WHEELHOUSE)/.complete
+
+# PyPI itself, past this machine's local indexes, links and cap, from its configuration files or
+# its environment (they hold torch 2.13.0's CPU build): PyPI's torch 2.13.0 for Linux x86_64 is
+# the CUDA 13.0 build.
+$(NEIGHBOUR_WHEELHOUSE)/.complete: | $(STAMP)
+	mkdir -p $(NEIGHBOUR_WHEELHOUSE)
+	PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= PIP_EXTRA_INDEX_URL= PIP_CONSTRAINT= \
+		PIP_CERT=$${PIP_CERT:-$$($(BIN)/pip config get global.cert 2>/dev/null)} \
+		$(BIN)/pip download --quiet --disable-pip-version-check --only-binary=:all: \
+		--index-url https://pypi.org/simple --python-version $(DEMO_PYTHON) \
+		--dest $(NEIGHBOUR_WHEELHOUSE) $(NEIGHBOUR_PACKAGES)
 	touch $@
 
 ## make wheelhouse-arm64: the CUDA example's linux/arm64 wheels from PyPI, downloaded once.
@@ -202,16 +225,23 @@ schema: $(STAMP)
 clean:
 	rm -rf $(VENV) out results .mypy_cache .ruff_cache .pytest_cache .hypothesis
 
-## make bench: build speed and size figures, measured side by side (several minutes).
-bench: $(STAMP) base wheelhouse wheelhouse-cuda
+## make bench: build speed and size figures, measured side by side (a few hours on 2 cores).
+bench: $(STAMP) base wheelhouse wheelhouse-cuda wheelhouse-cuda-neighbour
 	$(BIN)/python scripts/bench.py --wheelhouse $(WHEELHOUSE) --base $(DEMO_BASE) \
-		--cuda-wheelhouse $(CUDA_WHEELHOUSE)
+		--cuda-wheelhouse $(CUDA_WHEELHOUSE) --neighbour-wheelhouse $(NEIGHBOUR_WHEELHOUSE) \
+		--speed-engines $(BENCH_ENGINES)
+
+## make bench-layers: only the layers section (the bytes neighbouring CUDA images share).
+.PHONY: bench-layers wheelhouse-cuda-neighbour
+bench-layers: $(STAMP) base wheelhouse-cuda wheelhouse-cuda-neighbour
+	$(BIN)/python scripts/bench.py --base $(DEMO_BASE) --only layers \
+		--cuda-wheelhouse $(CUDA_WHEELHOUSE) --neighbour-wheelhouse $(NEIGHBOUR_WHEELHOUSE)
 
 ## make bench-speed: only the speed section (imagekit against the expert Dockerfile).
 .PHONY: bench-speed
 bench-speed: $(STAMP) base wheelhouse wheelhouse-cuda
 	$(BIN)/python scripts/bench.py --wheelhouse $(WHEELHOUSE) --base $(DEMO_BASE) \
-		--cuda-wheelhouse $(CUDA_WHEELHOUSE) --only speed
+		--cuda-wheelhouse $(CUDA_WHEELHOUSE) --only speed --speed-engines $(BENCH_ENGINES)
 
 ## make bench-cuda: only the CUDA section of the bench.
 bench-cuda: $(STAMP) base wheelhouse-cuda

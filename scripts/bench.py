@@ -434,14 +434,37 @@ def speed(args: argparse.Namespace, client: docker.DockerClient) -> int:
     failed = 0
     builders = tuple(args.speed_builders or ("sdk", "buildx"))
     parts = tuple(args.speed_parts or bench_speed.PARTS)
+    engines = tuple(args.speed_engines or ("host",))
     for example, document, ratios in bench_speed.speed_section(
-        client, args.base, wheelhouses, builders, parts
+        client, args.base, wheelhouses, builders, parts, engines
     ):
         print(f"\nimagekit bench: speed against the expert Dockerfile ({example})")
         print(json.dumps(document, indent=1))
         failed += print_ratios(ratios)
         merge_results(args.out_dir / f"speed-{example}.json", document, ratios)
     return failed
+
+
+def layers(args: argparse.Namespace, client: docker.DockerClient) -> int:
+    """The bytes neighbouring CUDA images share (scripts/bench_layers.py); targets missed."""
+    import bench_layers
+
+    failed = 0
+    wheelhouses = [args.cuda_wheelhouse, args.neighbour_wheelhouse]
+    for figures, ratios in bench_layers.layers_section(client, args.base, wheelhouses):
+        print("\nimagekit bench: layers shared by neighbouring CUDA images")
+        print(json.dumps(figures, indent=1))
+        failed += print_ratios(ratios)
+        write_results(args.out_dir / "layers.json", figures, ratios, engine=engine_row(client))
+    return failed
+
+
+def engine_row(client: docker.DockerClient) -> dict[str, str]:
+    """The engine and image store a figure was measured on, for its row."""
+    from imagekit.adapters.engine import engine_info
+
+    info = engine_info(client)
+    return {"engine": info.describe(), "image_store": info.image_store}
 
 
 def merge_results(path: Path, parts: dict, ratios: list[Ratio]) -> None:
@@ -452,7 +475,10 @@ def merge_results(path: Path, parts: dict, ratios: list[Ratio]) -> None:
     for name, figures in parts.items():
         earlier = document["figures"].get(name)
         if name == "builds" and isinstance(earlier, dict):
-            figures = {**earlier, **figures}  # a run of one builder keeps the other's figures
+            # A run of one engine or builder keeps the others' rows; rows named by the builder
+            # alone (before rows named their engine) go.
+            earlier = {k: v for k, v in earlier.items() if ":" in k}
+            figures = {**earlier, **figures}
         document["figures"][name] = figures
         document.setdefault("measured_at", {})
         if isinstance(document["measured_at"], dict):
@@ -468,7 +494,10 @@ def main() -> int:
     parser.add_argument("--wheelhouse", type=Path, help="the CPU demo's wheelhouse")
     parser.add_argument("--cuda-wheelhouse", type=Path, help="the CUDA example's wheelhouse")
     parser.add_argument("--base", default="imagekit-base/debian:bookworm")
-    parser.add_argument("--only", choices=("cpu", "cuda", "speed"))
+    parser.add_argument("--only", choices=("cpu", "cuda", "speed", "layers"))
+    parser.add_argument(
+        "--neighbour-wheelhouse", type=Path, help="torch 2.13.0's CUDA 13.0 wheels (layers)"
+    )
     parser.add_argument(
         "--speed-examples", nargs="*", choices=("cpu", "cuda"), help="the speed section's examples"
     )
@@ -484,9 +513,15 @@ def main() -> int:
         choices=("sdk", "buildx"),
         help="the speed section's builders",
     )
+    parser.add_argument(
+        "--speed-engines",
+        nargs="*",
+        choices=("host", "docker26-classic", "docker26-containerd"),
+        help="the engines the speed section builds on (default: the host's)",
+    )
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
-    sections = [args.only] if args.only else ["cpu", "cuda", "speed"]
+    sections = [args.only] if args.only else ["cpu", "cuda", "speed", "layers"]
     speed_examples = args.speed_examples or ["cpu", "cuda"]
     for section, needs in (("cpu", args.wheelhouse), ("cuda", args.cuda_wheelhouse)):
         wanted = section in sections or ("speed" in sections and section in speed_examples)
@@ -502,6 +537,10 @@ def main() -> int:
         missed += cuda_section(args, client)
     if "speed" in sections:
         missed += speed(args, client)
+    if "layers" in sections:
+        if args.cuda_wheelhouse is None or args.neighbour_wheelhouse is None:
+            parser.error("the layers section needs --cuda-wheelhouse and --neighbour-wheelhouse")
+        missed += layers(args, client)
     return 1 if missed else 0
 
 

@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -41,11 +42,13 @@ import docker
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from imagekit.adapters.engine import DockerEngine  # noqa: E402
+from imagekit.adapters.engine import DockerEngine, engine_info  # noqa: E402
 from tests.integration.engines import (  # noqa: E402
     OtherEngine,
     copy_image,
     running_registry,
+    start_docker_classic,
+    start_docker_containerd,
     start_docker_fresh,
     stop,
 )
@@ -105,9 +108,10 @@ def imagekit_build(
 
 
 def expert_build(
-    client: docker.DockerClient, builder: str, example: str, base: str, wheelhouse: Path, tag: str
+    target: Target, builder: str, example: str, base: str, wheelhouse: Path, tag: str
 ) -> float:
-    """The expert Dockerfile, cold, on `builder`; its seconds."""
+    """The expert Dockerfile, cold, on `builder` of the target engine; its seconds."""
+    client = target.client
     with tempfile.TemporaryDirectory(prefix="imagekit-bench-expert-") as tmp:
         context = Path(tmp)
         for name in ("Dockerfile", "Dockerfile.buildkit"):
@@ -128,8 +132,52 @@ def expert_build(
             command += ["-f", str(context / "Dockerfile.buildkit"), "-t", tag, str(context)]
             for key, value in args.items():
                 command += ["--build-arg", f"{key}={value}"]
-            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            env = {**os.environ, **target.env}
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
         return time.monotonic() - started
+
+
+@dataclass
+class Target:
+    """An engine the speed section builds on: the default one, or a boxed Docker 26."""
+
+    label: str  # host, docker26-classic, docker26-containerd
+    client: docker.DockerClient
+    env: dict[str, str]  # what the CLI and buildx are given (DOCKER_HOST), {} for the host's
+    row: dict[str, str]  # the engine and image store, as each figure records them
+
+
+# The engines `--speed-engines` names: the default one (whatever `make engine` installed) and
+# Docker 26 boxed with each store (tests/integration/engines.py), as the engine contract runs.
+ENGINES = ("host", "docker26-classic", "docker26-containerd")
+BOX_BRIDGE, BOX_SUBNET = "ikt-br5", "10.213.13.1/24"
+
+
+def describe(client: docker.DockerClient) -> dict[str, str]:
+    info = engine_info(client)
+    return {"engine": info.describe(), "image_store": info.image_store}
+
+
+@contextmanager
+def engine_target(client: docker.DockerClient, name: str, base: str) -> Iterator[Target]:
+    """The engine `name`, holding `base`; a boxed one is started here and removed after."""
+    if name == "host":
+        yield Target(name, client, {}, describe(client))
+        return
+    root = Path(f"/tmp/imagekit-bench-{name}-{secrets.token_hex(3)}")
+    if name == "docker26-classic":
+        engine = start_docker_classic(root, BOX_BRIDGE, BOX_SUBNET)
+    else:
+        engine = start_docker_containerd(root, BOX_BRIDGE, BOX_SUBNET)
+    try:
+        copy_image(client, engine, base)
+        other = engine.client()
+        try:
+            yield Target(name, other, engine.env(local=True), describe(other))
+        finally:
+            other.close()
+    finally:
+        stop(engine)
 
 
 def remove(client: docker.DockerClient, *references: str) -> None:
@@ -191,14 +239,16 @@ def fresh_engine(client: docker.DockerClient, base: str | None) -> Iterator[Othe
 
 
 def compare_builds(
-    client: docker.DockerClient,
+    target: Target,
     example: str,
     base: str,
     wheelhouse: Path,
     work: Path,
     builders: tuple[str, ...] = ("sdk", "buildx"),
 ) -> dict:
-    """Expert against imagekit, cold, on both builders; figures, pruning and ratios."""
+    """Expert against imagekit, cold, on each builder of one engine; figures (each row with
+    its engine and image store), pruning steps."""
+    client = target.client
     repository = f"imagekit-bench-{secrets.token_hex(3)}/pytorch"
     plain = matrix_for(example, repository, base, work, compile_=False)
     # The legacy builder's step images go after each build: the CUDA example's are 20 GB.
@@ -206,35 +256,40 @@ def compare_builds(
     figures: dict[str, dict] = {}
     steps: dict = {}
     for builder in builders:
+        row = f"{target.label}:{builder}"
         expert_tag = f"{repository}:expert-{builder}"
-        say(f"{example}: expert Dockerfile, {builder}, cold ...")
-        expert_s = expert_build(client, builder, example, base, wheelhouse, expert_tag)
+        say(f"{example}: expert Dockerfile, {row}, cold ...")
+        expert_s = expert_build(target, builder, example, base, wheelhouse, expert_tag)
         expert_bytes = image_bytes(client, expert_tag)
         remove(client, expert_tag)
         remove_new_dangling(client, before)
-        say(f"{example}: imagekit slim (compile: false), {builder}, cold ...")
+        say(f"{example}: imagekit slim (compile: false), {row}, cold ...")
         seconds, record = imagekit_build(
-            plain, wheelhouse, work / f"r-{builder}", "--no-cache", "--builder", builder
-        )
+            plain, wheelhouse, work / f"r-{row}", "--no-cache", "--builder", builder,
+            env=target.env,
+        )  # fmt: skip
         reference = f"{repository}:{TAGS[example]}"
         slim_bytes = image_bytes(client, reference)
         steps = pruning_steps(record)
         remove(client, reference)
         remove_new_dangling(client, before)
-        figures[builder] = {
+        figures[row] = {
+            **target.row,
+            "builder": builder,
             "expert_s": round(expert_s, 1),
             "expert_bytes": expert_bytes,
             "imagekit_s": round(seconds, 1),
             "imagekit_bytes": slim_bytes,
         }
         if example == "cpu":
-            say(f"{example}: imagekit slim as the example has it (torch.compile), {builder} ...")
+            say(f"{example}: imagekit slim as the example has it (torch.compile), {row} ...")
             compiling = matrix_for(example, repository, base, work, compile_=True)
             seconds, _ = imagekit_build(
-                compiling, wheelhouse, work / f"c-{builder}", "--no-cache", "--builder", builder
-            )
-            figures[builder]["imagekit_compile_s"] = round(seconds, 1)
-            figures[builder]["imagekit_compile_bytes"] = image_bytes(client, reference)
+                compiling, wheelhouse, work / f"c-{row}", "--no-cache", "--builder", builder,
+                env=target.env,
+            )  # fmt: skip
+            figures[row]["imagekit_compile_s"] = round(seconds, 1)
+            figures[row]["imagekit_compile_bytes"] = image_bytes(client, reference)
             remove(client, reference)
             remove_new_dangling(client, before)
     return {"builds": figures, "pruning_steps": steps}
@@ -360,26 +415,21 @@ def speed_section(
     wheelhouses: dict[str, Path],
     builders: tuple[str, ...] = ("sdk", "buildx"),
     parts: tuple[str, ...] = PARTS,
+    engines: tuple[str, ...] = ("host",),
 ) -> Iterator[tuple[str, dict, list[Ratio]]]:
-    """Each example's figures and ratios against their targets, as soon as it is measured (a
-    failure later loses nothing already measured)."""
+    """Each example's figures and ratios against their targets, as soon as it is measured on
+    each engine (a failure later loses nothing already measured)."""
     before = dangling(client)
     with tempfile.TemporaryDirectory(prefix="imagekit-bench-speed-") as tmp:
         work = Path(tmp)
         for example, wheelhouse in wheelhouses.items():
-            ratios: list[Ratio] = []
-            document: dict = {}
             if "builds" in parts:
-                document = compare_builds(client, example, base, wheelhouse, work, builders)
-            for builder, f in document.get("builds", {}).items():
-                ratios.append((
-                    f"{example} cold build, {builder}: slim / expert",
-                    f["imagekit_s"] / f["expert_s"], 1.0, "<=",
-                ))  # fmt: skip
-                ratios.append((
-                    f"{example} image size, {builder}: slim / expert",
-                    f["imagekit_bytes"] / f["expert_bytes"], 1.0, "<=",
-                ))  # fmt: skip
+                for name in engines:
+                    with engine_target(client, name, base) as target:
+                        document = compare_builds(target, example, base, wheelhouse, work, builders)
+                    yield example, document, build_ratios(example, document["builds"])
+            ratios: list[Ratio] = []
+            document = {}
             if example == "cpu" and "cache" in parts:
                 document["registry_cache"] = warm = warm_from_registry(
                     client, base, wheelhouse, work
@@ -399,4 +449,21 @@ def speed_section(
                     pull["zstd_pull_and_import_s"] / pull["gzip_pull_and_import_s"], 0.6, "<=",
                 ))  # fmt: skip
             remove_new_dangling(client, before)
-            yield example, document, ratios
+            if document:
+                yield example, document, ratios
+
+
+def build_ratios(example: str, builds: dict[str, dict]) -> list[Ratio]:
+    """Slim against the expert, in time and in bytes, for each engine and builder measured."""
+    ratios: list[Ratio] = []
+    for row, f in builds.items():
+        where = f"{row} ({f['engine']}, {f['image_store']} store)"
+        ratios.append((
+            f"{example} cold build, {where}: slim / expert",
+            f["imagekit_s"] / f["expert_s"], 1.0, "<=",
+        ))  # fmt: skip
+        ratios.append((
+            f"{example} image size, {where}: slim / expert",
+            f["imagekit_bytes"] / f["expert_bytes"], 1.0, "<=",
+        ))  # fmt: skip
+    return ratios
