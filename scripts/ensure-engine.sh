@@ -119,6 +119,13 @@ choose_image_store() {
     mkdir -p "$(dirname "$DAEMON_JSON")"
     echo '{"features": {"containerd-snapshotter": true}}' >"$DAEMON_JSON"
     say "containerd image store switched on in $DAEMON_JSON"
+    # An engine upgraded from 20.10 keeps its classic store's layers on disk, where the
+    # containerd store never looks: say what they take and how to get the room back (they are
+    # the user's images, so nothing here removes them).
+    local classic=/var/lib/docker/overlay2
+    if [ -d "$classic" ] && [ -n "$(ls -A "$classic" 2>/dev/null)" ]; then
+        say "the classic store's images stay in $classic ($(du -sh "$classic" 2>/dev/null | cut -f1)), unseen by the containerd store; to free the room, stop dockerd and remove $classic and /var/lib/docker/image"
+    fi
 }
 
 # What the engine is and which image store it uses, in one line (every message names both).

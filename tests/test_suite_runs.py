@@ -57,6 +57,25 @@ def test_too_little_room_says_how_much_what_holds_it_and_how_to_free_it() -> Non
     assert "docker builder prune" in said and leftovers.MIN_FREE_VARIABLE in said
 
 
+def test_a_classic_store_the_containerd_store_stranded_is_counted_and_named(
+    tmp_path: Path,
+) -> None:
+    layer = tmp_path / "overlay2" / "0a1b" / "diff"
+    layer.mkdir(parents=True)
+    (layer / "libtorch.so").write_bytes(b"x" * 3000)
+    (layer / "link").symlink_to("libtorch.so")
+    containerd = {"Driver": "overlayfs", "DockerRootDir": str(tmp_path)}
+    stranded = leftovers.stranded_classic_store(containerd)
+    assert stranded == (tmp_path / "overlay2", 3000)
+    said = leftovers.too_little_room(Room(10**9, ("/tmp",)), 45, {}, stranded)
+    assert f"{tmp_path / 'overlay2'} holds 0.0 GB of the classic image store" in said
+    assert f"removing {tmp_path / 'overlay2'} and {tmp_path / 'image'} frees it" in said
+    # The classic store itself, or no folder left: nothing is stranded, nothing is said.
+    assert leftovers.stranded_classic_store({**containerd, "Driver": "overlay2"}) is None
+    assert leftovers.stranded_classic_store({**containerd, "DockerRootDir": "/nonexistent"}) is None
+    assert "classic image store" not in leftovers.too_little_room(Room(10**9, ("/",)), 45, {})
+
+
 @pytest.mark.parametrize(("value", "need"), [(None, leftovers.MIN_FREE_GB), ("4.5", 4.5)])
 def test_the_room_asked_for_can_be_set(
     monkeypatch: pytest.MonkeyPatch, value: str | None, need: float

@@ -48,7 +48,8 @@ def before(engine: docker.DockerClient, pid: int) -> int:
         print(f"imagekit tests: build cache trimmed by {freed / 10**9:.1f} GB", file=sys.stderr)
         room = leftovers.room(engine)
     if not room.enough(need):
-        print(leftovers.too_little_room(room, need, engine.df()), file=sys.stderr)
+        stranded = leftovers.stranded_classic_store(engine.info())
+        print(leftovers.too_little_room(room, need, engine.df(), stranded), file=sys.stderr)
         return 1
     started = leftovers.process_started(pid)
     if started is None:
