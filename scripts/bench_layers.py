@@ -13,8 +13,8 @@ manifests:
   - the bytes the same pull would take with the venv as one layer (as before issue 29);
   - the registry's stored bytes for the four images, against the sum of their sizes.
 
-The images are built with the builder asked for (the SDK's legacy builder by default) on the
-default engine, and removed afterwards with the steps they left. Results: bench/results/layers.json.
+The images are built with the builder asked for (bench.py asks for buildx) on the default
+engine, and removed afterwards with the steps they left. Results: bench/results/layers.json.
 """
 
 from __future__ import annotations
@@ -36,7 +36,14 @@ from bench_speed import ROOT, dangling, registry, remove, remove_new_dangling, s
 EXAMPLE = ROOT / "examples" / "cuda-local.yaml"
 NEIGHBOUR = "2.13.0"
 CELLS = {"2.13.0": "2.13.0-cu130-py3.11", "2.14.1": "2.14.1-cu130-py3.11"}
-MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+# What a pushed image's manifest may be: the classic store pushes Docker's schema 2, the
+# containerd store OCI's, and BuildKit an index (the image beside its attestations).
+MANIFESTS = (
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.oci.image.index.v1+json",
+)
 # Every distribution in the image, with its version (run in the image).
 DISTS = (
     "import json; from importlib import metadata; "
@@ -82,11 +89,17 @@ def wheel_bytes(wheelhouse: Path) -> dict[tuple[str, str], int]:
 
 
 def manifest(host: str, repository: str, tag: str) -> dict:
+    """The linux/amd64 image manifest a tag (or digest) names, through an index if it is one."""
     request = urllib.request.Request(
-        f"http://{host}/v2/{repository}/manifests/{tag}", headers={"Accept": MANIFEST}
+        f"http://{host}/v2/{repository}/manifests/{tag}", headers={"Accept": ",".join(MANIFESTS)}
     )
     with urllib.request.urlopen(request, timeout=60) as answer:
-        return dict(json.loads(answer.read()))
+        document = dict(json.loads(answer.read()))
+    for entry in document.get("manifests", []):
+        platform = entry.get("platform") or {}
+        if (platform.get("os"), platform.get("architecture")) == ("linux", "amd64"):
+            return manifest(host, repository, entry["digest"])
+    return document
 
 
 def pull_bytes(held: list[dict], pulled: list[dict]) -> tuple[int, int]:
