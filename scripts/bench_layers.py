@@ -135,7 +135,7 @@ def build(matrix: Path, wheelhouse: Path, results: Path, builder: str) -> dict[s
     done = subprocess.run(
         [sys.executable, "-m", "imagekit", "build", "--matrix", str(matrix),
          "--platform", "linux/amd64", "--wheelhouse", str(wheelhouse), "--no-ca-cert",
-         "--builder", builder, "--results", str(results), "--json"],
+         "--builder", builder, "--no-cache", "--results", str(results), "--json"],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     if done.returncode != 0:
