@@ -20,7 +20,6 @@ engine, and removed afterwards with the steps they left. Results: bench/results/
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import subprocess
 import sys
@@ -32,6 +31,8 @@ from pathlib import Path
 import docker
 import yaml
 from bench_speed import ROOT, dangling, registry, remove, remove_new_dangling, say
+
+from imagekit.core.inventory import normalized
 
 EXAMPLE = ROOT / "examples" / "cuda-local.yaml"
 NEIGHBOUR = "2.13.0"
@@ -49,10 +50,6 @@ DISTS = (
     "import json; from importlib import metadata; "
     "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in metadata.distributions()})))"
 )
-
-
-def normalized(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def neighbour_matrix(repository: str, base: str, folder: Path) -> Path:
