@@ -245,16 +245,15 @@ def compare_builds(
     wheelhouse: Path,
     work: Path,
     builders: tuple[str, ...] = ("sdk", "buildx"),
-) -> dict:
-    """Expert against imagekit, cold, on each builder of one engine; figures (each row with
-    its engine and image store), pruning steps."""
+) -> Iterator[dict]:
+    """Expert against imagekit, cold, on each builder of one engine: one builder's figures (its
+    row with its engine and image store) and pruning steps as soon as they are measured, so a
+    run stopped on the next builder keeps them."""
     client = target.client
     repository = f"imagekit-bench-{secrets.token_hex(3)}/pytorch"
     plain = matrix_for(example, repository, base, work, compile_=False)
     # The legacy builder's step images go after each build: the CUDA example's are 20 GB.
     before = dangling(client)
-    figures: dict[str, dict] = {}
-    steps: dict = {}
     for builder in builders:
         row = f"{target.label}:{builder}"
         expert_tag = f"{repository}:expert-{builder}"
@@ -273,7 +272,7 @@ def compare_builds(
         steps = pruning_steps(record)
         remove(client, reference)
         remove_new_dangling(client, before)
-        figures[row] = {
+        figures = {
             **target.row,
             "builder": builder,
             "expert_s": round(expert_s, 1),
@@ -288,11 +287,11 @@ def compare_builds(
                 compiling, wheelhouse, work / f"c-{row}", "--no-cache", "--builder", builder,
                 env=target.env,
             )  # fmt: skip
-            figures[row]["imagekit_compile_s"] = round(seconds, 1)
-            figures[row]["imagekit_compile_bytes"] = image_bytes(client, reference)
+            figures["imagekit_compile_s"] = round(seconds, 1)
+            figures["imagekit_compile_bytes"] = image_bytes(client, reference)
             remove(client, reference)
             remove_new_dangling(client, before)
-    return {"builds": figures, "pruning_steps": steps}
+        yield {"builds": {row: figures}, "pruning_steps": steps}
 
 
 def warm_from_registry(
@@ -426,8 +425,10 @@ def speed_section(
             if "builds" in parts:
                 for name in engines:
                     with engine_target(client, name, base) as target:
-                        document = compare_builds(target, example, base, wheelhouse, work, builders)
-                    yield example, document, build_ratios(example, document["builds"])
+                        for document in compare_builds(
+                            target, example, base, wheelhouse, work, builders
+                        ):
+                            yield example, document, build_ratios(example, document["builds"])
             ratios: list[Ratio] = []
             document = {}
             if example == "cpu" and "cache" in parts:
