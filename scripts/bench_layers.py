@@ -99,6 +99,18 @@ def manifest(host: str, repository: str, tag: str) -> dict:
     return document
 
 
+def steps(host: str, repository: str, document: dict) -> list[str]:
+    """The Dockerfile step that made each layer of an image manifest (its config's history,
+    without the steps that made no layer), in the manifest's order."""
+    url = f"http://{host}/v2/{repository}/blobs/{document['config']['digest']}"
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        history = json.loads(answer.read()).get("history", [])
+    made = [h.get("created_by", "") for h in history if not h.get("empty_layer")]
+    if len(made) != len(document["layers"]):
+        return ["?"] * len(document["layers"])
+    return [" ".join(step.split())[:160] for step in made]
+
+
 def pull_bytes(held: list[dict], pulled: list[dict]) -> tuple[int, int]:
     """What a node holding the layers `held` downloads to run `pulled`: by digest (any layer
     it has), and by chain (only the layers below the first that differs)."""
@@ -167,10 +179,14 @@ def layers_section(
                 for item in client.api.push(f"{host}/{repository}", tag, stream=True, decode=True):
                     if "error" in item:
                         sys.exit(f"bench: push of {name} failed: {item['error']}")
-                layers = manifest(host, repository, tag)["layers"]
+                document = manifest(host, repository, tag)
+                made_by = steps(host, repository, document)
                 images[name] = {
                     "reference": reference,
-                    "layers": [{"digest": x["digest"], "size": x["size"]} for x in layers],
+                    "layers": [
+                        {"digest": x["digest"], "size": x["size"], "step": step}
+                        for x, step in zip(document["layers"], made_by, strict=True)
+                    ],
                     "dists": dists_of(client, reference),
                     "size_bytes": record["size_bytes"],
                     "build_s": record["duration_s"],
@@ -214,6 +230,12 @@ def measure(
                 "differing_wheels_bytes": differing_bytes,
                 "differing": [f"{n}=={v}" for n, v in differing],
                 "differing_without_a_wheel_here": [f"{n}=={v}" for n, v in unknown],
+                # What the node downloads, layer by layer: the step that made it, its bytes.
+                "downloaded": [
+                    {"step": x["step"], "bytes": x["size"]}
+                    for x in b["layers"]
+                    if x["digest"] not in {y["digest"] for y in a["layers"]}
+                ],
                 "image_layers_bytes": sum(x["size"] for x in b["layers"]),
             }
             ratios.append(
