@@ -9,6 +9,11 @@ order are imagekit's (`imagekit/core/venv_layers.py`): one NVIDIA distribution p
 slot, the CUDA toolkit's first and cuDNN and NCCL last; `deps` for every other dependency;
 `triton`; `torch`; and `imagekit` for the venv itself and what no distribution installed.
 
+Full's builder stage runs it too, over its overlay (`--at /opt/venv`: the overlay lies at
+/tmp/overlay/opt/venv and lands at the venv's path): full's own packages, the left-out Triton and
+what no distribution there installed (torch's unpacked headers, full's pruning report) each get
+a layer, so that full's packages are the same layer in neighbouring releases.
+
 Every file, link and folder moved gets the build's SOURCE_DATE_EPOCH as its time (the runtime
 stage copies them as they are), so that the same wheel at the same version makes the same layer
 in every image and every build. Bytecode is hash-based when that variable is set, so the times
@@ -136,16 +141,20 @@ def entries(venv: Path) -> tuple[list[str], list[str]]:
     return files, empty
 
 
-def move(venv: Path, path: str, slot: Path) -> None:
-    """Move `venv/path` to the same absolute path under `slot` (`slot/opt/venv/...`), making
-    its folders with the modes they have here. The slot holds the venv's own folders too, so
-    that the runtime stage's `COPY SLOT/ /` gives them the epoch's time, not the copy's."""
-    parts = (venv / path).parts[1:]
+def move(venv: Path, path: str, slot: Path, at: Path) -> None:
+    """Move `venv/path` to `at/path` under `slot` (`slot/opt/venv/...`), making its folders
+    with the modes they have here (above the venv, those of `at`'s own folders). The slot holds
+    the venv's own folders too, so that the runtime stage's `COPY SLOT/ /` gives them the
+    epoch's time, not the copy's."""
+    parts = (at / path).parts[1:]
     for depth in range(1, len(parts)):
         made = slot.joinpath(*parts[:depth])
         if not made.is_dir():
             made.mkdir()
-            os.chmod(made, os.stat(Path("/").joinpath(*parts[:depth])).st_mode & 0o7777)
+            here = Path("/").joinpath(*parts[:depth])
+            inside = here == at or at in here.parents
+            source = venv / here.relative_to(at) if inside else here
+            os.chmod(made, os.stat(source).st_mode & 0o7777)
     os.rename(venv / path, slot.joinpath(*parts))
 
 
@@ -161,8 +170,11 @@ def main() -> None:
     parser.add_argument("venv", type=Path)
     parser.add_argument("staging", type=Path)
     parser.add_argument("--slots", required=True, help="the slot names, bottom to top")
+    parser.add_argument("--at", type=Path, help="the venv's path in the image (default: VENV)")
+    parser.add_argument("--report", default=REPORT, help="the report's name, in the venv")
     args = parser.parse_args()
     venv, staging = args.venv.resolve(), args.staging
+    at = args.at or venv
     slots = args.slots.split(",")
     (site,) = sorted(venv.glob("lib/python*/site-packages"))
     dists = distributions(site, venv)
@@ -179,14 +191,14 @@ def main() -> None:
         slot = slot_of[owner] if owner is not None else "imagekit"
         report[slot]["files"] += 1
         report[slot]["bytes"] += os.lstat(venv / path).st_size
-        move(venv, path, staging / slot)
+        move(venv, path, staging / slot, at)
     for folder in empty:
         owner = owners.of(os.path.join(folder, "_"))
         slot = slot_of[owner] if owner is not None else "imagekit"
-        move(venv, folder, staging / slot)
-    own = staging / "imagekit" / venv.relative_to("/")
+        move(venv, folder, staging / slot, at)
+    own = staging / "imagekit" / at.relative_to("/")
     own.mkdir(parents=True, exist_ok=True)
-    (own / REPORT).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    (own / args.report).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
     if epoch.isdigit():
         for slot in slots:

@@ -14,7 +14,15 @@ import pytest
 
 from imagekit.core.matrix import load_matrix
 from imagekit.core.render import render_image
-from imagekit.core.venv_layers import NVIDIA_SLOTS, STAGING, nvidia_slot, venv_slots
+from imagekit.core.venv_layers import (
+    FULL_REPORT,
+    FULL_STAGING,
+    NVIDIA_SLOTS,
+    STAGING,
+    nvidia_slot,
+    overlay_slots,
+    venv_slots,
+)
 
 SCRIPT = Path(__file__).resolve().parents[1] / "templates" / "layer_venv.py"
 GOLDEN_MATRIX = SCRIPT.parents[1] / "tests" / "golden" / "matrix.yaml"
@@ -186,3 +194,58 @@ def test_slim_copies_each_slot_in_its_own_step_in_order(cuda: bool) -> None:
     copies = [line.split()[2] for line in dockerfile.splitlines() if "COPY --from=builder" in line]
     assert copies == [f"{STAGING}/{slot}/" for slot in venv_slots(cuda=cuda)]
     assert f"--slots {','.join(venv_slots(cuda=cuda))}" in dockerfile
+
+
+def overlay(root: Path, torch: str, triton: str) -> Path:
+    """Full's overlay as its builder stage makes it (a venv's tree under a root of its own):
+    full's own packages, the Triton slim left out, and torch's headers unpacked from slim's
+    tarball, which no RECORD of the overlay lists."""
+    venv = root / "overlay" / "opt" / "venv"
+    wheel(venv, "jupyterlab", "4.6.6", {"jupyterlab/__init__.py": b"# lab\n",
+                                        "../../../bin/jupyter-lab": b"#!python\n"})  # fmt: skip
+    wheel(venv, "triton", triton, {"triton/__init__.py": triton.encode()})
+    headers = venv / SITE / "torch" / "include" / "ATen"
+    headers.mkdir(parents=True)
+    (headers / "ATen.h").write_text(f"// torch {torch}\n")
+    (venv / "imagekit-pruned-full.json").write_text(f'{{"torch": "{torch}"}}\n')
+    return venv
+
+
+def test_full_overlay_lands_at_the_venv_path_and_its_own_packages_are_one_shared_layer(
+    tmp_path: Path,
+) -> None:
+    """Full's overlay of two neighbouring releases (other torch headers and Triton): its own
+    packages are the same layer in both, at the venv's path in the image; Triton and what no
+    distribution of the overlay installed (torch's headers, the pruning report) are not."""
+    slots = list(overlay_slots(cuda=True))
+    staged = {}
+    for torch, triton in (("2.13.0", "3.7.1"), ("2.14.1", "3.8.0")):
+        venv = overlay(tmp_path / torch, torch, triton)
+        staging = tmp_path / torch / "layers"
+        subprocess.run(
+            [sys.executable, str(SCRIPT), str(venv), str(staging), "--slots", ",".join(slots),
+             "--at", "/opt/venv", "--report", FULL_REPORT],
+            check=True, env={**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH)},
+        )  # fmt: skip
+        assert not any(p.is_file() for p in venv.rglob("*"))  # everything moved
+        staged[torch] = {s: tree(staging / s) for s in slots}
+    a, b = staged["2.13.0"], staged["2.14.1"]
+    assert a["deps"] == b["deps"] and a["triton"] != b["triton"] and a["imagekit"] != b["imagekit"]
+    assert f"opt/venv/{SITE}/jupyterlab/__init__.py" in a["deps"]
+    assert "opt/venv/bin/jupyter-lab" in a["deps"]
+    assert f"opt/venv/{SITE}/torch/include/ATen/ATen.h" in a["imagekit"]
+    assert {"opt/venv/imagekit-pruned-full.json", f"opt/venv/{FULL_REPORT}"} <= set(a["imagekit"])
+    # /opt and /opt/venv come with each layer, with the epoch's time and the image's modes.
+    assert {m for slot in a.values() for (_, m, _) in slot.values()} == {EPOCH}
+    assert a["deps"]["opt"][0] & 0o7777 == 0o755
+
+
+@pytest.mark.parametrize("cuda", [True, False])
+def test_full_copies_its_overlay_in_a_step_per_slot_in_order(cuda: bool) -> None:
+    name = "2.14.1-cu130-py3.12-full" if cuda else "2.13.0-cpu-py3.11-full"
+    plan = next(p for p in load_matrix(GOLDEN_MATRIX).plans if p.name == name)
+    dockerfile = render_image(plan).dockerfile
+    copies = [line.split()[3] for line in dockerfile.splitlines() if "--from=full-builder" in line]
+    slots = overlay_slots(cuda=cuda)
+    assert copies[: len(slots)] == [f"{FULL_STAGING}/{slot}/" for slot in slots]
+    assert f"--slots {','.join(slots)} --report {FULL_REPORT}" in dockerfile

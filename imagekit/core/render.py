@@ -17,7 +17,13 @@ from imagekit.core.build_stream import FAILURE_MARKER
 from imagekit.core.compat import PYPI_SIMPLE
 from imagekit.core.distro_packages import full_packages, slim_packages
 from imagekit.core.plan import ImagePlan
-from imagekit.core.venv_layers import STAGING, venv_slots
+from imagekit.core.venv_layers import (
+    FULL_REPORT,
+    FULL_STAGING,
+    STAGING,
+    overlay_slots,
+    venv_slots,
+)
 from imagekit.resources import templates_dir
 
 PYPI_INDEX_URL = PYPI_SIMPLE
@@ -185,9 +191,9 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
     if plan.flavour == "full":
         files |= full_files()
     files[PRUNE_SCRIPT] = (templates_dir() / PRUNE_SCRIPT).read_text(encoding="utf-8")
+    files[LAYER_SCRIPT] = (templates_dir() / LAYER_SCRIPT).read_text(encoding="utf-8")
     if plan.flavour == "slim":
-        slim_files = (*SITE_FILES, LAYER_SCRIPT)
-        files |= {n: (templates_dir() / n).read_text(encoding="utf-8") for n in slim_files}
+        files |= {n: (templates_dir() / n).read_text(encoding="utf-8") for n in SITE_FILES}
     slim_extra = (PYPI_INDEX_URL,) if plan.packages and plan.flavour == "slim" else ()
     labels = image_labels(plan, options)
     what = f"CUDA {cell.cuda}" if cell.cuda else "CPU"
@@ -205,6 +211,9 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
         "failure_marker": FAILURE_MARKER,
         "venv_slots": venv_slots(cuda=bool(cell.cuda)),
         "staging": STAGING,
+        "overlay_slots": overlay_slots(cuda=bool(cell.cuda)),
+        "full_staging": FULL_STAGING,
+        "full_layers_report": FULL_REPORT,
         # Builder stages carry these two, so `imagekit gc` can find their dangling layers.
         "stage_label": L.STAGE,
         "cell_label": L.CELL,

@@ -20,6 +20,11 @@ or a registry's, keeps any layer it has seen wherever it lies):
 4. `imagekit`: the venv itself (`bin/python`, `pyvenv.cfg`) and imagekit's own files (the
    start-up hook, the pruning report, packed headers), which are per image.
 
+Full's overlay (its own packages, the Triton slim left out, torch's headers unpacked for its
+compilers) is sorted the same way, into `deps`, `triton` and `imagekit`: full's packages are
+constrained to slim's versions, so they are the same layer in neighbouring releases, and only
+Triton and the headers move with torch.
+
 `templates/layer_venv.py` does the sorting inside the image (standard library only); it takes
 the slot names from here (`--slots`), so the Dockerfile's COPY steps and the folders agree.
 """
@@ -33,6 +38,9 @@ NVIDIA_SLOTS = 20
 DEPS, TRITON, TORCH, IMAGEKIT = "deps", "triton", "torch", "imagekit"
 # Where the builder stage leaves the folders, one per slot, each a tree from / (opt/venv/...).
 STAGING = "/tmp/imagekit/layers"
+# Where full's builder stage leaves its overlay's, and the report that says what each holds.
+FULL_STAGING = "/tmp/full-layers"
+FULL_REPORT = "imagekit-layers-full.json"
 
 
 def nvidia_slot(index: int) -> str:
@@ -44,3 +52,9 @@ def venv_slots(cuda: bool) -> tuple[str, ...]:
     """The venv's layers, bottom to top, for a CUDA cell or a CPU one."""
     nvidia = tuple(nvidia_slot(i) for i in range(NVIDIA_SLOTS)) if cuda else ()
     return (*nvidia, DEPS, *((TRITON,) if cuda else ()), TORCH, IMAGEKIT)
+
+
+def overlay_slots(cuda: bool) -> tuple[str, ...]:
+    """Full's overlay's layers, bottom to top: its own packages, Triton (CUDA cells), then what
+    no distribution of the overlay installed (torch's headers, full's pruning report)."""
+    return (DEPS, *((TRITON,) if cuda else ()), IMAGEKIT)
