@@ -198,5 +198,30 @@ def test_the_bootstrap_installs_them_and_leaves_no_ssh_host_key_in_the_base() ->
     argv = mmdebstrap_command(BootstrapRequest.of(command), Path("r.tar"))
     (include,) = [a for a in argv if a.startswith("--include=")]
     assert include == "--include=" + ",".join(command.packages)
-    (hook,) = [a for a in argv if a.startswith("--customize-hook=")]
+    hook = next(a for a in argv if a.startswith("--customize-hook=rm "))
     assert "$1/etc/ssh/ssh_host_*_key " in hook  # openssh-server's install made them
+
+
+def test_the_bootstrap_gives_a_minbase_root_an_etc_hosts_and_keeps_one_it_has(
+    tmp_path: Path,
+) -> None:
+    """mmdebstrap runs each hook with sh, the root as $1: the hosts hook writes netbase's file
+    where there is none (a BuildKit RUN would otherwise make and remove a stub in /etc, and stamp
+    /etc with that moment), and leaves one the packages installed alone."""
+    import subprocess
+
+    from imagekit.adapters.baseimage import BootstrapRequest, mmdebstrap_command
+
+    command = BootstrapCommand(suite="bookworm", tag="b/debian:bookworm")
+    argv = mmdebstrap_command(BootstrapRequest.of(command), Path("r.tar"))
+    (hook,) = [a.split("=", 1)[1] for a in argv if "etc/hosts" in a]
+    bare, kept = tmp_path / "bare", tmp_path / "kept"
+    for root in (bare, kept):
+        (root / "etc").mkdir(parents=True)
+    (kept / "etc" / "hosts").write_text("10.0.0.1 mine\n")
+    for root in (bare, kept):
+        subprocess.run(["sh", "-c", hook, "sh", str(root)], check=True)
+    assert (bare / "etc" / "hosts").read_text().splitlines() == [
+        "127.0.0.1\tlocalhost", "::1\t\tlocalhost ip6-localhost ip6-loopback"
+    ]  # fmt: skip
+    assert (kept / "etc" / "hosts").read_text() == "10.0.0.1 mine\n"

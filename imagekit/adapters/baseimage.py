@@ -174,6 +174,10 @@ SLIM_DPKG_OPTIONS = (
 )
 
 
+# netbase's /etc/hosts, for bases of the minbase variant (printf's format).
+HOSTS = r"127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n"
+
+
 def mmdebstrap_command(request: BootstrapRequest, out_tar: Path) -> list[str]:
     """The mmdebstrap command line that writes the root filesystem tar."""
     mirror = request.mirror or DEFAULT_MIRRORS[distribution(request.suite)]
@@ -189,6 +193,11 @@ def mmdebstrap_command(request: BootstrapRequest, out_tar: Path) -> list[str]:
     command += [
         "--customize-hook=rm -rf $1/var/cache/apt/* $1/var/lib/apt/lists/* $1/var/log/*"
         " $1/etc/ssh/ssh_host_*_key $1/etc/ssh/ssh_host_*_key.pub",
+        # An /etc/hosts as netbase's (minbase has none): a BuildKit RUN container without one
+        # gets a stub made for its mount and removed after the command, which leaves /etc with
+        # that moment's time in the layer (BuildKit before 0.13 rewrites no times), so no two
+        # builds of a RUN step would make the same layer.
+        f"--customize-hook=[ -e $1/etc/hosts ] || printf '{HOSTS}' >$1/etc/hosts",
         request.suite,
         str(out_tar),
         mirror,
