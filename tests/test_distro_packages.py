@@ -220,7 +220,10 @@ def test_the_bootstrap_gives_a_minbase_root_an_etc_hosts_and_keeps_one_it_has(
         (root / "etc").mkdir(parents=True)
     (kept / "etc" / "hosts").write_text("10.0.0.1 mine\n")
     for root in (bare, kept):
-        subprocess.run(["sh", "-c", hook, "sh", str(root)], check=True)
+        env = {"PATH": "/usr/bin:/bin", "SOURCE_DATE_EPOCH": "1700000000"}
+        subprocess.run(["sh", "-c", hook, "sh", str(root)], check=True, env=env)
+    # The epoch's time, on the file and on /etc, as every other file of a reproducible base.
+    assert {int((bare / p).stat().st_mtime) for p in ("etc", "etc/hosts")} == {1_700_000_000}
     assert (bare / "etc" / "hosts").read_text().splitlines() == [
         "127.0.0.1\tlocalhost", "::1\t\tlocalhost ip6-localhost ip6-loopback"
     ]  # fmt: skip

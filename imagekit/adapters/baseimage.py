@@ -197,7 +197,10 @@ def mmdebstrap_command(request: BootstrapRequest, out_tar: Path) -> list[str]:
         # gets a stub made for its mount and removed after the command, which leaves /etc with
         # that moment's time in the layer (BuildKit before 0.13 rewrites no times), so no two
         # builds of a RUN step would make the same layer.
-        f"--customize-hook=[ -e $1/etc/hosts ] || printf '{HOSTS}' >$1/etc/hosts",
+        # With an epoch, the file and /etc take it (a reproducible bootstrap stays one).
+        f"--customize-hook=[ -e $1/etc/hosts ] || {{ printf '{HOSTS}' >$1/etc/hosts"
+        ' && { [ -z "$SOURCE_DATE_EPOCH" ]'
+        ' || touch -d "@$SOURCE_DATE_EPOCH" $1/etc/hosts $1/etc; }; }',
         request.suite,
         str(out_tar),
         mirror,
