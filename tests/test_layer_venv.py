@@ -15,7 +15,7 @@ import pytest
 from imagekit.core.matrix import load_matrix
 from imagekit.core.render import render_image
 from imagekit.core.venv_layers import (
-    FULL_REPORT,
+    FULL_LAYERS_REPORT,
     FULL_STAGING,
     NVIDIA_SLOTS,
     STAGING,
@@ -224,7 +224,7 @@ def test_full_overlay_lands_at_the_venv_path_and_its_own_packages_are_one_shared
         staging = tmp_path / torch / "layers"
         subprocess.run(
             [sys.executable, str(SCRIPT), str(venv), str(staging), "--slots", ",".join(slots),
-             "--at", "/opt/venv", "--report", FULL_REPORT],
+             "--at", "/opt/venv", "--report", FULL_LAYERS_REPORT],
             check=True, env={**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH)},
         )  # fmt: skip
         assert not any(p.is_file() for p in venv.rglob("*"))  # everything moved
@@ -234,7 +234,8 @@ def test_full_overlay_lands_at_the_venv_path_and_its_own_packages_are_one_shared
     assert f"opt/venv/{SITE}/jupyterlab/__init__.py" in a["deps"]
     assert "opt/venv/bin/jupyter-lab" in a["deps"]
     assert f"opt/venv/{SITE}/torch/include/ATen/ATen.h" in a["imagekit"]
-    assert {"opt/venv/imagekit-pruned-full.json", f"opt/venv/{FULL_REPORT}"} <= set(a["imagekit"])
+    own = {"opt/venv/imagekit-pruned-full.json", f"opt/venv/{FULL_LAYERS_REPORT}"}
+    assert own <= set(a["imagekit"])
     # /opt and /opt/venv come with each layer, with the epoch's time and the image's modes.
     assert {m for slot in a.values() for (_, m, _) in slot.values()} == {EPOCH}
     assert a["deps"]["opt"][0] & 0o7777 == 0o755
@@ -248,4 +249,4 @@ def test_full_copies_its_overlay_in_a_step_per_slot_in_order(cuda: bool) -> None
     copies = [line.split()[3] for line in dockerfile.splitlines() if "--from=full-builder" in line]
     slots = overlay_slots(cuda=cuda)
     assert copies[: len(slots)] == [f"{FULL_STAGING}/{slot}/" for slot in slots]
-    assert f"--slots {','.join(slots)} --report {FULL_REPORT}" in dockerfile
+    assert f"--slots {','.join(slots)} --report {FULL_LAYERS_REPORT}" in dockerfile

@@ -18,7 +18,7 @@ from imagekit.core.compat import PYPI_SIMPLE
 from imagekit.core.distro_packages import full_packages, slim_packages
 from imagekit.core.plan import ImagePlan
 from imagekit.core.venv_layers import (
-    FULL_REPORT,
+    FULL_LAYERS_REPORT,
     FULL_STAGING,
     STAGING,
     overlay_slots,
@@ -213,7 +213,7 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
         "staging": STAGING,
         "overlay_slots": overlay_slots(cuda=bool(cell.cuda)),
         "full_staging": FULL_STAGING,
-        "full_layers_report": FULL_REPORT,
+        "full_layers_report": FULL_LAYERS_REPORT,
         # Builder stages carry these two, so `imagekit gc` can find their dangling layers.
         "stage_label": L.STAGE,
         "cell_label": L.CELL,

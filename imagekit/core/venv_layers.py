@@ -40,7 +40,7 @@ DEPS, TRITON, TORCH, IMAGEKIT = "deps", "triton", "torch", "imagekit"
 STAGING = "/tmp/imagekit/layers"
 # Where full's builder stage leaves its overlay's, and the report that says what each holds.
 FULL_STAGING = "/tmp/full-layers"
-FULL_REPORT = "imagekit-layers-full.json"
+FULL_LAYERS_REPORT = "imagekit-layers-full.json"
 
 
 def nvidia_slot(index: int) -> str:
