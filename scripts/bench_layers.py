@@ -211,6 +211,8 @@ def measure(
         for held, pulled in ((NEIGHBOUR, "2.14.1"), ("2.14.1", NEIGHBOUR)):
             a, b = images[names[held]], images[names[pulled]]
             by_digest, by_chain = pull_bytes(a["layers"], b["layers"])
+            have = {x["digest"] for x in a["layers"]}
+            downloaded = [x for x in b["layers"] if x["digest"] not in have]
             differing = sorted(b["dists"] - a["dists"])
             unknown = [d for d in differing if d not in wheels]
             differing_bytes = sum(wheels.get(d, 0) for d in differing)
@@ -218,7 +220,7 @@ def measure(
             slim = images[f"{CELLS[pulled]}-slim"]
             count = venv_layer_count(client, slim["reference"])
             venv = b["layers"][len(slim["layers"]) - count : len(slim["layers"])]
-            lacking = [x for x in venv if x["digest"] not in {y["digest"] for y in a["layers"]}]
+            lacking = [x for x in venv if x["digest"] not in have]
             one_layer = by_digest + (
                 sum(x["size"] for x in venv) - sum(x["size"] for x in lacking) if lacking else 0
             )
@@ -231,11 +233,7 @@ def measure(
                 "differing": [f"{n}=={v}" for n, v in differing],
                 "differing_without_a_wheel_here": [f"{n}=={v}" for n, v in unknown],
                 # What the node downloads, layer by layer: the step that made it, its bytes.
-                "downloaded": [
-                    {"step": x["step"], "bytes": x["size"]}
-                    for x in b["layers"]
-                    if x["digest"] not in {y["digest"] for y in a["layers"]}
-                ],
+                "downloaded": [{"step": x["step"], "bytes": x["size"]} for x in downloaded],
                 "image_layers_bytes": sum(x["size"] for x in b["layers"]),
             }
             ratios.append(

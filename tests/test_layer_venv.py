@@ -75,11 +75,22 @@ def make_venv(root: Path, torch: str = "2.14.1", cudnn: str = "9.24.0.43") -> Pa
     return venv
 
 
-def layer(venv: Path, staging: Path, slots: list[str] = SLOTS) -> dict:
+def run_script(venv: Path, staging: Path, slots: list[str], *options: str) -> None:
     subprocess.run(
-        [sys.executable, str(SCRIPT), str(venv), str(staging), "--slots", ",".join(slots)],
+        [sys.executable, str(SCRIPT), str(venv), str(staging), "--slots", ",".join(slots),
+         *options],
         check=True, env={**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH)},
     )  # fmt: skip
+
+
+def golden_dockerfile(name: str) -> str:
+    """The Dockerfile of the golden matrix's image `name`."""
+    plan = next(p for p in load_matrix(GOLDEN_MATRIX).plans if p.name == name)
+    return render_image(plan).dockerfile
+
+
+def layer(venv: Path, staging: Path, slots: list[str] = SLOTS) -> dict:
+    run_script(venv, staging, slots)
     return json.loads((in_slot(staging, "imagekit", venv) / "imagekit-layers.json").read_text())
 
 
@@ -188,9 +199,7 @@ def test_the_slots_run_from_what_changes_least_to_what_changes_most() -> None:
 
 @pytest.mark.parametrize("cuda", [True, False])
 def test_slim_copies_each_slot_in_its_own_step_in_order(cuda: bool) -> None:
-    name = "2.14.1-cu130-py3.12-slim" if cuda else "2.13.0-cpu-py3.11-slim"
-    plan = next(p for p in load_matrix(GOLDEN_MATRIX).plans if p.name == name)
-    dockerfile = render_image(plan).dockerfile
+    dockerfile = golden_dockerfile("2.14.1-cu130-py3.12-slim" if cuda else "2.13.0-cpu-py3.11-slim")
     copies = [line.split()[2] for line in dockerfile.splitlines() if "COPY --from=builder" in line]
     assert copies == [f"{STAGING}/{slot}/" for slot in venv_slots(cuda=cuda)]
     assert f"--slots {','.join(venv_slots(cuda=cuda))}" in dockerfile
@@ -222,11 +231,7 @@ def test_full_overlay_lands_at_the_venv_path_and_its_own_packages_are_one_shared
     for torch, triton in (("2.13.0", "3.7.1"), ("2.14.1", "3.8.0")):
         venv = overlay(tmp_path / torch, torch, triton)
         staging = tmp_path / torch / "layers"
-        subprocess.run(
-            [sys.executable, str(SCRIPT), str(venv), str(staging), "--slots", ",".join(slots),
-             "--at", "/opt/venv", "--report", FULL_LAYERS_REPORT],
-            check=True, env={**os.environ, "SOURCE_DATE_EPOCH": str(EPOCH)},
-        )  # fmt: skip
+        run_script(venv, staging, slots, "--at", "/opt/venv", "--report", FULL_LAYERS_REPORT)
         assert not any(p.is_file() for p in venv.rglob("*"))  # everything moved
         staged[torch] = {s: tree(staging / s) for s in slots}
     a, b = staged["2.13.0"], staged["2.14.1"]
@@ -243,9 +248,7 @@ def test_full_overlay_lands_at_the_venv_path_and_its_own_packages_are_one_shared
 
 @pytest.mark.parametrize("cuda", [True, False])
 def test_full_copies_its_overlay_in_a_step_per_slot_in_order(cuda: bool) -> None:
-    name = "2.14.1-cu130-py3.12-full" if cuda else "2.13.0-cpu-py3.11-full"
-    plan = next(p for p in load_matrix(GOLDEN_MATRIX).plans if p.name == name)
-    dockerfile = render_image(plan).dockerfile
+    dockerfile = golden_dockerfile("2.14.1-cu130-py3.12-full" if cuda else "2.13.0-cpu-py3.11-full")
     copies = [line.split()[3] for line in dockerfile.splitlines() if "--from=full-builder" in line]
     slots = overlay_slots(cuda=cuda)
     assert copies[: len(slots)] == [f"{FULL_STAGING}/{slot}/" for slot in slots]
