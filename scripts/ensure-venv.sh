@@ -50,5 +50,6 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
 fi
 echo "ensure-venv: installing imagekit and its dev extras into $VENV" >&2
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+# uv, not pip: 6 s against 37 s on two cores (scripts/install.sh says why and how).
+PYTHON="$VENV/bin/python" scripts/install.sh -e '.[dev]'
 touch "$VENV/.imagekit-installed"

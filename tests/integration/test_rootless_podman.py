@@ -298,7 +298,8 @@ def account(
         me.run("sh", "-c", f"cat > {config}/storage.conf <<'EOF'\n{STORAGE_CONF}EOF")
         venv = me.run(
             "sh", "-c",
-            f"python3 -m venv ~/venv && ~/venv/bin/pip install --quiet {shared}/src/imagekit",
+            f"python3 -m venv ~/venv && PYTHON=~/venv/bin/python"
+            f" {shared}/src/imagekit/scripts/install.sh {shared}/src/imagekit",
         )  # fmt: skip
         assert venv.returncode == 0, venv.stderr[-3000:]
         with tun_open_to_all():
