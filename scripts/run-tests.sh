@@ -5,7 +5,11 @@
 # - in the background, the tests against engines they start themselves (the engine contract on
 #   boxed Docker 26 with each store, Podman 4.3 and boxed Podman 5; the registry-cache builds;
 #   an engine killed under build and verify, a fake CDI GPU; the set-up in pristine Debian 12
-#   and 13 boxes), bake's BuildKit builds, then the unit tests.
+#   and 13 boxes), then the unit tests that run torch here (marker host_torch).
+# The other unit tests run once, in the foreground: test_act.py runs ci.yml's unit job (lint,
+# types, unit tests, on a fresh venv of a snapshot of this tree) under act, as GitHub runs it.
+# That job has no torch, so it skips the host_torch tests; running the unit tests here as well
+# cost the background session 4.5 minutes for nothing new.
 # The split keeps the two about as long as each other (measured from a fresh clone on this
 # 2-core machine, before the boxes and bake moved to the background: 58 min foreground,
 # 43 min background; each session's JUnit file has every test's time).
@@ -73,7 +77,7 @@ default_sigint=(
 )
 "${default_sigint[@]}" "$PYTEST" -p no:cacheprovider --durations=25 \
     --junitxml="$artifacts/engines-and-unit.xml" \
-    -m "contract or (not integration and not cuda and not arm64)" >"$log" 2>&1 &
+    -m "contract or host_torch" >"$log" 2>&1 &
 contract=$!
 stop_contract() { kill -INT "$contract" 2>/dev/null; wait "$contract" 2>/dev/null; }
 trap 'stop_contract; sweep; disk_report; rm -f "$log" "$mainlog"; exit 130' INT TERM
@@ -87,7 +91,7 @@ engines=$?
 trap - INT TERM
 sweep
 
-echo "---- tests on engines of their own ($CONTRACT and others: boxed Docker 26 and Podman 5, Podman 4.3), unit tests ----"
+echo "---- tests on engines of their own ($CONTRACT and others: boxed Docker 26 and Podman 5, Podman 4.3), host-mode torch unit tests ----"
 cat "$log"
 # pytest's own summary section (-ra) of the foreground session, from its header to the end.
 echo "---- integration tests, again: ----"

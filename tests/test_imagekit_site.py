@@ -17,6 +17,8 @@ TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 sys.path.insert(0, str(TEMPLATES))
 import imagekit_site  # noqa: E402 - the templates folder is not a package
 
+from tests.host_torch import needs_torch  # noqa: E402
+
 COMPILE_TWICE = """
 import imagekit_site
 imagekit_site.start()
@@ -35,17 +37,6 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=300
     )
-
-
-def has_torch() -> bool:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_torch = pytest.mark.skipif(not has_torch(), reason="this Python has no torch")
 
 
 @needs_torch

@@ -31,6 +31,7 @@ from tests.fakes import (
     store,
     verify_record,
 )
+from tests.host_torch import needs_torch
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = probes_dir()
@@ -222,8 +223,8 @@ def test_verify_image_with_nodes_counts_the_multi_node_probe(tmp_path: Path) -> 
 # Host mode across two local nodes --------------------------------------------------------
 
 
+@needs_torch
 def test_host_mode_runs_ddp_across_two_local_torchrun_nodes() -> None:
-    pytest.importorskip("torch", reason="host-mode tests need torch (make test installs it)")
     from imagekit.adapters.hostprobe import HostProbeRunner
     from imagekit.orchestration.hostprobe import probe_here
 

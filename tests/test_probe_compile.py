@@ -25,14 +25,10 @@ from imagekit.core.ports import ProbeRequest, ProbeRun
 from imagekit.core.probe_contract import ProbeDevice, ProbeExpectations
 from imagekit.core.probes import read_spec
 from imagekit.core.records import Level, Status
+from tests.host_torch import needs_torch
 
 PROBES = Path(__file__).resolve().parent.parent / "probes"
 PROBE = PROBES / "compile.py"
-
-needs_torch = pytest.mark.skipif(
-    importlib.util.find_spec("torch") is None,
-    reason="host-mode tests need torch (make test installs it)",
-)
 
 
 def load_probe(monkeypatch: pytest.MonkeyPatch) -> ModuleType:

@@ -23,9 +23,11 @@ from imagekit.core.records import Check, ImageRecord, Level, ProbeResult, Status
 from imagekit.core.summary import changes, junit, markdown
 from imagekit.errors import InputError
 from imagekit.resources import probes_dir
+from tests import host_torch
 from tests.fakes import verify_record
 
-torch = pytest.importorskip("torch", reason="host-mode tests need torch (make test installs it)")
+torch = pytest.importorskip("torch", reason=host_torch.REASON)
+pytestmark = host_torch.MARK
 
 PROBES = probes_dir()
 WRONG_TORCH = ProbeExpectations(ImageVersions(torch="9.9.9"))

@@ -12,10 +12,10 @@ import pytest
 
 from tests.integration.conftest import TEST_LABELS, Session, imagekit, matrix_text
 
-# In the session beside the main one (marker `contract`, scripts/run-tests.sh): BuildKit's
-# cache is its own, so nothing here is a build the main session would otherwise share, and
-# the main session is the longer one.
-pytestmark = [pytest.mark.integration, pytest.mark.contract]
+# In the main session (scripts/run-tests.sh): on the containerd store the SDK's builds are
+# BuildKit's too, so bake's slim shares the demo build's cache there; and the session beside
+# it, with the unit tests gone to ci.yml's job under act, became the longer one.
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(autouse=True)
