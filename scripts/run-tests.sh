@@ -56,10 +56,26 @@ watch_disk() {
 }
 watch_disk &
 watcher=$!
+# And how busy the CPUs were over the whole run (/proc/stat's counters at its start and end):
+# the figure that says whether a third session could shorten the run, or only slow the two.
+cpu_at_start=$(head -n 1 /proc/stat)
+cpu_report() {
+    local now
+    now=$(head -n 1 /proc/stat)
+    # Fields 2-11: user nice system idle iowait irq softirq steal guest guest_nice; idle and
+    # iowait are the idle time, guest time is counted in user already.
+    awk -v a="$cpu_at_start" -v b="$now" -v cores="$(nproc)" 'BEGIN {
+        split(a, x); split(b, y); total = 0; idle = 0
+        for (i = 2; i <= 9; i++) total += y[i] - x[i]
+        idle = (y[5] - x[5]) + (y[6] - x[6])
+        if (total > 0) printf "---- CPU: %d%% busy on %d cores over the run ----\n", 100 * (total - idle) / total, cores
+    }'
+}
 disk_report() {
     kill "$watcher" 2>/dev/null
     [ -s "$lowest" ] && echo "---- disk: the least free during the run: $(($(cat "$lowest") / 1000000000)) GB ----"
     rm -f "$lowest"
+    cpu_report
 }
 
 # --durations: the slowest tests of each session, so that the suite's cost stays visible; every
