@@ -3,7 +3,8 @@
 ci.yml's unit job installs imagekit without torch, so these tests skip there; `make test`
 installs the CPU torch into the venv and runs them itself, beside the engines' tests, while the
 rest of the unit tests run once, in ci.yml's own unit job under act (tests/integration/
-test_act.py, scripts/run-tests.sh). A test marked here is never left to a run that skips it.
+test_act.py, scripts/run-tests.sh). So a torch test must be marked here, or it runs nowhere:
+test_the_ci_unit_job_passes_under_act fails on any skip in that job with another reason.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -44,6 +45,7 @@ import docker
 import pytest
 import yaml
 
+from tests import host_torch
 from tests.integration.conftest import DemoBuild, Session, imagekit, matrix_text
 from tests.integration.test_publish import running_registry
 from tests.test_workflows import DESTRUCTIVE_STEPS
@@ -658,6 +660,12 @@ def test_the_ci_unit_job_passes_under_act(
     tell(request, f"\nact ci.yml, job unit (lint, types, unit tests): {minutes(run.wall_s)}")
     assert run.jobs() == {"unit": "success"}, run.log(last=150)
     assert run.code == 0
+    # What the job skipped is exactly what the background session runs: the tests marked
+    # host_torch. A torch test skipped another way (a bare importorskip) would run nowhere.
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", run.output("unit"))
+    skipped = [line for line in plain.splitlines() if line.startswith("SKIPPED ")]
+    assert skipped, plain[-3000:]
+    assert all(line.endswith(host_torch.REASON) for line in skipped), skipped
 
 
 # matrix-refresh.yml ---------------------------------------------------------------------------
