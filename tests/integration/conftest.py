@@ -10,7 +10,6 @@ tests: CI must never pass by skipping them.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import secrets
@@ -165,17 +164,10 @@ def session_ca(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionCa]:
     """One CA bundle for the whole session, also as $PIP_CERT for every child process (the
     CLI and act's jobs take it from there, as a user's would). The builder stages copy it, so
     one bundle for all makes those stages, torch's install among them, one cache entry that
-    every build of the demo cell shares, instead of one per bundle (tens of minutes in all).
-
-    The same bundle in every session on this machine, too (its marker is the system bundle's
-    hash, not a random one): the engine's build cache outlives a run, and with a new bundle
-    each time the demo build was cold in every run (5 minutes on 2 cores, the longest step
-    of the main session). The cold builds that must be cold run on engines started empty (the
-    engine contract, test_build_cache.py)."""
-    system = Path("/etc/ssl/certs/ca-certificates.crt").read_bytes()
-    marker = f"IMAGEKIT-CA-MARKER-{hashlib.sha256(system).hexdigest()[:16]}"
+    every build of the demo cell shares, instead of one per bundle (tens of minutes in all)."""
+    marker = f"IMAGEKIT-CA-MARKER-{secrets.token_hex(8)}"
     path = tmp_path_factory.mktemp("ca") / "proxy-ca.crt"
-    path.write_bytes(system + f"# {marker}\n".encode())
+    path.write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text() + f"# {marker}\n")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PIP_CERT", str(path))
         yield SessionCa(path, marker)
