@@ -42,7 +42,7 @@ import pytest
 from imagekit.adapters.engine import engine_info
 from imagekit.errors import ImagekitError
 from tests.children import default_stop_signals
-from tests.integration.conftest import ROOT, CliResult, imagekit, matrix_text
+from tests.integration.conftest import ROOT, TEST_LABELS, CliResult, imagekit, matrix_text
 from tests.integration.engines import (
     FAKE_GPU_ENV,
     FAKE_GPU_LIBRARY,
@@ -279,7 +279,8 @@ def test_verify_runs_the_probes_and_the_structure_checks(
     passed = {r["probe"] for r in record["probes"] if r["status"] == "pass"}
     assert {"env", "autograd", "matmul", "higher_order", "ddp"} <= passed
     (compiled,) = [r for r in record["probes"] if r["probe"] == "compile"]
-    assert compiled["status"] == "skip", compiled  # the image says it cannot compile
+    # The image says it cannot compile (its label), and the probe says what still works.
+    assert compiled["status"] == "skip" and "aot_eager" in compiled["reason"], compiled
     assert record["structure"] and all(c["ok"] for c in record["structure"])
     run = contract.results / verified["slim"]["run_id"]
     engine = json.loads((run / "run.json").read_text())["engine"]
@@ -329,6 +330,31 @@ def test_publish_pushes_reads_the_digest_back_and_keeps_versioned_tags_immutable
     (image,) = json.loads(other.stdout)["images"]
     assert image["status"] == "refused"
     assert "already exists with other content" in image["reasons"][-1]
+
+
+def test_a_slim_without_compile_says_so_in_its_label_and_at_its_first_compile(
+    contract: Contract,
+) -> None:
+    """The contract's slim is built with `compile: false`: its label says so, and the first
+    torch.compile in it says, in one line, what to use instead (the default engine's slim
+    compiles: test_image_use.py)."""
+    client = contract.engine.client()
+    try:
+        image = client.images.get(contract.reference(SLIM))
+        assert image.labels["io.imagekit.torch-compile"] == "no"
+        code = "import torch; f = torch.compile(lambda x: x.sin()); f(torch.ones(2))"
+        container = client.containers.run(
+            image.id, ["python3", "-c", code], detach=True, shm_size="2g", labels=TEST_LABELS
+        )
+        try:
+            container.wait(timeout=300)
+            said = container.logs(stdout=False, stderr=True).decode()
+        finally:
+            container.remove(force=True)
+    finally:
+        client.close()
+    notice = [line for line in said.splitlines() if line.startswith("imagekit:")]
+    assert len(notice) == 1 and 'backend="aot_eager"' in notice[0] and "full image" in notice[0]
 
 
 def test_run_with_user_serves_jupyter_as_that_user_and_a_stop_removes_it(

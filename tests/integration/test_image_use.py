@@ -8,8 +8,8 @@
   test_first_hour.py has real accounts).
 - The default user of full installs packages; the torch stack stays as verified.
 - `import torch` is silent; /dev/shm under 1 GiB gets one warning line.
-- A slim with `compile: false` says so in its label and at the first torch.compile; its
-  compile probe records skip with that reason. What compile support costs slim is measured.
+A slim with `compile: false` (its label, its compile probe's skip, its first torch.compile's
+notice) is the engine contract's own slim: test_engine_contract.py checks it on every engine.
 """
 
 from __future__ import annotations
@@ -32,9 +32,6 @@ from docker.models.containers import Container
 from tests.integration.conftest import (
     TEST_LABELS,
     DemoBuild,
-    Session,
-    imagekit,
-    matrix_text,
 )
 from tests.integration.test_run_ends import start_jupyter_run, wait_for_url
 from tests.integration.test_workstation import free_port, http, wait_http
@@ -50,11 +47,6 @@ SHM_LINE = "/dev/shm is 64 MiB (under 1 GiB)"
 @pytest.fixture(scope="module")
 def full_image(demo_build: DemoBuild) -> str:
     return demo_build.records[FULL]["build"]["image_id"]
-
-
-@pytest.fixture(scope="module")
-def slim_image(demo_build: DemoBuild) -> str:
-    return demo_build.records[SLIM]["build"]["image_id"]
 
 
 @pytest.fixture
@@ -278,56 +270,3 @@ def test_import_torch_is_silent_with_enough_shm_and_one_line_warns_with_dockers_
     assert stderr_of(environment={"IMAGEKIT_SHM_CHECK": "0"}) == ""
     if flavour == "slim":  # no entrypoint: told at `import torch`, never before
         assert stderr_of("print(1)") == ""
-
-
-# A slim without torch.compile ---------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def no_compile_slim(
-    tmp_path_factory: pytest.TempPathFactory, session: Session, wheelhouse: Path, demo_base: str
-) -> dict:
-    """The demo's slim built with `compile: false`, verified with the compile probe."""
-    folder = tmp_path_factory.mktemp("nocompile")
-    matrix = folder / "matrix.yaml"
-    text = matrix_text(session.repository + "-nocompile", demo_base)
-    matrix.write_text(text.replace("  slim:\n", "  slim:\n    compile: false\n", 1))
-    results = folder / "results"
-    common = ("--matrix", str(matrix), "--flavour", "slim", "--results", str(results))
-    built = imagekit("build", *common, "--wheelhouse", str(wheelhouse), "--json")
-    assert built.code == 0, built.stderr[-3000:]
-    verified = imagekit("verify", *common, "--probes", "env,compile", "--json")
-    assert verified.code == 0, verified.stderr[-3000:]
-    run = json.loads(verified.stdout)["run_id"]
-    (record,) = [json.loads(p.read_text()) for p in (results / run / "images").glob("*.json")]
-    return record
-
-
-def test_a_slim_without_compile_says_so_in_its_label_probe_and_first_compile(
-    engine: docker.DockerClient, no_compile_slim: dict, slim_image: str
-) -> None:
-    image = engine.images.get(no_compile_slim["verify"]["image_id"])
-    assert image.labels["io.imagekit.torch-compile"] == "no"
-    probe = next(p for p in no_compile_slim["verify"]["probes"] if p["probe"] == "compile")
-    assert probe["status"] == "skip" and "aot_eager" in probe["reason"], probe
-    code = "import torch; f = torch.compile(lambda x: x.sin()); f(torch.ones(2))"
-    container = engine.containers.run(
-        image.id,
-        ["python3", "-c", code],
-        detach=True,
-        shm_size="2g",
-        labels=TEST_LABELS,
-    )
-    try:
-        container.wait(timeout=300)
-        said = container.logs(stdout=False, stderr=True).decode()
-    finally:
-        container.remove(force=True)
-    notice = [line for line in said.splitlines() if line.startswith("imagekit:")]
-    assert len(notice) == 1 and 'backend="aot_eager"' in notice[0] and "full image" in notice[0]
-    # What torch.compile support costs slim, in bytes: the demo's slim compiles.
-    compiles = engine.images.get(slim_image)
-    assert compiles.labels["io.imagekit.torch-compile"] == "yes"
-    cost = compiles.attrs["Size"] - image.attrs["Size"]
-    print(f"compile support in slim: {cost} bytes ({cost / 1e9:.2f} GB)")
-    assert cost > 0
