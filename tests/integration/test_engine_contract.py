@@ -40,6 +40,7 @@ import docker.errors
 import pytest
 
 from imagekit.adapters.engine import engine_info
+from imagekit.adapters.engine_facts import container_limits
 from imagekit.errors import ImagekitError
 from tests.children import default_stop_signals
 from tests.integration.conftest import ROOT, TEST_LABELS, CliResult, imagekit, matrix_text
@@ -344,8 +345,10 @@ def test_a_slim_without_compile_says_so_in_its_label_and_at_its_first_compile(
         assert image.labels["io.imagekit.torch-compile"] == "no"
         code = "import torch; f = torch.compile(lambda x: x.sin()); f(torch.ones(2))"
         container = client.containers.run(
-            image.id, ["python3", "-c", code], detach=True, shm_size="2g", labels=TEST_LABELS
-        )
+            image.id, ["python3", "-c", code], detach=True, shm_size="2g", labels=TEST_LABELS,
+            # Podman's default nofile (1048576) is above what its service may grant here.
+            **container_limits(engine_info(client)),
+        )  # fmt: skip
         try:
             container.wait(timeout=300)
             said = container.logs(stdout=False, stderr=True).decode()
