@@ -16,8 +16,9 @@ on the same image store) is skipped, saying so: the whole main session already r
 On each: `base bootstrap`, `build` (the SDK's legacy builder; on the containerd store full with
 BuildKit, BUILDERS; buildx where the engine has BuildKit),
 `verify`, `publish` to a local registry (immutable versioned tag, moving alias, digest read
-back), `run --user`, `gc`, `doctor`, a stop signal that leaves no container, and a GPU request
-(Podman's two answers to it). The real CLI
+back), `run --user`, `gc`, `doctor`, a stop signal that leaves no container, slim without
+torch.compile (its label and its first compile's notice), and a GPU request (Podman's two
+answers to it). The real CLI
 runs in a child process with DOCKER_HOST pointing at the engine, as a user runs it.
 """
 
@@ -337,8 +338,8 @@ def test_a_slim_without_compile_says_so_in_its_label_and_at_its_first_compile(
     contract: Contract,
 ) -> None:
     """The contract's slim is built with `compile: false`: its label says so, and the first
-    torch.compile in it says, in one line, what to use instead (the default engine's slim
-    compiles: test_image_use.py)."""
+    torch.compile in it says, in one line, what to use instead. (The demo's slim, which
+    compiles, passes the compile probe in the main session's verify.)"""
     client = contract.engine.client()
     try:
         image = client.images.get(contract.reference(SLIM))

@@ -8,6 +8,7 @@
   test_first_hour.py has real accounts).
 - The default user of full installs packages; the torch stack stays as verified.
 - `import torch` is silent; /dev/shm under 1 GiB gets one warning line.
+
 A slim with `compile: false` (its label, its compile probe's skip, its first torch.compile's
 notice) is the engine contract's own slim: test_engine_contract.py checks it on every engine.
 """
