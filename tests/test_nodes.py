@@ -4,14 +4,24 @@ and host mode across two local torchrun nodes."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from imagekit.adapters.hostprobe import HostProbeRunner
+from imagekit.adapters.node_wait import wait_for_nodes
 from imagekit.core.compat import load_compat
 from imagekit.core.matrix import load_matrix
 from imagekit.core.ports import NodesRequest, NodesRun
-from imagekit.core.probe_nodes import NodeOutput, combine_nodes, nccl_transport, nodes_command
+from imagekit.core.probe_nodes import (
+    NodeOutput,
+    all_ranks_reported,
+    combine_nodes,
+    nccl_transport,
+    nodes_command,
+)
 from imagekit.core.probes import discover, multi_node, select
 from imagekit.core.records import ImageRecord, Status
 from imagekit.core.render import RenderOptions, image_labels
@@ -233,3 +243,125 @@ def test_host_mode_runs_ddp_across_two_local_torchrun_nodes() -> None:
     assert result.status is Status.PASS, (result.reason, run.log[-3000:])
     assert result.facts["backend"] == "gloo" and result.facts["world_size"] == 2
     assert {c.name.split(":")[0] for c in result.checks} == {"node 0 rank 0", "node 1 rank 0"}
+
+
+# Waiting for the nodes ---------------------------------------------------------------------
+
+
+def _started(*scripts: str) -> list[subprocess.Popen[bytes]]:
+    return [subprocess.Popen(["sh", "-c", script]) for script in scripts]
+
+
+def _stopped(nodes: list[subprocess.Popen[bytes]]) -> None:
+    for node in nodes:
+        node.kill()
+        node.wait()
+
+
+def _everyone_reported(node: int) -> bool:
+    return True
+
+
+def _nobody_reported(node: int) -> bool:
+    return False
+
+
+def test_every_node_is_waited_for_until_it_ends() -> None:
+    nodes = _started("sleep 0.2; exit 0", "sleep 0.6; exit 3")
+    codes = wait_for_nodes(
+        [n.poll for n in nodes], _nobody_reported, timeout_s=120, linger_s=0, poll_s=0.05
+    )
+    assert codes == [0, 3]
+
+
+@pytest.mark.parametrize("first_end", [0, 134])
+def test_nodes_that_reported_are_given_up_a_while_after_another_ended(first_end: int) -> None:
+    # torchrun's exit barrier: the other agent left (or its rank aborted in its teardown after
+    # reporting, 134), and this one would wait 300 s for it.
+    nodes = _started(f"exit {first_end}", "sleep 120", "sleep 120")
+    try:
+        codes = wait_for_nodes(
+            [n.poll for n in nodes], _everyone_reported, timeout_s=300, linger_s=0.5, poll_s=0.05
+        )
+        assert codes == [first_end, None, None]
+        assert nodes[1].poll() is None and nodes[2].poll() is None  # given up on, not waited
+    finally:
+        _stopped(nodes)
+
+
+def test_a_node_that_has_not_reported_is_given_its_whole_time() -> None:
+    # It may be about to say what went wrong: nodes 1 and 2 end well past the linger.
+    nodes = _started("exit 1", "sleep 1.5; exit 0", "sleep 1.5; exit 5")
+    reported = [True, False, True]
+    codes = wait_for_nodes(
+        [n.poll for n in nodes], reported.__getitem__, timeout_s=120, linger_s=0.1, poll_s=0.05
+    )
+    assert codes == [1, 0, 5]
+
+
+def test_no_node_is_given_up_before_one_has_ended() -> None:
+    nodes = _started("sleep 1.5; exit 0", "sleep 1.5; exit 0")
+    codes = wait_for_nodes(
+        [n.poll for n in nodes], _everyone_reported, timeout_s=120, linger_s=0.1, poll_s=0.05
+    )
+    assert codes == [0, 0]
+
+
+def test_a_node_running_at_the_time_limit_is_given_up() -> None:
+    nodes = _started("sleep 120")
+    try:
+        codes = wait_for_nodes(
+            [nodes[0].poll], _nobody_reported, timeout_s=0.3, linger_s=60, poll_s=0.05
+        )
+        assert codes == [None]
+    finally:
+        _stopped(nodes)
+
+
+def test_host_nodes_that_reported_are_stopped_after_one_crashed_and_their_output_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stand-in interpreter for torchrun, with a result line for its rank: the first node
+    prints more than a pipe holds and aborts (a rank that crashed in its teardown), the other
+    hangs after reporting, as an agent at torchrun's exit barrier does."""
+    python = tmp_path / "python"
+    rank = {"event": "rank", "status": "pass", "nonce": "NONCE"}
+    rank["checks"] = [{"name": "the rank took its step", "ok": True}]
+    (tmp_path / "rank.json").write_text(json.dumps(rank) + "\n")
+    python.write_text(
+        "#!/bin/sh\n"
+        'sed "s/NONCE/$IMAGEKIT_PROBE_NONCE/" "$NODES_DIR/rank.json"\n'
+        'if mkdir "$NODES_DIR/first" 2>/dev/null; then\n'
+        "    head -c 200000 /dev/zero | tr '\\0' x; echo; exit 134\n"
+        "fi\n"
+        'echo "$$" > "$NODES_DIR/pid"; exec sleep 3600\n'
+    )
+    python.chmod(0o755)
+    monkeypatch.setenv("NODES_DIR", str(tmp_path))
+    request = NodesRequest(
+        image="",
+        probes_dir=PROBES,
+        probe="ddp_nodes",
+        nodes=2,
+        nproc=1,
+        device="cpu",
+        gpus=False,
+        timeout_s=300,
+        init_timeout_s=60,
+        linger_s=0.5,
+        shm_bytes=0,
+        memory_bytes=0,
+    )
+    run = HostProbeRunner(str(python)).run_nodes(request)
+    crashed, hung = sorted(run.outputs, key=lambda output: output.timed_out)
+    assert (crashed.exit_code, crashed.timed_out, len(crashed.stdout.splitlines()[1])) == (
+        134,
+        False,
+        200000,
+    )
+    assert hung.timed_out and all_ranks_reported(hung.stdout, run.nonce, 1)
+    result = combine_nodes("ddp_nodes", run.outputs, nproc=1, nonce=run.nonce)
+    assert result.status is Status.PASS, result.reason  # every rank reported, and passed
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # stopped, and reaped

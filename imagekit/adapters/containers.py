@@ -5,18 +5,15 @@ with a remote engine, where a bind mount would not), all probes run in one
 Python process, the container is waited for with a timeout, killed when it
 runs over, and always removed, Ctrl-C included. Containers carry imagekit
 labels so `imagekit gc` can collect any that a killed run leaves. The container
-is fenced in (`hardening`): a probe is code run inside an image under test.
+is fenced in (`probe_container.hardening`): a probe is code run inside an image under test.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import secrets
-import tarfile
 import time
-from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import docker
 import docker.errors
@@ -34,90 +31,21 @@ from imagekit.adapters.engine import (
     without_entrypoint,
 )
 from imagekit.adapters.engine_facts import container_limits, gpu_device_requests
+from imagekit.adapters.node_containers import NodesInContainers
 from imagekit.adapters.orphans import owner
+from imagekit.adapters.probe_container import (
+    KILL_GRACE_S,
+    NONCE_FILE,
+    PROBE_DIR,
+    VOLUME,
+    hardening,
+    image_user,
+    no_gpus,
+    probes_archive,
+)
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo, NodesRequest, NodesRun, ProbeRequest, ProbeRun
-from imagekit.core.probe_contract import ProbeDevice, ProbeExpectations
-from imagekit.core.probe_nodes import RDZV_PORT, NodeOutput, nodes_command
 from imagekit.core.probes import runner_command
-from imagekit.errors import GpuUnavailableError
-
-# The probes live in a volume of their own (put_archive can write there although the root
-# filesystem is read-only); the volume goes with the container. Their folder is made by the
-# archive, writable to the image's user, who must be able to remove the nonce file.
-VOLUME = "/imagekit"
-PROBE_DIR = f"{VOLUME}/probes"
-NONCE_FILE = f"{PROBE_DIR}/.nonce"
-KILL_GRACE_S = 10
-# Scratch space for probes (compiler output, DDP's rendezvous files), in memory.
-TMP_BYTES = 1 << 30
-# Threads count as pids: torch starts a pool per core in each DDP rank.
-PIDS_LIMIT = 4096
-NO_GPU_HINT = (
-    "the engine has no NVIDIA runtime (install the NVIDIA Container Toolkit), "
-    "or run with --gpus none"
-)
-
-
-def probes_archive(folder: Path, nonce: str = "") -> bytes:
-    """A tar of the probe files (root-owned, world-readable) and the run's nonce file (which
-    the runner, running as the image's user, reads and removes), for `put_archive`."""
-    buffer = io.BytesIO()
-    files = [(p.name, p.read_bytes(), 0o644) for p in sorted(folder.glob("*.py"))]
-    if nonce:
-        files.append((NONCE_FILE.rsplit("/", 1)[1], nonce.encode(), 0o666))
-    folder_name = PROBE_DIR.rsplit("/", 1)[1]
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        info = tarfile.TarInfo(folder_name)
-        info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o777, 0
-        archive.addfile(info)
-        for name, data, mode in files:
-            item = tarfile.TarInfo(f"{folder_name}/{name}")
-            item.size, item.mode, item.mtime = len(data), mode, 0
-            archive.addfile(item, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def image_user(client: docker.DockerClient, image: str) -> str:
-    """The user probe containers of `image` run as (see `labels.workload_user`)."""
-    with engine_errors(f"inspecting {image}"):
-        attrs = client.images.get(image).attrs
-    config = attrs.get("Config") or {}
-    return L.workload_user(config.get("User") or "", config.get("Labels") or {})
-
-
-class Hardening(TypedDict):
-    """The keyword arguments of a probe container's creation that fence it in (docker-py's)."""
-
-    cap_drop: list[str]
-    security_opt: list[str]
-    read_only: bool
-    tmpfs: dict[str, str]
-    pids_limit: int
-    mem_limit: int
-    mounts: list[docker.types.Mount]
-
-
-def hardening(request: ProbeRequest) -> Hardening:
-    """How a probe container is fenced in: no capabilities, no privilege gain, a read-only
-    root filesystem with in-memory scratch space, and limits on processes and memory.
-
-    No capability is added back: the probes compute, read files and talk over loopback, none
-    of which needs one. The memory limit is what the probes declare they need, plus the
-    shared memory and scratch space, which are memory too.
-    """
-    return {
-        "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges"],
-        "read_only": True,
-        # exec: Docker mounts a tmpfs noexec by default, and what torch.compile, Triton and
-        # cpp_extension build in /tmp is a shared object they then load ("failed to map
-        # segment from shared object"). nosuid and nodev stay.
-        "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={TMP_BYTES}"},
-        "pids_limit": PIDS_LIMIT,
-        "mem_limit": request.memory_bytes + request.shm_bytes + TMP_BYTES,
-        "mounts": [docker.types.Mount(target=VOLUME, source=None, type="volume")],
-    }
 
 
 class ContainerProbeRunner:
@@ -203,14 +131,14 @@ class ContainerProbeRunner:
                     **container_limits(self.info),
                 )
             except docker.errors.APIError as exc:
-                raise _no_gpus(request.image, exc) from None
+                raise no_gpus(request.image, exc) from None
             try:
                 container.put_archive(VOLUME, probes_archive(request.probes_dir, nonce))
                 container.start()
             except docker.errors.APIError as exc:
                 with contextlib.suppress(docker.errors.APIError):
                     container.remove(force=True, v=True)
-                raise _no_gpus(request.image, exc) from None
+                raise no_gpus(request.image, exc) from None
         return container
 
     @staticmethod
@@ -249,120 +177,3 @@ def ran_over(exc: BaseException) -> bool:
         return True
     reason = exc.args[0] if exc.args else None
     return isinstance(reason, urllib3.exceptions.ReadTimeoutError) or "timed out" in str(exc)
-
-
-class NodesInContainers:
-    """A multi-node run as containers of one image: one per node, on a network of their own
-    (internal: no way out), each running torchrun; the first node keeps the rendezvous."""
-
-    def __init__(self, client: docker.DockerClient, info: EngineInfo) -> None:
-        self.client = client
-        self.info = info
-
-    def run(self, request: NodesRequest) -> NodesRun:
-        """Start every node, wait for all within the time limit, collect their output; the
-        containers and the network are gone however this ends."""
-        nonce = secrets.token_hex(16)
-        prefix = f"imagekit-nodes-{nonce[:10]}"
-        started = time.monotonic()
-        network = None
-        containers: list[Container] = []
-        try:
-            with engine_errors(f"creating the network of a {request.nodes}-node probe"):
-                network = self.client.networks.create(
-                    prefix, driver="bridge", internal=True, labels=dict(request.labels)
-                )
-            for node in range(request.nodes):
-                containers.append(self._create(request, prefix, node, nonce))
-            with engine_errors("starting the nodes"):
-                for container in containers:
-                    container.start()
-            outputs = self._wait(containers, request.timeout_s - (time.monotonic() - started))
-        finally:
-            for container in containers:
-                with contextlib.suppress(
-                    docker.errors.APIError, requests.exceptions.RequestException
-                ):
-                    container.remove(force=True, v=True)
-            if network is not None:
-                with contextlib.suppress(
-                    docker.errors.APIError, requests.exceptions.RequestException
-                ):
-                    network.remove()
-        return NodesRun(tuple(outputs), nonce, time.monotonic() - started)
-
-    def _create(self, request: NodesRequest, prefix: str, node: int, nonce: str) -> Container:
-        name = f"{prefix}-node{node}"
-        command = nodes_command(
-            "python3",
-            PROBE_DIR,
-            request.probe,
-            nodes=request.nodes,
-            nproc=request.nproc,
-            endpoint=f"{prefix}-node0:{RDZV_PORT}",
-            run_id=prefix,
-            device=request.device,
-            init_timeout_s=request.init_timeout_s,
-        )
-        # On one machine each node gets a GPU of its own: NCCL refuses one GPU in two ranks.
-        gpus = gpu_device_requests(self.info, str(node)) if request.gpus else []
-        fence = hardening(
-            ProbeRequest(
-                image=request.image,
-                probes_dir=request.probes_dir,
-                probes=(request.probe,),
-                expected=ProbeExpectations(),
-                device=ProbeDevice(request.device),
-                gpus=request.gpus,
-                timeout_s=request.timeout_s,
-                shm_bytes=request.shm_bytes,
-                memory_bytes=request.memory_bytes,
-            )
-        )
-        user = image_user(self.client, request.image)
-        with engine_errors(f"creating node {node} of {request.image}"):
-            try:
-                entrypoint, argv = without_entrypoint(command)
-                container = self.client.containers.create(
-                    request.image,
-                    argv,
-                    entrypoint=entrypoint,
-                    name=name,
-                    hostname=name,  # torchrun keeps the store where the endpoint names itself
-                    user=user,
-                    labels={**request.labels, L.NODE: str(node), L.OWNER: owner()},
-                    environment={**request.environment, "IMAGEKIT_PROBE_NONCE": nonce},
-                    shm_size=request.shm_bytes,
-                    init=True,
-                    network=prefix,
-                    device_requests=gpus,
-                    detach=True,
-                    **fence,
-                    **container_limits(self.info),
-                )
-            except docker.errors.APIError as exc:
-                raise _no_gpus(request.image, exc) from None
-            container.put_archive(VOLUME, probes_archive(request.probes_dir))
-        return container
-
-    @staticmethod
-    def _wait(containers: list[Container], left_s: float) -> list[NodeOutput]:
-        deadline = time.monotonic() + max(1.0, left_s)
-        outputs = []
-        for node, container in enumerate(containers):
-            exit_code, timed_out = ContainerProbeRunner._wait(
-                container, max(1.0, deadline - time.monotonic())
-            )
-            with engine_errors(f"reading the output of node {node}"):
-                stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
-                stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
-            outputs.append(NodeOutput(node, stdout, stderr, exit_code, timed_out))
-        return outputs
-
-
-def _no_gpus(image: str, exc: docker.errors.APIError) -> Exception:
-    """GpuUnavailableError when the engine could not hand over GPUs; else the error itself."""
-    text = str(exc.explanation or exc)
-    if "could not select device driver" in text or "nvidia" in text.lower():
-        return GpuUnavailableError(f"no GPUs for {image}: {text}", NO_GPU_HINT)
-    return exc

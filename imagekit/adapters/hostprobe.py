@@ -17,8 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from imagekit.adapters.node_wait import wait_for_nodes
 from imagekit.core.ports import NodesRequest, NodesRun, ProbeRequest, ProbeRun
-from imagekit.core.probe_nodes import NodeOutput, nodes_command
+from imagekit.core.probe_nodes import NodeOutput, all_ranks_reported, nodes_command
 from imagekit.core.probes import runner_command
 
 
@@ -76,34 +77,65 @@ class HostProbeRunner:
         )
         env = {**os.environ, "IMAGEKIT_PROBE_NONCE": nonce}
         started = time.monotonic()
-        processes = [
-            subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-                start_new_session=True,
-            )
-            for _ in range(request.nodes)
+        outputs = _nodes_here(command, env, request, nonce)
+        return NodesRun(tuple(outputs), nonce, time.monotonic() - started)
+
+
+def _nodes_here(
+    command: list[str], env: dict[str, str], request: NodesRequest, nonce: str
+) -> list[NodeOutput]:
+    """Start `request.nodes` processes of `command` and wait for them (`wait_for_nodes`, with
+    what each has printed so far); those still running at the end are killed, and said to have
+    run over."""
+    # Output to files, not pipes: the nodes are polled, not read, while they run, and a
+    # node that fills a pipe (NCCL_DEBUG=INFO) would block on it.
+    with (
+        tempfile.TemporaryDirectory(prefix="imagekit-nodes-") as folder,
+        contextlib.ExitStack() as files,
+    ):
+        logs = [
+            tuple(files.enter_context(Path(folder, f"node{n}.{s}").open("w+")) for s in "oe")
+            for n in range(request.nodes)
         ]
-        outputs = []
+        processes: list[subprocess.Popen[str]] = []
         try:
-            for node, process in enumerate(processes):
-                left = max(0.1, request.timeout_s - (time.monotonic() - started))
-                try:
-                    stdout, stderr = process.communicate(timeout=left)
-                    timed_out = False
-                except subprocess.TimeoutExpired:
-                    _kill_group(process)
-                    stdout, stderr = process.communicate()
-                    timed_out = True
-                outputs.append(NodeOutput(node, stdout, stderr, process.returncode, timed_out))
+            for stdout, stderr in logs:
+                processes.append(
+                    subprocess.Popen(
+                        command,
+                        stdout=stdout,
+                        stderr=stderr,
+                        text=True,
+                        env=env,
+                        start_new_session=True,
+                    )
+                )
+            codes = wait_for_nodes(
+                [process.poll for process in processes],
+                lambda node: all_ranks_reported(
+                    Path(folder, f"node{node}.o").read_text(errors="replace"), nonce, request.nproc
+                ),
+                timeout_s=request.timeout_s,
+                linger_s=request.linger_s,
+            )
         finally:
             for process in processes:
                 if process.poll() is None:
                     _kill_group(process)
-        return NodesRun(tuple(outputs), nonce, time.monotonic() - started)
+        outputs = []
+        for node, (process, (stdout, stderr)) in enumerate(zip(processes, logs, strict=True)):
+            stdout.seek(0)
+            stderr.seek(0)
+            outputs.append(
+                NodeOutput(
+                    node,
+                    stdout.read(),
+                    stderr.read(),
+                    process.returncode,
+                    timed_out=codes[node] is None,
+                )
+            )
+    return outputs
 
 
 def _run(command: list[str], timeout_s: float) -> tuple[str, str, int | None, bool]:

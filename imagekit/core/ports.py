@@ -360,6 +360,8 @@ class NodesRequest:
     gpus: bool
     timeout_s: float
     init_timeout_s: float
+    # How long nodes that reported may run on once one has ended (adapters/node_wait.py).
+    linger_s: float
     shm_bytes: int
     memory_bytes: int
     labels: Mapping[str, str] = field(default_factory=dict)

@@ -88,6 +88,11 @@ def nccl_transport(log: str) -> dict[str, str]:
     return facts
 
 
+def all_ranks_reported(stdout: str, nonce: str, nproc: int) -> bool:
+    """Whether a node's output so far holds a result line of each of its `nproc` ranks."""
+    return sum(event.get("event") == "rank" for event in nonce_events(stdout, nonce)) >= nproc
+
+
 def _rank_results(probe: str, output: NodeOutput, nonce: str) -> list[ProbeResult]:
     """The results the ranks of one node reported (lines with the run's `nonce` only)."""
     return [

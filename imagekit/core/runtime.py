@@ -19,6 +19,10 @@ DEFAULT_SHM_BYTES = 2 << 30
 START_MARGIN_S = 60
 # How long the ranks of a multi-node probe wait for each other (rendezvous, process group).
 DEFAULT_INIT_TIMEOUT_S = 120
+# How long the nodes of a multi-node probe may run on once one has ended and they have reported
+# all their ranks. Their ranks are done, and torchrun's exit takes seconds; what can run on
+# after that is its exit barrier, 300 s for an agent that never comes (adapters/node_wait.py).
+NODE_LINGER_S = 30
 # An image of another architecture than the engine's host (linux/arm64 on x86_64) runs through
 # qemu-user: Python and torch's CPU kernels run many times slower than natively. Every time
 # limit of such a run is stretched by this factor, so a slow run is not reported as a hang

@@ -10,7 +10,13 @@ from pathlib import Path
 from imagekit.core.ports import NodesRequest, ProbeRun, ProbeRunner
 from imagekit.core.probe_nodes import combine_nodes
 from imagekit.core.probes import ProbeSpec
-from imagekit.core.runtime import DEFAULT_INIT_TIMEOUT_S, NATIVE, Emulation, time_limit_s
+from imagekit.core.runtime import (
+    DEFAULT_INIT_TIMEOUT_S,
+    NATIVE,
+    NODE_LINGER_S,
+    Emulation,
+    time_limit_s,
+)
 
 
 def run_across(
@@ -39,6 +45,7 @@ def run_across(
         gpus=gpus,
         timeout_s=time_limit_s(timeout_s, (spec.timeout_s,), emulation.slowdown),
         init_timeout_s=min(spec.timeout_s / 2, DEFAULT_INIT_TIMEOUT_S) * emulation.slowdown,
+        linger_s=NODE_LINGER_S * emulation.slowdown,
         shm_bytes=max(shm_bytes, spec.shm_bytes),
         memory_bytes=spec.memory_bytes,
         labels=labels,
