@@ -34,7 +34,6 @@ from imagekit.adapters.engine_facts import container_limits, gpu_device_requests
 from imagekit.adapters.node_containers import NodesInContainers
 from imagekit.adapters.orphans import owner
 from imagekit.adapters.probe_container import (
-    KILL_GRACE_S,
     NONCE_FILE,
     PROBE_DIR,
     VOLUME,
@@ -42,6 +41,7 @@ from imagekit.adapters.probe_container import (
     image_user,
     no_gpus,
     probes_archive,
+    stop_ran_over,
 )
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo, NodesRequest, NodesRun, ProbeRequest, ProbeRun
@@ -151,12 +151,7 @@ class ContainerProbeRunner:
         except WAIT_FAILED as exc:
             if not ran_over(exc):
                 raise engine_went_away(endpoint(), "waiting for a probe container", exc) from None
-            with engine_errors("stopping a probe container that ran over"):
-                # It may have ended on its own in the meantime: then there is nothing to kill
-                # (the engine answers 409), and it still ran over its time.
-                with contextlib.suppress(docker.errors.APIError):
-                    container.kill()
-                container.wait(timeout=KILL_GRACE_S)
+            stop_ran_over(container, "a probe container")
             return None, True
 
 

@@ -18,13 +18,13 @@ from imagekit.adapters.engine_facts import container_limits, gpu_device_requests
 from imagekit.adapters.node_wait import wait_for_nodes
 from imagekit.adapters.orphans import owner
 from imagekit.adapters.probe_container import (
-    KILL_GRACE_S,
     PROBE_DIR,
     VOLUME,
     hardening,
     image_user,
     no_gpus,
     probes_archive,
+    stop_ran_over,
 )
 from imagekit.core import labels as L
 from imagekit.core.ports import EngineInfo, NodesRequest, NodesRun, ProbeRequest
@@ -137,29 +137,28 @@ class NodesInContainers:
         those still running then are killed, and said to have run over."""
         codes = wait_for_nodes(
             [_exit_code_of(container, node) for node, container in enumerate(containers)],
-            lambda node: all_ranks_reported(_stdout(containers[node], node), nonce, request.nproc),
+            lambda node: all_ranks_reported(
+                _logs(containers[node], node, stdout=True), nonce, request.nproc
+            ),
             timeout_s=max(1.0, left_s),
             linger_s=request.linger_s,
         )
         outputs = []
         for node, (container, code) in enumerate(zip(containers, codes, strict=True)):
             if code is None:
-                with engine_errors(f"stopping node {node}, which ran over"):
-                    # It may have ended on its own in the meantime: then there is nothing to
-                    # kill (the engine answers 409), and it still ran over its time.
-                    with contextlib.suppress(docker.errors.APIError):
-                        container.kill()
-                    container.wait(timeout=KILL_GRACE_S)
-            with engine_errors(f"reading the output of node {node}"):
-                stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
-            outputs.append(NodeOutput(node, _stdout(container, node), stderr, code, code is None))
+                stop_ran_over(container, f"node {node}")
+            stdout, stderr = (
+                _logs(container, node, stdout=True),
+                _logs(container, node, stdout=False),
+            )
+            outputs.append(NodeOutput(node, stdout, stderr, code, code is None))
         return outputs
 
 
-def _stdout(container: Container, node: int) -> str:
-    """What a node container has printed to stdout so far."""
+def _logs(container: Container, node: int, *, stdout: bool) -> str:
+    """What a node container has printed so far, to stdout or to stderr."""
     with engine_errors(f"reading the output of node {node}"):
-        return str(container.logs(stdout=True, stderr=False).decode("utf-8", "replace"))
+        return str(container.logs(stdout=stdout, stderr=not stdout).decode("utf-8", "replace"))
 
 
 def _exit_code_of(container: Container, node: int) -> Callable[[], int | None]:

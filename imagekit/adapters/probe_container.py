@@ -6,6 +6,7 @@ inside an image under test.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import tarfile
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import TypedDict
 import docker
 import docker.errors
 import docker.types
+from docker.models.containers import Container
 
 from imagekit.adapters.engine import engine_errors
 from imagekit.core import labels as L
@@ -104,3 +106,14 @@ def no_gpus(image: str, exc: docker.errors.APIError) -> Exception:
     if "could not select device driver" in text or "nvidia" in text.lower():
         return GpuUnavailableError(f"no GPUs for {image}: {text}", NO_GPU_HINT)
     return exc
+
+
+def stop_ran_over(container: Container, what: str) -> None:
+    """Kill a probe container that ran over its time (`what`: which one, for the message), and
+    wait for it to end."""
+    with engine_errors(f"stopping {what}, which ran over"):
+        # It may have ended on its own in the meantime: then there is nothing to kill (the
+        # engine answers 409), and it still ran over its time.
+        with contextlib.suppress(docker.errors.APIError):
+            container.kill()
+        container.wait(timeout=KILL_GRACE_S)
