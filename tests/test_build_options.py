@@ -160,7 +160,7 @@ def test_every_option_of_the_request_reaches_the_build_settings(tmp_path: Path) 
         source_date_epoch=1700000000,
     )
     options, inputs = RenderOptions(buildkit=True), ContextInputs()
-    settings = BuildSettings.of(request, options, inputs, tmp_path, rewrite_timestamps=True)
+    settings = BuildSettings.of(request, options, inputs, tmp_path)
     assert (settings.options, settings.inputs, settings.contexts_dir) == (options, inputs, tmp_path)
     assert (settings.jobs, settings.no_cache, settings.fail_fast, settings.pull) == (
         4,
@@ -171,7 +171,7 @@ def test_every_option_of_the_request_reaches_the_build_settings(tmp_path: Path) 
     assert settings.extra_labels == (("team", "ml"),)
     assert (settings.cache_from, settings.cache_to) == (request.cache_from, request.cache_to)
     assert settings.compression is Compression.ZSTD and settings.network is BuildNetwork.NONE
-    assert (settings.source_date_epoch, settings.rewrite_timestamps) == (1700000000, True)
+    assert settings.source_date_epoch == 1700000000
     # Each knob was set to other than its default, so none can have been left behind.
     defaults = BuildSettings(options, inputs, tmp_path)
     knobs = [f.name for f in dataclasses.fields(BuildSettings)][3:]

@@ -1,10 +1,10 @@
-"""core/reproducible.py: the epoch of a build, and where BuildKit rewrites file times."""
+"""core/reproducible.py: the epoch of a build."""
 
 from __future__ import annotations
 
 import pytest
 
-from imagekit.core.reproducible import build_epoch, epoch_of, rewrites_timestamps
+from imagekit.core.reproducible import build_epoch, epoch_of
 
 
 @pytest.mark.parametrize(
@@ -38,14 +38,3 @@ def test_a_full_takes_the_epoch_its_slim_was_built_with_not_the_slims_build_time
     assert build_epoch(1800000000, "2026-12-05T12:00:00Z", "1700000000") == 1800000000
     assert build_epoch(None, "2023-11-14T22:13:20Z", "") == 1700000000
     assert build_epoch(None, "2023-11-14T22:13:20Z", "not a number") == 1700000000
-
-
-@pytest.mark.parametrize(
-    ("store", "rewrites"), [("containerd", True), ("classic", False), ("podman", False)]
-)
-def test_buildkit_rewrites_file_times_where_the_store_loads_its_archive_as_it_is(
-    store: str, rewrites: bool
-) -> None:
-    assert rewrites_timestamps(store) is rewrites
-    # Forced compression is the engine's own exporter, which cannot rewrite.
-    assert rewrites_timestamps(store, compression=True) is False

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import docker
 import docker.errors
@@ -92,40 +90,33 @@ def buildx_driver() -> str:
     return ""
 
 
-def buildx_output(request: BuildRequest, archive: Path | None = None) -> list[str]:
+def buildx_output(request: BuildRequest) -> list[str]:
     """Where buildx puts the image: the engine's store, as `--load` does (new layers gzip,
     layers it already holds as they are: after a zstd build, zstd), or with every layer forced
     to the compression asked for, which the containerd image store keeps as built, so a push
-    sends them as they are. Where file times are to be rewritten, an OCI archive at `archive`
-    that `load` puts in the store: Docker 26's own image exporter refuses to rewrite
-    ("rewrite-timestamp conflicts with unpack")."""
-    if request.rewrite_timestamps and archive is not None:
-        return ["--output", f"type=oci,rewrite-timestamp=true,dest={archive}"]
+    sends them as they are. Without a provenance attestation: it records when the build
+    started and ended and a random invocation id, so on the containerd store (which keeps it
+    in the image's index) no two builds of the same inputs would be the same image."""
     if request.compression is None:
-        return ["--load"]
+        return ["--load", "--provenance=false"]
     return [
+        "--provenance=false",
         "--output",
         f"type=image,compression={request.compression},force-compression=true,oci-mediatypes=true",
     ]
 
 
-def load(archive: Path, reference: str) -> tuple[str | None, str]:
-    """`docker load` of the OCI archive buildx wrote, tagged `reference`: (the image id the
-    engine gives it, what it said)."""
-    done = subprocess.run(
-        ["docker", "load", "--input", str(archive)],
-        capture_output=True, text=True, check=False, timeout=3600, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    said = (done.stdout + done.stderr).strip()
-    if done.returncode != 0:
-        return None, said or f"docker load exited with {done.returncode}"
+def store_id(reference: str) -> tuple[str | None, str]:
+    """The id the engine gives the image tagged `reference` (buildx's --iidfile holds the
+    config's digest, which is the id on the classic store only: the containerd store's is the
+    manifest's), or None and what docker said."""
     found = subprocess.run(
         ["docker", "image", "inspect", "--format", "{{.Id}}", reference],
         capture_output=True, text=True, check=False, timeout=300, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     if found.returncode != 0:
-        return None, found.stderr.strip() or f"{reference} is not there after docker load"
-    return found.stdout.strip(), said
+        return None, found.stderr.strip() or f"{reference} is not there after the build"
+    return found.stdout.strip(), ""
 
 
 class BuildxBuilder:
@@ -138,59 +129,51 @@ class BuildxBuilder:
         """Run buildx; its plain progress output is the log."""
         log = BuildLog()
         request.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="imagekit-iid-") as tmp:
-            iidfile = Path(tmp) / "iid"
-            command = ["docker", "buildx", "build", "--progress", "plain"]
-            archive = Path(tmp) / "image.oci.tar"
-            command += buildx_output(request, archive)
-            command += ["--file", str(request.context_dir / "Dockerfile")]
-            command += ["--tag", request.reference, "--iidfile", str(iidfile)]
-            for key, value in sorted(request.build_args.items()):
-                command += ["--build-arg", f"{key}={value}"]
-            for key, value in sorted(request.labels.items()):
-                command += ["--label", f"{key}={value}"]
-            if request.no_cache:
-                command.append("--no-cache")
-            if request.ca_bundle is not None:
-                command += ["--secret", f"id=ca,src={request.ca_bundle}"]
-            if request.network:
-                command += ["--network", request.network]
-            if request.platform:
-                command += ["--platform", request.platform]
-            if request.cache_from:
-                command += ["--cache-from", f"type=registry,ref={request.cache_from}"]
-            if request.cache_to:
-                command += ["--cache-to", f"type=registry,ref={request.cache_to},mode=max"]
-            command.append(str(request.context_dir))
-            with request.log_path.open("w", encoding="utf-8") as handle:
-                process = subprocess.Popen(
-                    command,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    text=True,
-                )
-                try:
-                    assert process.stdout is not None
-                    for raw in process.stdout:
-                        _record(log, log.feed({"stream": raw}), handle, on_line)
-                    _record(log, log.close(), handle, on_line)
-                    code = process.wait()
-                except BaseException:
-                    process.kill()  # Ctrl-C: do not leave a build running behind us
-                    process.wait()
-                    raise
-            if code != 0:
-                log.error = f"docker buildx build exited with {code}"
-                return BuildOutcome(False, None, log.failure_message(), log)
-            image_id: str | None = iidfile.read_text().strip()
-            if archive.exists():
-                # Tagged as it was named (`--tag`); the id is the store's, not the config's.
-                image_id, said = load(archive, request.reference)
-                with request.log_path.open("a", encoding="utf-8") as handle:
-                    handle.write(f"docker load: {said}\n")
-                if image_id is None:
-                    log.error = f"the image was built but docker load refused it: {said}"
-                    return BuildOutcome(False, None, log.error, log)
+        command = ["docker", "buildx", "build", "--progress", "plain"]
+        command += buildx_output(request)
+        command += ["--file", str(request.context_dir / "Dockerfile")]
+        command += ["--tag", request.reference]
+        for key, value in sorted(request.build_args.items()):
+            command += ["--build-arg", f"{key}={value}"]
+        for key, value in sorted(request.labels.items()):
+            command += ["--label", f"{key}={value}"]
+        if request.no_cache:
+            command.append("--no-cache")
+        if request.ca_bundle is not None:
+            command += ["--secret", f"id=ca,src={request.ca_bundle}"]
+        if request.network:
+            command += ["--network", request.network]
+        if request.platform:
+            command += ["--platform", request.platform]
+        if request.cache_from:
+            command += ["--cache-from", f"type=registry,ref={request.cache_from}"]
+        if request.cache_to:
+            command += ["--cache-to", f"type=registry,ref={request.cache_to},mode=max"]
+        command.append(str(request.context_dir))
+        with request.log_path.open("w", encoding="utf-8") as handle:
+            process = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                text=True,
+            )
+            try:
+                assert process.stdout is not None
+                for raw in process.stdout:
+                    _record(log, log.feed({"stream": raw}), handle, on_line)
+                _record(log, log.close(), handle, on_line)
+                code = process.wait()
+            except BaseException:
+                process.kill()  # Ctrl-C: do not leave a build running behind us
+                process.wait()
+                raise
+        if code != 0:
+            log.error = f"docker buildx build exited with {code}"
+            return BuildOutcome(False, None, log.failure_message(), log)
+        image_id, said = store_id(request.reference)
+        if image_id is None:
+            log.error = f"the image was built but the engine does not show it: {said}"
+            return BuildOutcome(False, None, log.error, log)
         log.image_id = image_id
         return BuildOutcome(True, image_id, "", log)

@@ -263,9 +263,6 @@ class BuildRequest:
     # The Docker platform to build for (linux/arm64 on x86_64 runs its RUN steps under qemu);
     # None: the engine's own.
     platform: str | None = None
-    # BuildKit's image exporter clamps the new layers' file times to SOURCE_DATE_EPOCH (a
-    # build arg): the same inputs make the same layers (core/reproducible.py).
-    rewrite_timestamps: bool = False
 
 
 @dataclass

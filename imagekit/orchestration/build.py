@@ -17,7 +17,6 @@ from imagekit.core.plan import ImagePlan
 from imagekit.core.ports import Builder, Engine, RunStore
 from imagekit.core.records import BuildRecord
 from imagekit.core.render import RenderOptions
-from imagekit.core.reproducible import rewrites_timestamps
 from imagekit.errors import EngineUnavailableError
 from imagekit.events import EventSink
 from imagekit.orchestration.build_run import BuildAsk, BuildRun, BuildSettings
@@ -130,11 +129,7 @@ def build_images(plans: list[ImagePlan], ask: BuildAsk, tools: BuildTools) -> Bu
         options, inputs = tools.render(buildx)
     tools.tidy()
     run = tools.open_run()
-    store = engine.info().image_store
-    rewrite = buildx and rewrites_timestamps(store, compression=bool(ask.compression))
-    settings = BuildSettings.of(
-        ask, options, inputs, run.root / "contexts", rewrite_timestamps=rewrite
-    )
+    settings = BuildSettings.of(ask, options, inputs, run.root / "contexts")
     builder = tools.builder(buildx)
     with tools.view() as view:
         results = BuildRun(engine, builder, plans, settings, run, view).execute()

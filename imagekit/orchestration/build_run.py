@@ -179,11 +179,6 @@ class BuildRun:
             compression=s.compression,
             network=s.network.mode,
             platform=self._platform(plan),
-            # Not for another platform than the engine's: Docker 26 loading such an archive
-            # is untried here.
-            rewrite_timestamps=(
-                s.rewrite_timestamps and epoch is not None and self._platform(plan) is None
-            ),
         )
 
     def _measure(self, image_id: str) -> Measured:

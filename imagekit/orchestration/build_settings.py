@@ -62,10 +62,9 @@ class BuildSettings:
     cache_to: str | None = None
     compression: Compression | None = None  # every layer forced to gzip or zstd (BuildKit)
     network: BuildNetwork = BuildNetwork.DEFAULT  # none: the build must be offline
-    # The caller's SOURCE_DATE_EPOCH (None: each image's parent's creation time), and whether
-    # BuildKit clamps the layers' file times to it (core/reproducible.py).
+    # The caller's SOURCE_DATE_EPOCH (None: each image's parent's creation time;
+    # core/reproducible.py).
     source_date_epoch: int | None = None
-    rewrite_timestamps: bool = False
 
     def __post_init__(self) -> None:
         # A value given as its text ("zstd", "none") is taken as its member: one type inside.
@@ -80,11 +79,8 @@ class BuildSettings:
         options: RenderOptions,
         inputs: ContextInputs,
         contexts_dir: Path,
-        *,
-        rewrite_timestamps: bool = False,
     ) -> BuildSettings:
-        """The settings of what was asked, with the render inputs resolved for the builder and
-        whether its exporter rewrites file times."""
+        """The settings of what was asked, with the render inputs resolved for the builder."""
         return cls(
             options=options,
             inputs=inputs,
@@ -99,7 +95,6 @@ class BuildSettings:
             compression=ask.compression,
             network=ask.network,
             source_date_epoch=ask.source_date_epoch,
-            rewrite_timestamps=rewrite_timestamps,
         )
 
     def cache_ref(self, repository: str | None, plan: ImagePlan) -> str | None:
