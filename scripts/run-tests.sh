@@ -5,7 +5,8 @@
 # - in the background, the tests against engines they start themselves (the engine contract on
 #   boxed Docker 26 with each store, Podman 4.3 and boxed Podman 5; the registry-cache builds;
 #   an engine killed under build and verify, a fake CDI GPU; the set-up in pristine Debian 12
-#   and 13 boxes), then the unit tests that run torch here (marker host_torch).
+#   and 13 boxes), those on the default engine that need nothing the foreground builds (marker
+#   beside: bake), then the unit tests that run torch here (marker host_torch).
 # The other unit tests run once, in the foreground: test_act.py runs ci.yml's unit job (lint,
 # types, unit tests, on a fresh venv of a snapshot of this tree) under act, as GitHub runs it.
 # That job has no torch, so it skips the host_torch tests; running the unit tests here as well
@@ -93,13 +94,13 @@ default_sigint=(
 )
 "${default_sigint[@]}" "$PYTEST" -p no:cacheprovider --durations=25 \
     --junitxml="$artifacts/engines-and-unit.xml" \
-    -m "contract or host_torch" >"$log" 2>&1 &
+    -m "contract or beside or host_torch" >"$log" 2>&1 &
 contract=$!
 stop_contract() { kill -INT "$contract" 2>/dev/null; wait "$contract" 2>/dev/null; }
 trap 'stop_contract; sweep; disk_report; rm -f "$log" "$mainlog"; exit 130' INT TERM
 
 "$PYTEST" --durations=25 --junitxml="$artifacts/integration.xml" \
-    -m "integration and not contract and not cuda and not arm64" "$@" 2>&1 |
+    -m "integration and not contract and not beside and not cuda and not arm64" "$@" 2>&1 |
     tee "$mainlog"
 main=${PIPESTATUS[0]}
 wait "$contract"
