@@ -12,8 +12,9 @@
 # That job has no torch, so it skips the host_torch tests; running the unit tests here as well
 # cost the background session 4.5 minutes for nothing new.
 # The split keeps the two about as long as each other (measured from a fresh clone on this
-# 2-core machine, Docker 26 with the containerd store, 2026-12-06: 28:21 foreground, 25:59
-# background, the CPUs 83 % busy; each session's JUnit file has every test's time).
+# 2-core machine, Docker 26 with the containerd store, 2026-12-06, at 01a44c4: 28:57
+# foreground, 27:49 background, the CPUs 85 % busy; each session's JUnit file has every test's
+# time).
 # Both spend much of their time waiting on engines, registries and services, so together they
 # take about as long as the integration tests alone. The background session's output is
 # printed when both are done, then the foreground session's short summary again, so that the
