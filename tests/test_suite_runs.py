@@ -4,6 +4,7 @@ whether the run it names is alive, and what a run that starts with too little ro
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,61 @@ def test_the_room_asked_for_can_be_set(
     assert leftovers.min_free_gb() == need
     assert Room(int(need * 10**9), ("/",)).enough(leftovers.min_free_gb())
     assert not Room(int(need * 10**9) - 1, ("/",)).enough(leftovers.min_free_gb())
+
+
+class PruningApi:
+    """The engine's build-cache prune, on a disk this test keeps: each call frees what the
+    cache holds above what it keeps, as BuildKit counts it, or all that is on the disk."""
+
+    def __init__(self, room: list[int], counted: int, on_disk: int) -> None:
+        self.room, self.counted, self.on_disk, self.calls = room, counted, on_disk, []
+
+    def prune_builds(self, keep_storage: int | None = None, all: bool | None = None) -> dict:
+        self.calls.append("all" if all else keep_storage)
+        # BuildKit's own count undercounts the snapshots its records share: trimming to keep
+        # bytes frees only what it counts above them.
+        freed = self.on_disk if all else max(0, self.counted - (keep_storage or 0))
+        self.on_disk -= freed
+        self.counted = 0 if all else min(self.counted, keep_storage or 0)
+        self.room[0] += freed
+        return {"SpaceReclaimed": freed}
+
+
+def trim(
+    monkeypatch: pytest.MonkeyPatch,
+    free_gb: float,
+    need_gb: float,
+    counted_gb: float,
+    on_disk_gb: float,
+) -> tuple[list, float]:
+    """The trims asked for and the GB free after them, from `free_gb` free with a cache that
+    BuildKit counts as `counted_gb` and that holds `on_disk_gb`."""
+    room = [int(free_gb * 10**9)]
+    api = PruningApi(room, int(counted_gb * 10**9), int(on_disk_gb * 10**9))
+    engine = type("Engine", (), {"api": api})()
+    here = (str(Path.cwd()),)
+    monkeypatch.setattr(leftovers, "room", lambda _engine: Room(room[0], here))
+    after = leftovers.trim_build_cache(engine, Room(room[0], here), need_gb)
+    return api.calls, after.free_bytes / 10**9
+
+
+def test_the_build_cache_is_trimmed_to_its_warm_part_first_and_whole_only_when_that_is_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    keep = leftovers.BUILD_CACHE_KEEP_BYTES
+    # Room enough: nothing is trimmed.
+    assert trim(monkeypatch, 50, 45, 20, 20) == ([], 50)
+    # The warm 10 GB kept is enough.
+    assert trim(monkeypatch, 40, 45, 20, 20) == ([keep], 50)
+    # As CI saw it: BuildKit counts 20 GB of a cache whose snapshots hold 30 GB; trimmed "to 10
+    # GB", the room is still short, and the whole cache goes.
+    assert trim(monkeypatch, 33, 45, 20, 30) == ([keep, "all"], 63)
+    # Short after everything: both trims, and the caller says what holds the rest.
+    assert trim(monkeypatch, 5, 45, 20, 30) == ([keep, "all"], 35)
+
+
+def test_a_need_larger_than_the_disk_trims_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Emptying a cache cannot give more than the disk has; trimming would only make the runs
+    # beside this one build cold.
+    disk = shutil.disk_usage(Path.cwd()).total / 10**9
+    assert trim(monkeypatch, 10, disk + 1, 20, 30) == ([], 10)

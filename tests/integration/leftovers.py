@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,10 +252,46 @@ def engine_id(engine: docker.DockerClient) -> str:
     return str(engine.info().get("ID") or "default")
 
 
-def prune_build_cache(engine: docker.DockerClient, keep: int = BUILD_CACHE_KEEP_BYTES) -> int:
-    """Trim the engine's BuildKit cache to `keep` bytes (least recently used first); the
-    bytes freed. An engine without BuildKit's prune answers nothing to trim."""
+def prune_build_cache(
+    engine: docker.DockerClient, keep: int | None = BUILD_CACHE_KEEP_BYTES
+) -> int:
+    """Trim the engine's BuildKit cache to `keep` bytes (least recently used first), or all of
+    it where `keep` is None; the bytes freed. An engine without BuildKit's prune answers
+    nothing to trim."""
     try:
-        return int(engine.api.prune_builds(keep_storage=keep).get("SpaceReclaimed") or 0)
+        answer = (
+            engine.api.prune_builds(all=True)
+            if keep is None
+            else engine.api.prune_builds(keep_storage=keep)
+        )
     except docker.errors.APIError:
         return 0
+    return int(answer.get("SpaceReclaimed") or 0)
+
+
+def within_reach(room_now: Room, need_gb: float) -> bool:
+    """Whether freeing room on this disk could ever give `need_gb`: a need larger than the
+    disk itself is not met by emptying any cache, and trimming for it would only cool the
+    cache of the runs beside."""
+    return need_gb * 10**9 <= shutil.disk_usage(room_now.paths[0]).total
+
+
+def trim_build_cache(engine: docker.DockerClient, room_now: Room, need_gb: float) -> Room:
+    """Trim the build cache, the one thing on the engine a run may trim (a cache), until the
+    room is `need_gb` or nothing is left to trim; the room then. First to its least recently
+    used BUILD_CACHE_KEEP_BYTES, which keeps the suite's own cached builds warm; then all of
+    it, because BuildKit's count of its cache on the containerd store misses the snapshots its
+    records share (seen: trimmed to "10 GB", 24 GB of snapshots stayed, and CI stopped with
+    43 GB free). Each trim is said on stderr."""
+    for keep in (BUILD_CACHE_KEEP_BYTES, None):
+        if room_now.enough(need_gb) or not within_reach(room_now, need_gb):
+            break
+        freed = prune_build_cache(engine, keep)
+        kept = "nothing kept" if keep is None else f"{keep / 10**9:.0f} GB kept"
+        print(
+            f"imagekit tests: build cache trimmed by {freed / 10**9:.1f} GB ({kept}),"
+            f" for {need_gb:g} GB free",
+            file=sys.stderr,
+        )
+        room_now = room(engine)
+    return room_now

@@ -41,12 +41,8 @@ def before(engine: docker.DockerClient, pid: int) -> int:
         )
         if removed.left:
             print(f"    could not remove: {removed.left[:5]}", file=sys.stderr)
-    room, need = leftovers.room(engine), leftovers.min_free_gb()
-    if not room.enough(need):
-        # The build cache is the one thing on the engine a run may trim: a cache.
-        freed = leftovers.prune_build_cache(engine)
-        print(f"imagekit tests: build cache trimmed by {freed / 10**9:.1f} GB", file=sys.stderr)
-        room = leftovers.room(engine)
+    need = leftovers.min_free_gb()
+    room = leftovers.trim_build_cache(engine, leftovers.room(engine), need)
     if not room.enough(need):
         stranded = leftovers.stranded_classic_store(engine.info())
         print(leftovers.too_little_room(room, need, engine.df(), stranded), file=sys.stderr)
