@@ -19,6 +19,12 @@ stage copies them as they are), so that the same wheel at the same version makes
 in every image and every build. Bytecode is hash-based when that variable is set, so the times
 are not what keeps it valid. `VENV/imagekit-layers.json` (in the `imagekit` slot) says what each
 slot holds.
+
+A slot that nothing falls into (the NVIDIA slots beyond a release's libraries, Triton where slim
+left it out) holds one empty file, `VENV/.imagekit-unused-layers/<report's stem>.<slot>`: the
+legacy builder on the classic store fails a build whose COPY of an empty folder is followed by
+another COPY ("failed to get layer ...: layer does not exist", moby/moby#40591), and the name
+keeps each such layer unlike every other, slim's and full's included (moby/moby#37965).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from pathlib import Path
 LATER_NVIDIA = ("nvidia-cusparselt", "nvidia-nvshmem", "nvidia-cudnn", "nvidia-nccl")
 TRITON = ("triton", "pytorch-triton")
 REPORT = "imagekit-layers.json"
+# Where an unused slot's one file lies, in the venv (the docstring says why).
+UNUSED = ".imagekit-unused-layers"
 
 
 def normalized(name: str) -> str:
@@ -199,6 +207,11 @@ def main() -> None:
     own = staging / "imagekit" / at.relative_to("/")
     own.mkdir(parents=True, exist_ok=True)
     (own / args.report).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    for slot in slots:
+        if not any((staging / slot).iterdir()):
+            unused = staging / slot / at.relative_to("/") / UNUSED
+            unused.mkdir(parents=True)
+            (unused / f"{Path(args.report).stem}.{slot}").touch()
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
     if epoch.isdigit():
         for slot in slots:

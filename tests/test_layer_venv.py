@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -195,6 +196,38 @@ def test_the_slots_run_from_what_changes_least_to_what_changes_most() -> None:
     cuda = venv_slots(cuda=True)
     assert cuda[:NVIDIA_SLOTS] == tuple(f"nvidia-{i:02d}" for i in range(NVIDIA_SLOTS))
     assert cuda[NVIDIA_SLOTS:] == ("deps", "triton", "torch", "imagekit")
+
+
+def test_an_unused_slot_holds_one_empty_file_that_names_it(tmp_path: Path) -> None:
+    """The legacy builder on the classic store fails a COPY of an empty folder followed by
+    another COPY (moby/moby#40591): an unused slot holds one file, named after its slot and its
+    report, so that no slot's layer is empty or like another's (slim's or full's)."""
+    venv = make_venv(tmp_path)
+    slots = [*(nvidia_slot(i) for i in range(6)), "deps", "triton", "torch", "imagekit"]
+    report = layer(venv, tmp_path / "layers", slots)
+    layers = {s: tree(in_slot(tmp_path / "layers", s, venv)) for s in slots}
+    # Four NVIDIA distributions: nvidia-04 and nvidia-05 are unused.
+    for slot in ("nvidia-04", "nvidia-05"):
+        assert report[slot]["distributions"] == []
+        assert layers[slot] == {
+            ".imagekit-unused-layers": (layers[slot][".imagekit-unused-layers"][0], EPOCH, "dir"),
+            f".imagekit-unused-layers/imagekit-layers.{slot}": (0o100644, EPOCH, b""),
+        }
+    assert layers["nvidia-04"] != layers["nvidia-05"]
+    # A slot in use holds only what it was given.
+    for slot in ("nvidia-03", "deps", "triton", "torch", "imagekit"):
+        assert not any(".imagekit-unused-layers" in p for p in layers[slot])
+    # Full's overlay, whose Triton slim had kept: its own name, unlike slim's unused slots.
+    full = overlay(tmp_path / "full", "2.14.1", "3.8.0")
+    shutil.rmtree(full / SITE / "triton-3.8.0.dist-info")
+    shutil.rmtree(full / SITE / "triton")
+    staging = tmp_path / "full" / "layers"
+    run_script(full, staging, list(overlay_slots(cuda=True)), "--at", "/opt/venv",
+               "--report", FULL_LAYERS_REPORT)  # fmt: skip
+    assert set(tree(staging / "triton")) == {
+        "opt", "opt/venv", "opt/venv/.imagekit-unused-layers",
+        "opt/venv/.imagekit-unused-layers/imagekit-layers-full.triton",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("cuda", [True, False])
