@@ -20,11 +20,12 @@ in every image and every build. Bytecode is hash-based when that variable is set
 are not what keeps it valid. `VENV/imagekit-layers.json` (in the `imagekit` slot) says what each
 slot holds.
 
-A slot that nothing falls into (the NVIDIA slots beyond a release's libraries, Triton where slim
-left it out) holds one empty file, `VENV/.imagekit-unused-layers/<report's stem>.<slot>`: the
-legacy builder on the classic store fails a build whose COPY of an empty folder is followed by
-another COPY ("failed to get layer ...: layer does not exist", moby/moby#40591), and the name
-keeps each such layer unlike every other, slim's and full's included (moby/moby#37965).
+A slot that nothing falls into (the NVIDIA slots beyond a release's libraries, slim's Triton
+where the matrix leaves it out, full's where slim keeps it) holds one empty file,
+`VENV/.imagekit-unused-layers/<report's stem>.<slot>`: the legacy builder on the classic store
+fails a build whose COPY of an empty folder is followed by another COPY ("failed to get layer
+...: layer does not exist", moby/moby#40591), and the name keeps each such layer unlike every
+other, slim's and full's included (moby/moby#37965).
 """
 
 from __future__ import annotations

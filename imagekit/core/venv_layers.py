@@ -33,7 +33,8 @@ from __future__ import annotations
 
 # How many NVIDIA distributions get a layer of their own. torch 2.13/2.14 for CUDA 13.0 install
 # 16 (the toolkit's 11 libraries, its meta-package, cuDNN, cuSPARSELt, NCCL, NVSHMEM); an
-# unused slot is an empty layer, and the last slot takes the rest where there are more.
+# unused slot is a layer of one empty file (templates/layer_venv.py says why not an empty
+# layer), and the last slot takes the rest where there are more.
 NVIDIA_SLOTS = 20
 DEPS, TRITON, TORCH, IMAGEKIT = "deps", "triton", "torch", "imagekit"
 # Where the builder stage leaves the folders, one per slot, each a tree from / (opt/venv/...).

@@ -24,6 +24,7 @@ runs in a child process with DOCKER_HOST pointing at the engine, as a user runs 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -42,6 +43,7 @@ import pytest
 
 from imagekit.adapters.engine import engine_info
 from imagekit.adapters.engine_facts import container_limits
+from imagekit.core.venv_layers import STAGING, venv_slots
 from imagekit.errors import ImagekitError
 from tests.children import default_stop_signals
 from tests.integration.conftest import ROOT, TEST_LABELS, CliResult, imagekit, matrix_text
@@ -359,6 +361,63 @@ def test_a_slim_without_compile_says_so_in_its_label_and_at_its_first_compile(
         client.close()
     notice = [line for line in said.splitlines() if line.startswith("imagekit:")]
     assert len(notice) == 1 and 'backend="aot_eager"' in notice[0] and "full image" in notice[0]
+
+
+def test_the_venv_layers_build_where_slots_are_unused(contract: Contract, tmp_path: Path) -> None:
+    """slim's builder stage sorts the venv into a folder per slot (templates/layer_venv.py) and
+    its runtime stage copies each in a step of its own; a CUDA cell whose torch installs fewer
+    NVIDIA libraries than there are slots leaves some unused. On the classic store the legacy
+    builder fails a COPY of an empty folder followed by another COPY (moby/moby#40591: the CUDA
+    example failed so), so an unused slot holds one file. Here a venv with one distribution
+    and no NVIDIA, Triton or torch fills the CUDA cell's slots, with the script and the slot
+    names slim's Dockerfile uses, on the SDK's builder (Podman's: Buildah)."""
+    slots = venv_slots(cuda=True)
+    write_unused_slots_context(tmp_path, contract.base, slots)
+    client = contract.engine.client()
+    tag = f"{contract.repository}:layers-{secrets.token_hex(3)}"
+    try:
+        said = [
+            item
+            for item in client.api.build(
+                path=str(tmp_path), tag=tag, nocache=True, rm=True, forcerm=True, decode=True,
+                labels=TEST_LABELS,
+            )
+        ]  # fmt: skip
+        errors = [str(item["error"]) for item in said if "error" in item]
+        assert not errors, errors
+        listed = client.containers.run(
+            tag, ["ls", "/opt/venv/.imagekit-unused-layers", f"{SITE}/demo"], remove=True
+        ).decode()
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            client.images.remove(tag, force=True)
+        client.close()
+    unused = {n.split(".", 1)[1] for n in listed.split() if n.startswith("imagekit-layers.")}
+    assert unused == {s for s in slots if s.startswith("nvidia-")} | {"triton", "torch"}
+    assert "__init__.py" in listed.split()
+
+
+SITE = "/opt/venv/lib/python3.11/site-packages"
+
+
+def write_unused_slots_context(folder: Path, base: str, slots: tuple[str, ...]) -> None:
+    """A build context whose builder stage makes a venv of one distribution (`demo`) on `base`
+    and sorts it into `slots` with templates/layer_venv.py, and whose last stage copies each
+    slot in a step of its own, as slim's Dockerfile does."""
+    record = "demo/__init__.py,,\\ndemo-1.0.dist-info/METADATA,,\\ndemo-1.0.dist-info/RECORD,,\\n"
+    (folder / "layer_venv.py").write_text((ROOT / "templates" / "layer_venv.py").read_text())
+    (folder / "Dockerfile").write_text(
+        f"FROM {base} AS builder\n"
+        "COPY layer_venv.py /tmp/\n"
+        f"RUN python3.11 -m venv --without-pip /opt/venv"
+        f" && mkdir -p {SITE}/demo {SITE}/demo-1.0.dist-info"
+        f" && echo 'x = 1' > {SITE}/demo/__init__.py"
+        f" && printf 'Name: demo\\nVersion: 1.0\\n' > {SITE}/demo-1.0.dist-info/METADATA"
+        f" && printf '{record}' > {SITE}/demo-1.0.dist-info/RECORD"
+        f" && SOURCE_DATE_EPOCH=0 python3.11 /tmp/layer_venv.py /opt/venv {STAGING}"
+        f" --slots {','.join(slots)}\n"
+        f"FROM {base}\n" + "".join(f"COPY --from=builder {STAGING}/{slot}/ /\n" for slot in slots)
+    )
 
 
 def test_run_with_user_serves_jupyter_as_that_user_and_a_stop_removes_it(
