@@ -436,7 +436,7 @@ def speed(args: argparse.Namespace, client: docker.DockerClient) -> int:
     parts = tuple(args.speed_parts or bench_speed.PARTS)
     engines = tuple(args.speed_engines or ("host",))
     for example, document, ratios in bench_speed.speed_section(
-        client, args.base, wheelhouses, builders, parts, engines
+        client, args.base, wheelhouses, builders, parts, engines, args.speed_rounds
     ):
         print(f"\nimagekit bench: speed against the expert Dockerfile ({example})")
         print(json.dumps(document, indent=1))
@@ -521,6 +521,13 @@ def main() -> int:
         nargs="*",
         choices=("host", "docker26-classic", "docker26-containerd"),
         help="the engines the speed section builds on (default: the host's)",
+    )
+    parser.add_argument(
+        "--speed-rounds",
+        type=int,
+        default=1,
+        help="cold builds of the expert and of slim, taking turns, per row: each round's"
+        " seconds are recorded and the ratio is of their medians (default: 1)",
     )
     parser.add_argument("--out-dir", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()

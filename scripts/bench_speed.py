@@ -28,6 +28,7 @@ import os
 import re
 import secrets
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -245,10 +246,13 @@ def compare_builds(
     wheelhouse: Path,
     work: Path,
     builders: tuple[str, ...] = ("sdk", "buildx"),
+    rounds: int = 1,
 ) -> Iterator[dict]:
     """Expert against imagekit, cold, on each builder of one engine: one builder's figures (its
     row with its engine and image store) and pruning steps as soon as they are measured, so a
-    run stopped on the next builder keeps them."""
+    run stopped on the next builder keeps them. With `rounds` above 1 the two builds take
+    turns that many times and the row holds each round's seconds and their medians: on a
+    shared 2-core machine one pair moves by 10% from run to run."""
     client = target.client
     repository = f"imagekit-bench-{secrets.token_hex(3)}/pytorch"
     plain = matrix_for(example, repository, base, work, compile_=False)
@@ -257,29 +261,36 @@ def compare_builds(
     for builder in builders:
         row = f"{target.label}:{builder}"
         expert_tag = f"{repository}:expert-{builder}"
-        say(f"{example}: expert Dockerfile, {row}, cold ...")
-        expert_s = expert_build(target, builder, example, base, wheelhouse, expert_tag)
-        expert_bytes = image_bytes(client, expert_tag)
-        remove(client, expert_tag)
-        remove_new_dangling(client, before)
-        say(f"{example}: imagekit slim (compile: false), {row}, cold ...")
-        seconds, record = imagekit_build(
-            plain, wheelhouse, work / f"r-{row}", "--no-cache", "--builder", builder,
-            env=target.env,
-        )  # fmt: skip
         reference = f"{repository}:{TAGS[example]}"
-        slim_bytes = image_bytes(client, reference)
-        steps = pruning_steps(record)
-        remove(client, reference)
-        remove_new_dangling(client, before)
+        expert_runs, imagekit_runs = [], []
+        for turn in range(1, rounds + 1):
+            of = f" (round {turn} of {rounds})" if rounds > 1 else ""
+            say(f"{example}: expert Dockerfile, {row}, cold{of} ...")
+            expert_runs.append(expert_build(target, builder, example, base, wheelhouse, expert_tag))
+            expert_bytes = image_bytes(client, expert_tag)
+            remove(client, expert_tag)
+            remove_new_dangling(client, before)
+            say(f"{example}: imagekit slim (compile: false), {row}, cold{of} ...")
+            seconds, record = imagekit_build(
+                plain, wheelhouse, work / f"r-{row}-{turn}", "--no-cache", "--builder", builder,
+                env=target.env,
+            )  # fmt: skip
+            imagekit_runs.append(seconds)
+            slim_bytes = image_bytes(client, reference)
+            steps = pruning_steps(record)
+            remove(client, reference)
+            remove_new_dangling(client, before)
         figures = {
             **target.row,
             "builder": builder,
-            "expert_s": round(expert_s, 1),
+            "expert_s": round(statistics.median(expert_runs), 1),
             "expert_bytes": expert_bytes,
-            "imagekit_s": round(seconds, 1),
+            "imagekit_s": round(statistics.median(imagekit_runs), 1),
             "imagekit_bytes": slim_bytes,
         }
+        if rounds > 1:
+            figures["expert_rounds_s"] = [round(x, 1) for x in expert_runs]
+            figures["imagekit_rounds_s"] = [round(x, 1) for x in imagekit_runs]
         if example == "cpu":
             say(f"{example}: imagekit slim as the example has it (torch.compile), {row} ...")
             compiling = matrix_for(example, repository, base, work, compile_=True)
@@ -415,6 +426,7 @@ def speed_section(
     builders: tuple[str, ...] = ("sdk", "buildx"),
     parts: tuple[str, ...] = PARTS,
     engines: tuple[str, ...] = ("host",),
+    rounds: int = 1,
 ) -> Iterator[tuple[str, dict, list[Ratio]]]:
     """Each example's figures and ratios against their targets, as soon as it is measured on
     each engine (a failure later loses nothing already measured)."""
@@ -426,7 +438,7 @@ def speed_section(
                 for name in engines:
                     with engine_target(client, name, base) as target:
                         for document in compare_builds(
-                            target, example, base, wheelhouse, work, builders
+                            target, example, base, wheelhouse, work, builders, rounds
                         ):
                             yield example, document, build_ratios(example, document["builds"])
             ratios: list[Ratio] = []
