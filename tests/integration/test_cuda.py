@@ -16,6 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from imagekit.adapters.engine import engine_info
 from tests.integration.conftest import ROOT, TEST_LABEL, TEST_LABELS, Session, imagekit
 
 pytestmark = [pytest.mark.integration, pytest.mark.cuda]
@@ -117,7 +118,8 @@ def test_full_builds_a_cuda_extension_with_its_own_nvcc(cuda_run: CudaRun) -> No
     names = {c["name"]: c["ok"] for c in cuda_run.verify[FULL]["structure"]}
     assert names["full carries compilers"]  # gcc, g++, make and nvcc
     slim = {c["name"]: c for c in cuda_run.verify[SLIM]["structure"]}
-    assert slim["slim carries no compilers"]["ok"]
+    (compilers,) = (c for name, c in slim.items() if name.startswith("slim carries no compilers"))
+    assert compilers["ok"]
 
 
 def test_slim_leaves_triton_out_and_full_has_the_same_triton_back(
@@ -201,8 +203,13 @@ def test_doctor_reads_the_labels_of_the_built_image(cuda_run: CudaRun, nvidia_sm
     image = f"{cuda_run.repository}:2.14.1-cuda13.0-cudnn9-py3.11-slim"
     good = nvidia_smi("0, NVIDIA H200, 580.82.07, 9.0")
     ok = imagekit("doctor", "--image", image, "--nvidia-smi", str(good))
-    assert ok.code == 0, ok.stderr
+    # The image runs on this (faked) GPU and driver. Whether doctor passes also depends on the
+    # engine: one without the NVIDIA runtime or CDI devices hands no GPU over, and says so.
+    handover = engine_info(docker.from_env(version="auto")).gpu_mechanism != "none"
+    assert ok.code == (0 if handover else 7), ok.stderr
+    assert f"{image}: runs" in ok.stdout
     assert "GPU 0 (NVIDIA H200, sm_90) is compiled in" in ok.stdout
+    assert handover or "neither the NVIDIA runtime nor CDI devices" in ok.stdout
     old = nvidia_smi("0, NVIDIA H200, 570.133.20, 9.0")
     refused = imagekit("doctor", "--image", image, "--nvidia-smi", str(old))
     assert refused.code == 7 and "too old for CUDA 13.0" in refused.stdout
