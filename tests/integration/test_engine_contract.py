@@ -386,8 +386,11 @@ def test_the_venv_layers_build_where_slots_are_unused(contract: Contract, tmp_pa
         errors = [str(item["error"]) for item in said if "error" in item]
         assert not errors, errors
         listed = client.containers.run(
-            tag, ["ls", "/opt/venv/.imagekit-unused-layers", f"{SITE}/demo"], remove=True
-        ).decode()
+            tag, ["ls", "/opt/venv/.imagekit-unused-layers", f"{SITE}/demo"], remove=True,
+            labels=TEST_LABELS,
+            # Podman's default nofile (1048576) is above what its service may grant here.
+            **container_limits(engine_info(client)),
+        ).decode()  # fmt: skip
     finally:
         with contextlib.suppress(docker.errors.ImageNotFound):
             client.images.remove(tag, force=True)
