@@ -363,43 +363,6 @@ def test_a_slim_without_compile_says_so_in_its_label_and_at_its_first_compile(
     assert len(notice) == 1 and 'backend="aot_eager"' in notice[0] and "full image" in notice[0]
 
 
-def test_the_venv_layers_build_where_slots_are_unused(contract: Contract, tmp_path: Path) -> None:
-    """slim's builder stage sorts the venv into a folder per slot (templates/layer_venv.py) and
-    its runtime stage copies each in a step of its own; a CUDA cell whose torch installs fewer
-    NVIDIA libraries than there are slots leaves some unused. On the classic store the legacy
-    builder fails a COPY of an empty folder followed by another COPY (moby/moby#40591: the CUDA
-    example failed so), so an unused slot holds one file. Here a venv with one distribution
-    and no NVIDIA, Triton or torch fills the CUDA cell's slots, with the script and the slot
-    names slim's Dockerfile uses, on the SDK's builder (Podman's: Buildah)."""
-    slots = venv_slots(cuda=True)
-    write_unused_slots_context(tmp_path, contract.base, slots)
-    client = contract.engine.client()
-    tag = f"{contract.repository}:layers-{secrets.token_hex(3)}"
-    try:
-        said = [
-            item
-            for item in client.api.build(
-                path=str(tmp_path), tag=tag, nocache=True, rm=True, forcerm=True, decode=True,
-                labels=TEST_LABELS,
-            )
-        ]  # fmt: skip
-        errors = [str(item["error"]) for item in said if "error" in item]
-        assert not errors, errors
-        listed = client.containers.run(
-            tag, ["ls", "/opt/venv/.imagekit-unused-layers", f"{SITE}/demo"], remove=True,
-            labels=TEST_LABELS,
-            # Podman's default nofile (1048576) is above what its service may grant here.
-            **container_limits(engine_info(client)),
-        ).decode()  # fmt: skip
-    finally:
-        with contextlib.suppress(docker.errors.ImageNotFound):
-            client.images.remove(tag, force=True)
-        client.close()
-    unused = {n.split(".", 1)[1] for n in listed.split() if n.startswith("imagekit-layers.")}
-    assert unused == {s for s in slots if s.startswith("nvidia-")} | {"triton", "torch"}
-    assert "__init__.py" in listed.split()
-
-
 SITE = "/opt/venv/lib/python3.11/site-packages"
 
 
@@ -421,6 +384,38 @@ def write_unused_slots_context(folder: Path, base: str, slots: tuple[str, ...]) 
         f" --slots {','.join(slots)}\n"
         f"FROM {base}\n" + "".join(f"COPY --from=builder {STAGING}/{slot}/ /\n" for slot in slots)
     )
+
+
+def test_the_venv_layers_build_where_slots_are_unused(contract: Contract, tmp_path: Path) -> None:
+    """slim's builder stage sorts the venv into a folder per slot (templates/layer_venv.py) and
+    its runtime stage copies each in a step of its own; a CUDA cell whose torch installs fewer
+    NVIDIA libraries than there are slots leaves some unused. On the classic store the legacy
+    builder fails a COPY of an empty folder followed by another COPY (moby/moby#40591: the CUDA
+    example failed so), so an unused slot holds one file. Here a venv with one distribution
+    and no NVIDIA, Triton or torch fills the CUDA cell's slots, with the script and the slot
+    names slim's Dockerfile uses, on the SDK's builder (Podman's: Buildah)."""
+    slots = venv_slots(cuda=True)
+    write_unused_slots_context(tmp_path, contract.base, slots)
+    client = contract.engine.client()
+    tag = f"{contract.repository}:layers-{secrets.token_hex(3)}"
+    try:
+        # A failed step raises BuildError with the engine's message.
+        client.images.build(
+            path=str(tmp_path), tag=tag, nocache=True, rm=True, forcerm=True, labels=TEST_LABELS
+        )
+        listed = client.containers.run(
+            tag, ["ls", "/opt/venv/.imagekit-unused-layers", f"{SITE}/demo"], remove=True,
+            labels=TEST_LABELS,
+            # Podman's default nofile (1048576) is above what its service may grant here.
+            **container_limits(engine_info(client)),
+        ).decode()  # fmt: skip
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            client.images.remove(tag, force=True)
+        client.close()
+    unused = {n.split(".", 1)[1] for n in listed.split() if n.startswith("imagekit-layers.")}
+    assert unused == {s for s in slots if s.startswith("nvidia-")} | {"triton", "torch"}
+    assert "__init__.py" in listed.split()
 
 
 def test_run_with_user_serves_jupyter_as_that_user_and_a_stop_removes_it(
