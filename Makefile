@@ -46,7 +46,8 @@ venv: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@# The layer contract: core imports no adapter, orchestration only the ports.
+	@# The room contract: the kernel imports no feature, a feature only those it declares and
+	@# never an adapter, and its use cases reach the world only through the ports.
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_layers.py
 	@# The shape ratchet: its figures may only go down (scripts/shape-limits.toml).
 	$(BIN)/python scripts/shape.py
@@ -214,7 +215,7 @@ goldens: $(STAMP)
 	rm -rf $(GOLDEN)/docker $(GOLDEN)/buildkit
 	$(BIN)/imagekit render --matrix $(GOLDEN)/matrix.yaml --out $(GOLDEN)/docker --no-ca-cert
 	$(BIN)/imagekit render --matrix $(GOLDEN)/matrix.yaml --out $(GOLDEN)/buildkit --no-ca-cert --buildkit
-	$(BIN)/python -c 'import sys, pathlib, imagekit.core.context as c; \
+	$(BIN)/python -c 'import sys, pathlib, imagekit.build.context as c; \
 		[c.swap_static_for_manifest(pathlib.Path(d)) for d in sys.argv[1:]]' \
 		$(GOLDEN)/docker $(GOLDEN)/buildkit
 

@@ -6,7 +6,7 @@ of the image per node on a network of their own, or processes of this machine in
 Each rank trains on its own data; the checks are that gradients were averaged across every
 rank of every node and that all ranks hold identical parameters afterwards. NCCL when the ranks
 have GPUs, gloo over TCP otherwise. Every rank prints one `rank` event line with the run's
-nonce (IMAGEKIT_PROBE_NONCE); the host combines them (imagekit.core.probes.combine_nodes).
+nonce (IMAGEKIT_PROBE_NONCE); the host combines them (imagekit.verify.probes.combine_nodes).
 A rank that cannot join the process group in time reports `timeout`.
 """
 

@@ -32,7 +32,7 @@ import docker
 import yaml
 from bench_speed import ROOT, dangling, registry, remove, remove_new_dangling, say
 
-from imagekit.core.inventory import normalized
+from imagekit.publish.inventory import normalized
 
 EXAMPLE = ROOT / "examples" / "cuda-local.yaml"
 NEIGHBOUR = "2.13.0"

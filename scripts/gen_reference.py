@@ -5,7 +5,7 @@
 
 The pages are made from what the program itself declares, so that they cannot drift from it:
 - cli.md: every command, its arguments and options, from the Typer app (the click tree);
-- labels.md: the `io.imagekit.*` labels, from imagekit/core/labels.py and its comments;
+- labels.md: the `io.imagekit.*` labels, from imagekit/kernel/labels.py and its comments;
 - records.md: the results records, from imagekit/data/results.schema.json;
 - matrix-schema.md: the matrix file's fields, from imagekit/data/matrix.schema.json.
 """
@@ -134,17 +134,17 @@ def _comment_before(source: list[str], lineno: int) -> tuple[str, bool]:
 
 
 def labels_page() -> str:
-    """The labels reference: the `io.imagekit.*` names of core/labels.py, in the groups its
+    """The labels reference: the `io.imagekit.*` names of kernel/labels.py, in the groups its
     comments head, each with its own comment."""
-    path = ROOT / "imagekit" / "core" / "labels.py"
+    path = ROOT / "imagekit" / "kernel" / "labels.py"
     text = path.read_text()
     source = text.splitlines()
     prefix = ""
     lines = [
-        HEADER.format(source="imagekit/core/labels.py"),
+        HEADER.format(source="imagekit/kernel/labels.py"),
         "# Image labels\n",
         "The `io.imagekit.*` labels imagekit writes on the images and containers it makes. "
-        "Each name is spelled once, in `imagekit/core/labels.py`.",
+        "Each name is spelled once, in `imagekit/kernel/labels.py`.",
     ]
     for node in ast.parse(text).body:
         if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)):

@@ -15,35 +15,34 @@ from pathlib import Path
 from typing import Any
 
 from imagekit.adapters.results import RunFolder
-from imagekit.core.levels import level_states, reached
-from imagekit.core.ports import (
+from imagekit.errors import GpuUnavailableError, RegistryError
+from imagekit.events import Event
+from imagekit.kernel.engine import Engine, EngineInfo, Layer, LocalImage
+from imagekit.kernel.records import LEVELS, Check, ProbeResult, Status, Timings, VerifyRecord
+from imagekit.kernel.store import RunStore
+from imagekit.publish.ports import (
     AttestationReader,
     Attested,
-    Engine,
-    EngineInfo,
-    Inspector,
     Inventory,
-    Layer,
-    LocalImage,
     ManifestDocument,
+    PushOutcome,
+    Registry,
+    RemoteManifest,
+    SbomMaker,
+    Signer,
+)
+from imagekit.resources import probes_dir
+from imagekit.verify.levels import level_states, reached
+from imagekit.verify.ports import (
+    Inspector,
     NodesRequest,
     NodesRun,
     ProbeRequest,
     ProbeRun,
     ProbeRunner,
-    PushOutcome,
-    Registry,
-    RemoteManifest,
-    RunStore,
-    SbomMaker,
-    Signer,
 )
-from imagekit.core.probe_nodes import NodeOutput
-from imagekit.core.probes import RunnerOutput, discover
-from imagekit.core.records import LEVELS, Check, ProbeResult, Status, Timings, VerifyRecord
-from imagekit.errors import GpuUnavailableError, RegistryError
-from imagekit.events import Event
-from imagekit.resources import probes_dir
+from imagekit.verify.probe_nodes import NodeOutput
+from imagekit.verify.probes import RunnerOutput, discover
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from imagekit.core.compat import CompatData
-from imagekit.core.matrix import parse_matrix
 from imagekit.errors import Problem, ValidationError
+from imagekit.matrix.compat import CompatData
+from imagekit.matrix.load import parse_matrix
 
 FILE = "matrix.yaml"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imagekit.core.agreement import label_checks
-from imagekit.core.compat import load_compat
-from imagekit.core.matrix import load_matrix
-from imagekit.core.render import RenderOptions, image_labels
+from imagekit.build.render import RenderOptions, image_labels
+from imagekit.matrix.compat import load_compat
+from imagekit.matrix.load import load_matrix
+from imagekit.verify.agreement import label_checks
 
 CUDA_LOCAL = Path(__file__).resolve().parents[1] / "examples" / "cuda-local.yaml"
 CPU = Path(__file__).resolve().parents[1] / "examples" / "cpu.yaml"

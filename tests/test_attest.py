@@ -17,7 +17,11 @@ from imagekit.adapters import cosign as cosign_adapter
 from imagekit.adapters.cosign import Cosign, loopback
 from imagekit.adapters.results import RunFolder, verify_evidence
 from imagekit.adapters.sbom import CycloneDx, problems
-from imagekit.core.attest import (
+from imagekit.kernel.labels import ImageLabels
+from imagekit.kernel.records import Evidence, ImageRecord, PublishStatus, Status
+from imagekit.matrix.load import load_matrix
+from imagekit.matrix.plan import ImagePlan
+from imagekit.publish.attest import (
     SBOM_PREDICATE,
     VERIFY_PREDICATE,
     Requirement,
@@ -27,17 +31,13 @@ from imagekit.core.attest import (
     predicate_schema,
     predicate_schema_text,
 )
-from imagekit.core.gate import decide
-from imagekit.core.integrity import seal, seal_problem
-from imagekit.core.inventory import cuda_stack, distro, inventory, os_packages
-from imagekit.core.labels import ImageLabels
-from imagekit.core.matrix import load_matrix
-from imagekit.core.multiarch import ImageGroup
-from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import ManifestDocument
-from imagekit.core.records import Evidence, ImageRecord, PublishStatus, Status
-from imagekit.orchestration.attest_verify import attested_level, check_attestations
-from imagekit.orchestration.publish import PublishPorts, candidate_tag, publish_images
+from imagekit.publish.attest_verify import attested_level, check_attestations
+from imagekit.publish.gate import decide
+from imagekit.publish.inventory import cuda_stack, distro, inventory, os_packages
+from imagekit.publish.multiarch import ImageGroup
+from imagekit.publish.ports import ManifestDocument
+from imagekit.publish.run import PublishPorts, candidate_tag, publish_images
+from imagekit.verify.integrity import seal, seal_problem
 from tests.fakes import (
     OCI_MANIFEST,
     Events,

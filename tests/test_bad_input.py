@@ -15,7 +15,7 @@ from typer.testing import CliRunner, Result
 
 from imagekit.adapters import builders, engine
 from imagekit.cli import app
-from imagekit.core.matrix import MAX_MATRIX_BYTES
+from imagekit.matrix.load import MAX_MATRIX_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 CA_VARS = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")

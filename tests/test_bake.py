@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from imagekit.core import labels as L
-from imagekit.core.bake import bake_file, target_name
-from imagekit.core.matrix import Matrix, load_matrix
-from imagekit.core.plan import ImagePlan
-from imagekit.core.render import RenderedImage, RenderOptions, render_image
+from imagekit.build.bake import bake_file, target_name
+from imagekit.build.render import RenderedImage, RenderOptions, render_image
+from imagekit.kernel import labels as L
+from imagekit.matrix.load import Matrix, load_matrix
+from imagekit.matrix.plan import ImagePlan
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTEXTS = Path("/ctx")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from imagekit.core.build_features import buildkit_refusal
+from imagekit.build.features import buildkit_refusal
 
 ENGINE = "Docker 26.1.5"
 

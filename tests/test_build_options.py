@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from imagekit.adapters.results import RunFolder
-from imagekit.core.build_options import (
+from imagekit.build.context import ContextInputs
+from imagekit.build.inputs import RenderInputs
+from imagekit.build.options import (
     BuilderChoice,
     BuildkitAsk,
     BuildNetwork,
@@ -21,18 +23,19 @@ from imagekit.core.build_options import (
     guess_buildx,
     use_buildx,
 )
-from imagekit.core.build_outcome import missing_parent, summary
-from imagekit.core.context import ContextInputs
-from imagekit.core.matrix import load_matrix
-from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import Builder, BuildOutcome, BuildRequest, EngineInfo, LineSink
-from imagekit.core.records import BuildRecord, BuildStatus
-from imagekit.core.render import RenderOptions
-from imagekit.core.requests import BootstrapCommand, BuildCommand, RenderInputs, Selection
+from imagekit.build.outcome import missing_parent, summary
+from imagekit.build.ports import Builder, BuildOutcome, BuildRequest, LineSink
+from imagekit.build.render import RenderOptions
+from imagekit.build.requests import BootstrapCommand, BuildCommand
+from imagekit.build.run import BuildSettings
+from imagekit.build.use_case import build_images
 from imagekit.errors import EngineUnavailableError, InputError
 from imagekit.events import Event, EventSink
-from imagekit.orchestration.build import build_images
-from imagekit.orchestration.build_run import BuildSettings
+from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.records import BuildRecord, BuildStatus
+from imagekit.matrix.load import load_matrix
+from imagekit.matrix.plan import ImagePlan
+from imagekit.matrix.selection import Selection
 from tests.fakes import FakeEngine
 
 ROOT = Path(__file__).resolve().parents[1]

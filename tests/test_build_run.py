@@ -18,18 +18,19 @@ from typing import Any
 import pytest
 
 from imagekit.adapters.results import RunFolder
+from imagekit.build.context import ContextInputs
+from imagekit.build.outcome import budget_problem
+from imagekit.build.ports import BuildOutcome, BuildRequest, LineSink
+from imagekit.build.render import RenderOptions
+from imagekit.build.run import BuildRun, BuildSettings
+from imagekit.build.stream import BuildLog
 from imagekit.cli.views import PlainView
-from imagekit.core import labels as L
-from imagekit.core.build_outcome import budget_problem
-from imagekit.core.build_stream import BuildLog
-from imagekit.core.context import ContextInputs
-from imagekit.core.matrix import Matrix, load_matrix
-from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import BuildOutcome, BuildRequest, Layer, LineSink
-from imagekit.core.records import BuildRecord, BuildStatus, ImageRecord
-from imagekit.core.render import RenderOptions
 from imagekit.events import Event
-from imagekit.orchestration.build_run import BuildRun, BuildSettings
+from imagekit.kernel import labels as L
+from imagekit.kernel.engine import Layer
+from imagekit.kernel.records import BuildRecord, BuildStatus, ImageRecord
+from imagekit.matrix.load import Matrix, load_matrix
+from imagekit.matrix.plan import ImagePlan
 from tests.fakes import FakeEngine
 
 BUILT, UP_TO_DATE = BuildStatus.BUILT, BuildStatus.UP_TO_DATE

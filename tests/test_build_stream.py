@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from imagekit.core.build_stream import TAIL_LINES, BuildLog
+from imagekit.build.stream import TAIL_LINES, BuildLog
 
 IMAGE_ID = "sha256:6a7b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3"
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from imagekit import __version__
 from imagekit.cli import app
-from imagekit.core.matrix import load_matrix
-from imagekit.core.requests.line import help_text
+from imagekit.cli.line import help_text
+from imagekit.matrix.load import load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 MATRIX = ROOT / "matrix.yaml"

@@ -1,15 +1,17 @@
 """Every option of every command reaches the request its command makes.
 
-Each command's Typer function turns its options into one frozen request (imagekit/core/requests/)
-and hands it to `dispatch`, which calls `HANDLERS[type(request)]`. These tests swap every handler
-for one that keeps the request, run each command with every option set to a value other than its
-default, and compare the request field by field. A meta-test walks the click command tree and
-fails when an option exists that no case below sets, so a new option needs a case here.
+Each command's Typer function turns its options into one frozen request (each feature's
+`requests.py`) and hands it to `dispatch`, which calls `HANDLERS[type(request)]`. These tests
+swap every handler for one that keeps the request, run each command with every option set to a
+value other than its default, and compare the request field by field. A meta-test walks the
+click command tree and fails when an option exists that no case below sets, so a new option
+needs a case here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,42 +22,42 @@ import typer.main
 from typer.testing import CliRunner
 
 import imagekit.cli
+from imagekit.build.distro_packages import PackagesFor
+from imagekit.build.inputs import RenderInputs, RenderRequest
+from imagekit.build.options import BuilderChoice, BuildNetwork, Compression
+from imagekit.build.requests import BakeRequest, BootstrapCommand, BuildCommand, GcRequest
 from imagekit.cli import common, options
-from imagekit.core import requests
-from imagekit.core.build_options import BuilderChoice, BuildNetwork, Compression
-from imagekit.core.distro_packages import PackagesFor
-from imagekit.core.probe_contract import ProbeDevice
-from imagekit.core.requests import (
-    AttestVerifyRequest,
-    BakeRequest,
-    BootstrapCommand,
-    BuildCommand,
+from imagekit.doctor.requests import DoctorRequest
+from imagekit.kernel.runtime import GpuChoice, Service
+from imagekit.matrix.requests import (
     CheckRequest,
     CompatRequest,
-    CompatVerifyRequest,
-    DoctorRequest,
     ExplainRequest,
-    GcRequest,
     MatrixRequest,
-    ProbeCommand,
-    PublishCommand,
-    RefreshRequest,
-    RenderInputs,
-    RenderRequest,
-    ReportRequest,
-    RunCommand,
     SchemaRequest,
-    Selection,
     TagsRequest,
-    VerifyCommand,
 )
-from imagekit.core.runtime import GpuChoice, Service
+from imagekit.matrix.selection import Selection
+from imagekit.publish.requests import AttestVerifyRequest, PublishCommand
+from imagekit.serve.requests import RunCommand
+from imagekit.upstream.requests import CompatVerifyRequest, RefreshRequest
+from imagekit.verify.probe_contract import ProbeDevice
+from imagekit.verify.requests import ProbeCommand, ReportRequest, VerifyCommand
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_DIR = ROOT / "imagekit" / "cli"
 # Options of the root command that configure the program, not a request.
 ROOT_OPTIONS = {"debug", "version", "install_completion", "show_completion"}
 NO_DEFAULT = object()
+# Where the requests live: each feature's `requests.py`, and the parts several share.
+REQUEST_MODULES = (
+    *(
+        f"imagekit.{feature}.requests"
+        for feature in ("build", "doctor", "matrix", "publish", "serve", "upstream", "verify")
+    ),
+    "imagekit.build.inputs",
+    "imagekit.matrix.selection",
+)
 
 
 # Files the options point at ----------------------------------------------------------------
@@ -882,10 +884,11 @@ def test_every_dispatched_request_has_a_handler(files: Files) -> None:
     shared = {Selection, RenderInputs}
     defined = {
         value
-        for value in vars(requests).values()
+        for module in REQUEST_MODULES
+        for value in vars(importlib.import_module(module)).values()
         if isinstance(value, type)
         and dataclasses.is_dataclass(value)
-        and value.__module__.startswith(requests.__name__ + ".")
+        and value.__module__ == module
     }
     assert dispatched == defined - shared
     assert dispatched == {type(case(files).expected) for case in CASES}

@@ -1,4 +1,4 @@
-"""core/requests/line.py and cli/options.py: a request type becomes its command's parameters
+"""cli/line.py and cli/options.py: a request type becomes its command's parameters
 (each option declared once, on its field) and the values parsed become the request."""
 
 from __future__ import annotations
@@ -8,17 +8,14 @@ import typing
 from pathlib import Path
 
 import imagekit.cli  # noqa: F401  (registers every command)
+from imagekit.build.inputs import RenderRequest
+from imagekit.build.requests import BuildCommand
+from imagekit.cli.line import ordered, params, request_of
 from imagekit.cli.options import COMMANDS
-from imagekit.core.requests import (
-    BuildCommand,
-    FlavourChoice,
-    MatrixRequest,
-    RenderRequest,
-    RunCommand,
-    Selection,
-)
-from imagekit.core.requests.line import ordered, params, request_of
-from imagekit.core.requests.options import Flags, Opt
+from imagekit.kernel.options import Flags, FlavourChoice, Opt
+from imagekit.matrix.requests import MatrixRequest
+from imagekit.matrix.selection import Selection
+from imagekit.serve.requests import RunCommand
 
 # Fields no option sets: the command fills them (SOURCE_DATE_EPOCH, read from the environment).
 MADE_BY_THE_COMMAND = {

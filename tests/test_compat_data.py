@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from imagekit.core.compat import CompatData, load_compat, variant_tag, version_key
-from imagekit.core.report import explain_cell
+from imagekit.matrix.compat import CompatData, load_compat, variant_tag, version_key
+from imagekit.matrix.report import explain_cell
 
 DATA = load_compat()
 

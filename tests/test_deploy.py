@@ -21,8 +21,8 @@ import pydantic
 import pytest
 import yaml
 
-from imagekit.core.attest import VERIFY_PREDICATE, VerifyPredicate
-from imagekit.core.records import LEVELS
+from imagekit.kernel.records import LEVELS
+from imagekit.publish.attest import VERIFY_PREDICATE, VerifyPredicate
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "deploy" / "kyverno-imagekit-level.yaml"

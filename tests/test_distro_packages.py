@@ -1,4 +1,4 @@
-"""Distribution packages: one list per build step (core/distro_packages.py), a base that can
+"""Distribution packages: one list per build step (build/distro_packages.py), a base that can
 carry them (`base bootstrap --packages-for`), and the rendered steps that install only what the
 base lacks, or fail with one line where no package mirror answers.
 
@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.core.build_stream import FAILURE_MARKER, BuildLog
-from imagekit.core.distro_packages import (
+from imagekit.build.distro_packages import (
     BASE_PACKAGES,
     PackagesFor,
     full_packages,
     packages_for,
     slim_packages,
 )
-from imagekit.core.matrix import load_matrix
-from imagekit.core.render import render_image
-from imagekit.core.requests.build import BootstrapCommand
+from imagekit.build.render import render_image
+from imagekit.build.requests import BootstrapCommand
+from imagekit.build.stream import FAILURE_MARKER, BuildLog
+from imagekit.matrix.load import load_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 SLIM, FULL = "2.13.0-cpu-py3.11-slim", "2.13.0-cpu-py3.11-full"
@@ -178,8 +178,8 @@ FULL_BASE = ",".join((*BASE_PACKAGES, *packages_for(PackagesFor.full)))
 @pytest.mark.parametrize("base", ["", FULL_BASE], ids=["other-base", "base-for-full"])
 def test_slim_passes_with_sshd_and_compilers_only_when_its_base_brought_them(base: str) -> None:
     from imagekit.adapters.structure import _flavour_checks
-    from imagekit.core import labels as L
-    from imagekit.core.labels import ImageLabels
+    from imagekit.kernel import labels as L
+    from imagekit.kernel.labels import ImageLabels
 
     labels = ImageLabels.parse(
         {L.TORCH: "2.13.0", L.FLAVOUR: "slim", L.TORCH_COMPILE: "no", L.BASE_INCLUDE: base}

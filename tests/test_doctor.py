@@ -12,8 +12,7 @@ from typer.testing import CliRunner
 
 from imagekit.adapters.hostgpu import parse_query, proc_driver_version, read_host
 from imagekit.cli import app
-from imagekit.core.compat import load_compat
-from imagekit.core.doctor import (
+from imagekit.doctor.verdict import (
     WARN,
     Finding,
     Gpu,
@@ -23,7 +22,8 @@ from imagekit.core.doctor import (
     engine_findings,
     newest_cuda_for,
 )
-from imagekit.core.ports import EngineInfo
+from imagekit.kernel.engine import EngineInfo
+from imagekit.matrix.compat import load_compat
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_LOCAL = ROOT / "examples" / "cuda-local.yaml"

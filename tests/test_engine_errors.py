@@ -13,8 +13,8 @@ import urllib3.exceptions
 from imagekit.adapters.containers import ran_over
 from imagekit.adapters.engine import connect, engine_errors
 from imagekit.cli.common import guard
-from imagekit.core.ports import LocalImage
 from imagekit.errors import EngineUnavailableError, ExitCode
+from imagekit.kernel.engine import LocalImage
 
 # `docker image inspect imagekit-demo/pytorch:2.13.0-cpu-py3.11-slim`, trimmed.
 INSPECT: dict[str, Any] = {

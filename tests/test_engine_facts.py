@@ -18,7 +18,8 @@ from imagekit.adapters.engine_facts import (
     image_store,
     spec_devices,
 )
-from imagekit.core.ports import EngineInfo, RemoteManifest
+from imagekit.kernel.engine import EngineInfo
+from imagekit.publish.ports import RemoteManifest
 
 CONFIG = "sha256:" + "c" * 64
 MANIFEST = "sha256:" + "m" * 64

@@ -8,11 +8,7 @@ import pytest
 
 from imagekit.adapters.registry import classify, push, registry_auth, split_reference
 from imagekit.adapters.results import RunFolder, verify_evidence
-from imagekit.core.agreement import Identity, disagreements
-from imagekit.core.gate import Problem, decide, remedy
-from imagekit.core.matrix import load_matrix
-from imagekit.core.plan import ImagePlan, retarget
-from imagekit.core.records import (
+from imagekit.kernel.records import (
     BuildRecord,
     Check,
     Evidence,
@@ -22,7 +18,11 @@ from imagekit.core.records import (
     ProbeResult,
     Status,
 )
-from imagekit.orchestration.publish import candidate_tag
+from imagekit.matrix.load import load_matrix
+from imagekit.matrix.plan import ImagePlan, retarget
+from imagekit.publish.gate import Problem, decide, remedy
+from imagekit.publish.run import candidate_tag
+from imagekit.verify.agreement import Identity, disagreements
 from tests.fakes import FakePushClient, verify_record
 
 ROOT = Path(__file__).resolve().parents[1]

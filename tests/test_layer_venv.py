@@ -1,5 +1,5 @@
 """layer_venv.py, the builder-stage script that sorts slim's virtualenv into one folder per
-layer (imagekit/core/venv_layers.py), run on a virtualenv made of files as wheels install them;
+layer (imagekit/build/venv_layers.py), run on a virtualenv made of files as wheels install them;
 and the Dockerfile's one COPY per slot."""
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.core.matrix import load_matrix
-from imagekit.core.render import render_image
-from imagekit.core.venv_layers import (
+from imagekit.build.render import render_image
+from imagekit.build.venv_layers import (
     FULL_LAYERS_REPORT,
     FULL_STAGING,
     NVIDIA_SLOTS,
@@ -24,6 +23,7 @@ from imagekit.core.venv_layers import (
     overlay_slots,
     venv_slots,
 )
+from imagekit.matrix.load import load_matrix
 
 SCRIPT = Path(__file__).resolve().parents[1] / "templates" / "layer_venv.py"
 GOLDEN_MATRIX = SCRIPT.parents[1] / "tests" / "golden" / "matrix.yaml"

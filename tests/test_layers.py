@@ -1,6 +1,7 @@
-"""The layers stay visible: the pure core imports no adapter, orchestration talks to the world
-only through the ports, adapters never reach up into orchestration or the CLI, and every module
-of the package belongs to a layer.
+"""The rooms stay visible: the kernel imports no feature, each feature imports only the
+features it declares and never an adapter or the CLI, a feature's use cases talk to the world
+only through the ports, adapters never reach up into a use case or the CLI, and every module of
+the package belongs to a room.
 
 `make lint` runs this file, so a leak fails before any other test runs. Each rule is also run
 on a planted violation, so that a rule that stopped seeing anything fails too.
@@ -17,25 +18,57 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "imagekit"
 PROBES = PACKAGE.parent / "probes"
 
-# Modules each layer may not import (a prefix matches the module and everything below it).
+# Modules no pure room may import (a prefix matches the module and everything below it).
 EFFECTS = ("docker", "requests", "subprocess", "testinfra", "socket", "urllib.request", "typer")
-FORBIDDEN = {
-    "core": ("imagekit.adapters", "imagekit.orchestration", "imagekit.cli", *EFFECTS),
-    "orchestration": ("imagekit.adapters", "imagekit.cli", *EFFECTS),
-    "adapters": ("imagekit.orchestration", "imagekit.cli"),
+# Each feature and the other features it may import; the kernel and the root modules are open to
+# all. A feature not named here is no feature: test_every_module_belongs_to_a_room fails.
+FEATURES: dict[str, tuple[str, ...]] = {
+    "matrix": (),
+    "build": ("matrix",),
+    "verify": ("matrix",),
+    "publish": ("matrix", "verify"),  # the gate reads verify's records and levels
+    "site": ("verify",),  # the page shows verify's summary and changes
+    "upstream": ("matrix",),
+    "doctor": ("matrix",),
+    "serve": (),
+}
+# A feature's use cases: the modules that sequence its decisions over the ports and emit events.
+# They reach the environment and the file system only through the ports, and no adapter imports
+# them.
+USE_CASES: dict[str, tuple[str, ...]] = {
+    "build": ("use_case", "run", "settings", "bake_run"),
+    "verify": ("run", "settings", "hostprobe", "nodes"),
+    "publish": ("run", "promote", "index", "log", "attest_run", "attest_verify"),
+    "upstream": ("run",),
+}
+_OUTER = ("imagekit.adapters", "imagekit.cli")
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "kernel": (*_OUTER, *(f"imagekit.{f}" for f in FEATURES), *EFFECTS),
+    **{
+        feature: (
+            *_OUTER,
+            *(f"imagekit.{f}" for f in FEATURES if f != feature and f not in allowed),
+            *EFFECTS,
+        )
+        for feature, allowed in FEATURES.items()
+    },
+    "adapters": (
+        "imagekit.cli",
+        *(f"imagekit.{f}.{m}" for f, modules in USE_CASES.items() for m in modules),
+    ),
     "cli": (),
 }
-# The modules at the package's root, each in the layer whose rules it keeps. A new one fails
-# test_every_module_belongs_to_a_layer until it is placed here.
+# The modules at the package's root, each in the room whose rules it keeps. A new one fails
+# test_every_module_belongs_to_a_room until it is placed here.
 ROOT_MODULES = {
-    "__init__.py": "core",  # the version
+    "__init__.py": "kernel",  # the version
     "__main__.py": "cli",  # `python -m imagekit`
-    "errors.py": "core",  # the error kinds and exit codes every layer raises
-    "resources.py": "core",  # where the bundled templates/ and probes/ lie
-    "events.py": "orchestration",  # the events orchestration emits, and the sink it calls
+    "errors.py": "kernel",  # the error kinds and exit codes every room raises
+    "resources.py": "kernel",  # where the bundled templates/ and probes/ lie
+    "events.py": "kernel",  # the events use cases emit, and the sink they call
 }
-# Orchestration reaches the environment and the file system only through the ports: no
-# `os.environ`/`os.getenv`, no `open()`, no Path reads or writes of its own.
+# Use cases reach the environment and the file system only through the ports: no
+# `os.environ`/`os.getenv`, no `open()`, no Path reads or writes of their own.
 ORCHESTRATION_EFFECTS = {
     "os.environ", "os.getenv", "os.putenv", "os.remove", "os.unlink", "os.makedirs",
     "shutil", "open", "write_text", "write_bytes", "read_text", "read_bytes", "mkdir", "unlink",
@@ -70,6 +103,12 @@ def imports(path: Path, module: str | None = None) -> list[tuple[int, str]]:
 def _files(layer: str, root: Path = PACKAGE) -> list[Path]:
     placed = [root / name for name, owner in ROOT_MODULES.items() if owner == layer]
     return sorted([*(root / layer).rglob("*.py"), *(p for p in placed if p.exists())])
+
+
+def use_cases(root: Path = PACKAGE) -> list[Path]:
+    """The files of every feature's use cases."""
+    found = [root / feature / f"{m}.py" for feature, ms in USE_CASES.items() for m in ms]
+    return sorted(p for p in found if p.exists())
 
 
 def leaks(layer: str, root: Path = PACKAGE) -> list[str]:
@@ -118,15 +157,20 @@ def test_each_layer_imports_only_what_it_may(layer: str) -> None:
     assert leaks(layer) == []
 
 
-def test_every_module_belongs_to_a_layer() -> None:
+def test_every_module_belongs_to_a_room() -> None:
     unplaced = [p.name for p in PACKAGE.glob("*.py") if p.name not in ROOT_MODULES]
     folders = [p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()]
     assert unplaced == []
     assert sorted(folders) == sorted(FORBIDDEN)
 
 
-def test_orchestration_reaches_the_world_only_through_the_ports() -> None:
-    found = [e for path in _files("orchestration") for e in effects(path)]
+def test_every_declared_use_case_exists() -> None:
+    declared = [f"{f}/{m}.py" for f, ms in USE_CASES.items() for m in ms]
+    assert [d for d in declared if not (PACKAGE / d).exists()] == []
+
+
+def test_use_cases_reach_the_world_only_through_the_ports() -> None:
+    found = [e for path in use_cases() for e in effects(path)]
     assert found == []
 
 
@@ -144,35 +188,62 @@ def _plant(root: Path, files: dict[str, str]) -> Path:
 
 def test_the_contract_catches_a_core_module_that_imports_docker(tmp_path: Path) -> None:
     package = _plant(
-        tmp_path, {"core/bad.py": "from __future__ import annotations\nimport docker.errors\n"}
+        tmp_path, {"kernel/bad.py": "from __future__ import annotations\nimport docker.errors\n"}
     )
-    assert leaks("core", package) == ["imagekit/core/bad.py:2: imports docker.errors"]
+    assert leaks("kernel", package) == ["imagekit/kernel/bad.py:2: imports docker.errors"]
+
+
+def test_the_contract_catches_a_feature_that_imports_an_undeclared_feature(
+    tmp_path: Path,
+) -> None:
+    package = _plant(
+        tmp_path,
+        {
+            "matrix/bad.py": "from imagekit.build.render import render\n",
+            "build/fine.py": "from imagekit.matrix.plan import ImagePlan\n",
+            "kernel/bad.py": "from imagekit.matrix import plan\n",
+            "adapters/bad.py": "from imagekit.verify.run import VerifyRun\n",
+        },
+    )
+    assert leaks("matrix", package) == [
+        "imagekit/matrix/bad.py:1: imports imagekit.build.render",
+        "imagekit/matrix/bad.py:1: imports imagekit.build.render.render",
+    ]
+    assert leaks("build", package) == []
+    assert leaks("kernel", package) == [
+        "imagekit/kernel/bad.py:1: imports imagekit.matrix",
+        "imagekit/kernel/bad.py:1: imports imagekit.matrix.plan",
+    ]
+    assert leaks("adapters", package) == [
+        "imagekit/adapters/bad.py:1: imports imagekit.verify.run",
+        "imagekit/adapters/bad.py:1: imports imagekit.verify.run.VerifyRun",
+    ]
 
 
 def test_the_contract_resolves_relative_imports(tmp_path: Path) -> None:
     package = _plant(
         tmp_path,
         {
-            "core/bad.py": "from ..adapters import engine\n",
-            "core/deep/worse.py": "from ...orchestration.build import BuildRun\n",
-            "orchestration/bad.py": "from . import verify\nfrom ..cli import common\n",
+            "kernel/bad.py": "from ..adapters import engine\n",
+            "kernel/deep/worse.py": "from ...build.run import BuildRun\n",
+            "verify/bad.py": "from . import run\nfrom ..cli import common\n",
         },
     )
-    assert leaks("core", package) == [
-        "imagekit/core/bad.py:1: imports imagekit.adapters",
-        "imagekit/core/bad.py:1: imports imagekit.adapters.engine",
-        "imagekit/core/deep/worse.py:1: imports imagekit.orchestration.build",
-        "imagekit/core/deep/worse.py:1: imports imagekit.orchestration.build.BuildRun",
+    assert leaks("kernel", package) == [
+        "imagekit/kernel/bad.py:1: imports imagekit.adapters",
+        "imagekit/kernel/bad.py:1: imports imagekit.adapters.engine",
+        "imagekit/kernel/deep/worse.py:1: imports imagekit.build.run",
+        "imagekit/kernel/deep/worse.py:1: imports imagekit.build.run.BuildRun",
     ]
-    assert leaks("orchestration", package) == [
-        "imagekit/orchestration/bad.py:2: imports imagekit.cli",
-        "imagekit/orchestration/bad.py:2: imports imagekit.cli.common",
+    assert leaks("verify", package) == [
+        "imagekit/verify/bad.py:2: imports imagekit.cli",
+        "imagekit/verify/bad.py:2: imports imagekit.cli.common",
     ]
 
 
 def test_a_root_module_keeps_the_rules_of_its_layer(tmp_path: Path) -> None:
-    package = _plant(tmp_path, {"errors.py": "import docker\n", "core/__init__.py": ""})
-    assert leaks("core", package) == ["imagekit/errors.py:1: imports docker"]
+    package = _plant(tmp_path, {"errors.py": "import docker\n", "kernel/__init__.py": ""})
+    assert leaks("kernel", package) == ["imagekit/errors.py:1: imports docker"]
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from imagekit.core.levels import level_states, reached
-from imagekit.core.records import Check, Level, LevelState, ProbeResult, Status
+from imagekit.kernel.records import Check, Level, LevelState, ProbeResult, Status
+from imagekit.verify.levels import level_states, reached
 
 LEVELS = {
     "env": Level.STATIC,

@@ -16,8 +16,10 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from imagekit.core.matrix import Matrix, parse_matrix
-from imagekit.core.matrix_schema import (
+from imagekit.errors import ValidationError
+from imagekit.matrix.load import Matrix, parse_matrix
+from imagekit.matrix.plan import tag_problem
+from imagekit.matrix.schema import (
     Defaults,
     Entry,
     Exclusion,
@@ -27,8 +29,6 @@ from imagekit.core.matrix_schema import (
     MatrixFile,
     UserSpec,
 )
-from imagekit.core.plan import tag_problem
-from imagekit.errors import ValidationError
 
 FILE = "fuzz.yaml"
 ROOT = Path(__file__).resolve().parents[1]

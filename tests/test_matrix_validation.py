@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.core.compat import load_compat
-from imagekit.core.matrix import MAX_MATRIX_BYTES, Matrix, load_matrix, parse_matrix
 from imagekit.errors import Problem, ValidationError
+from imagekit.matrix.compat import load_compat
+from imagekit.matrix.load import MAX_MATRIX_BYTES, Matrix, load_matrix, parse_matrix
 from tests.matrixdoc import FILE, at, one_problem, problems, where
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,24 +12,24 @@ import pytest
 
 from imagekit.adapters.hostprobe import HostProbeRunner
 from imagekit.adapters.node_wait import wait_for_nodes
-from imagekit.core.compat import load_compat
-from imagekit.core.matrix import load_matrix
-from imagekit.core.ports import NodesRequest, NodesRun
-from imagekit.core.probe_nodes import (
+from imagekit.build.render import RenderOptions, image_labels
+from imagekit.errors import InputError
+from imagekit.kernel.records import ImageRecord, Status
+from imagekit.matrix.compat import load_compat
+from imagekit.matrix.load import load_matrix
+from imagekit.resources import probes_dir
+from imagekit.verify.ports import NodesRequest, NodesRun
+from imagekit.verify.probe_nodes import (
     NodeOutput,
     all_ranks_reported,
     combine_nodes,
     nccl_transport,
     nodes_command,
 )
-from imagekit.core.probes import discover, multi_node, select
-from imagekit.core.records import ImageRecord, Status
-from imagekit.core.render import RenderOptions, image_labels
-from imagekit.core.summary import changes
-from imagekit.errors import InputError
-from imagekit.orchestration.verify import VerifyRun
-from imagekit.orchestration.verify_settings import Target, VerifySettings
-from imagekit.resources import probes_dir
+from imagekit.verify.probes import discover, multi_node, select
+from imagekit.verify.run import VerifyRun
+from imagekit.verify.settings import Target, VerifySettings
+from imagekit.verify.summary import changes
 from tests.fakes import (
     Events,
     FakeEngine,
@@ -236,7 +236,7 @@ def test_verify_image_with_nodes_counts_the_multi_node_probe(tmp_path: Path) -> 
 @needs_torch
 def test_host_mode_runs_ddp_across_two_local_torchrun_nodes() -> None:
     from imagekit.adapters.hostprobe import HostProbeRunner
-    from imagekit.orchestration.hostprobe import probe_here
+    from imagekit.verify.hostprobe import probe_here
 
     run = probe_here(HostProbeRunner(), PROBES, ["env"], "cpu", None, nodes=2)
     result = next(r for r in run.output.results if r.probe == "ddp_nodes")

@@ -15,7 +15,7 @@ from imagekit.adapters.orphans import (
     owner_gone,
     removed_line,
 )
-from imagekit.core import labels as L
+from imagekit.kernel import labels as L
 
 
 def fake_proc(tmp_path: Path, pid: int, ticks: str, name: str = "python3") -> Path:

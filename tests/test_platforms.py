@@ -42,31 +42,33 @@ from imagekit.adapters.baseimage import (
 )
 from imagekit.adapters.installer import cache_root, foreign_installers, uv_for
 from imagekit.adapters.results import RunFolder
-from imagekit.cli import app
-from imagekit.core import labels as L
-from imagekit.core.agreement import label_checks
-from imagekit.core.bake import bake_file, target_name
-from imagekit.core.build_outcome import platform_mismatch
-from imagekit.core.compat import AMD64, ARM64, PYPI_SIMPLE, WHEEL_MACHINES, load_compat
-from imagekit.core.context import (
+from imagekit.build.bake import bake_file, target_name
+from imagekit.build.context import (
     PLAN_FILE,
     ContextInputs,
     input_hash,
     wheel_runs_on,
     write_context,
 )
-from imagekit.core.matrix import _FIELD_HINTS, Matrix, load_matrix, parse_matrix
-from imagekit.core.matrix_schema import Defaults
-from imagekit.core.plan import ImagePlan, platform_arch, platform_suffix
-from imagekit.core.ports import BuildOutcome, BuildRequest, EngineInfo, LineSink, LocalImage
-from imagekit.core.records import BuildRecord, BuildStatus
-from imagekit.core.render import RenderOptions, image_labels, render_image
-from imagekit.core.report import plan_row, plans_table
-from imagekit.core.runtime import EMULATION_SLOWDOWN, NATIVE, Emulation, emulation_for
-from imagekit.core.summary import platform_text
+from imagekit.build.outcome import platform_mismatch
+from imagekit.build.ports import BuildOutcome, BuildRequest, LineSink
+from imagekit.build.render import RenderOptions, image_labels, render_image
+from imagekit.build.run import BuildRun, BuildSettings
+from imagekit.cli import app
 from imagekit.errors import InputError
 from imagekit.events import Event
-from imagekit.orchestration.build_run import BuildRun, BuildSettings
+from imagekit.kernel import labels as L
+from imagekit.kernel.engine import EngineInfo, LocalImage
+from imagekit.kernel.records import BuildRecord, BuildStatus
+from imagekit.kernel.runtime import EMULATION_SLOWDOWN, NATIVE, Emulation, emulation_for
+from imagekit.kernel.vocabulary import AMD64, ARM64, WHEEL_MACHINES
+from imagekit.matrix.compat import PYPI_SIMPLE, load_compat
+from imagekit.matrix.load import _FIELD_HINTS, Matrix, load_matrix, parse_matrix
+from imagekit.matrix.plan import ImagePlan, platform_arch, platform_suffix
+from imagekit.matrix.report import plan_row, plans_table
+from imagekit.matrix.schema import Defaults
+from imagekit.verify.agreement import label_checks
+from imagekit.verify.summary import platform_text
 from tests.fakes import FakeEngine, image_id
 from tests.matrixdoc import FILE, at, one_problem, problems, where
 

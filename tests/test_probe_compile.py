@@ -21,10 +21,10 @@ from types import ModuleType
 import pytest
 
 from imagekit.adapters.hostprobe import HostProbeRunner
-from imagekit.core.ports import ProbeRequest, ProbeRun
-from imagekit.core.probe_contract import ProbeDevice, ProbeExpectations
-from imagekit.core.probes import read_spec
-from imagekit.core.records import Level, Status
+from imagekit.kernel.records import Level, Status
+from imagekit.verify.ports import ProbeRequest, ProbeRun
+from imagekit.verify.probe_contract import ProbeDevice, ProbeExpectations
+from imagekit.verify.probes import read_spec
 from tests.host_torch import needs_torch
 
 PROBES = Path(__file__).resolve().parent.parent / "probes"

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from imagekit.core.probes import discover
-from imagekit.core.records import Status
+from imagekit.kernel.records import Status
+from imagekit.verify.probes import discover
 
 # The repo's own probes folder: the files these tests are about.
 PROBES = Path(__file__).resolve().parent.parent / "probes"

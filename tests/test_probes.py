@@ -10,19 +10,19 @@ from pathlib import Path
 import pytest
 
 from imagekit.adapters.hostprobe import HostProbeRunner
-from imagekit.core.labels import ImageLabels
-from imagekit.core.ports import ProbeRequest, ProbeRun
-from imagekit.core.probe_contract import (
+from imagekit.errors import InputError
+from imagekit.kernel.labels import ImageLabels
+from imagekit.kernel.records import Check, ImageRecord, Level, ProbeResult, Status
+from imagekit.resources import probes_dir
+from imagekit.verify.ports import ProbeRequest, ProbeRun
+from imagekit.verify.probe_contract import (
     ImageVersions,
     ProbeDevice,
     ProbeExpectations,
     ProbeSettings,
 )
-from imagekit.core.probes import discover, overall, parse_events, read_spec, select
-from imagekit.core.records import Check, ImageRecord, Level, ProbeResult, Status
-from imagekit.core.summary import changes, junit, markdown
-from imagekit.errors import InputError
-from imagekit.resources import probes_dir
+from imagekit.verify.probes import discover, overall, parse_events, read_spec, select
+from imagekit.verify.summary import changes, junit, markdown
 from tests import host_torch
 from tests.fakes import verify_record
 

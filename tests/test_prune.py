@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.core.records import Check
-from imagekit.core.wheel_files import parse_facts, wheel_files_check
+from imagekit.kernel.records import Check
+from imagekit.verify.wheel_files import parse_facts, wheel_files_check
 
 SCRIPT = Path(__file__).resolve().parents[1] / "templates" / "prune_venv.py"
 WHEEL_FILES = SCRIPT.with_name("wheel_files.py")

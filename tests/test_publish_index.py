@@ -30,10 +30,21 @@ from typing import Any
 
 import pytest
 
-from imagekit.core.attest import SBOM_PREDICATE, VERIFY_PREDICATE, VerifyPredicate
-from imagekit.core.gate import Problem, remedy
-from imagekit.core.matrix import Matrix, load_matrix
-from imagekit.core.multiarch import (
+from imagekit.errors import InputError, RegistryError
+from imagekit.kernel.records import (
+    Evidence,
+    PublishRecord,
+    PublishStatus,
+    TagRecord,
+    Timings,
+    VerifyRecord,
+)
+from imagekit.matrix.load import Matrix, load_matrix
+from imagekit.matrix.plan import ImagePlan
+from imagekit.publish.attest import SBOM_PREDICATE, VERIFY_PREDICATE, VerifyPredicate
+from imagekit.publish.decisions import candidate_tag
+from imagekit.publish.gate import Problem, remedy
+from imagekit.publish.multiarch import (
     DOCKER_LIST,
     DOCKER_MANIFEST,
     OCI_INDEX,
@@ -43,19 +54,8 @@ from imagekit.core.multiarch import (
     index_document,
     platform_tag,
 )
-from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import ManifestDocument, RemoteManifest
-from imagekit.core.publish import candidate_tag
-from imagekit.core.records import (
-    Evidence,
-    PublishRecord,
-    PublishStatus,
-    TagRecord,
-    Timings,
-    VerifyRecord,
-)
-from imagekit.errors import InputError, RegistryError
-from imagekit.orchestration.publish import PublishPorts, publish_images
+from imagekit.publish.ports import ManifestDocument, RemoteManifest
+from imagekit.publish.run import PublishPorts, publish_images
 from tests.fakes import (
     OCI_MANIFEST,
     Events,

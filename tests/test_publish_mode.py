@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
-from imagekit.core.matrix import load_matrix
-from imagekit.core.multiarch import ImageGroup
-from imagekit.core.plan import ImagePlan
-from imagekit.core.publish import (
+from imagekit.errors import EngineError, ExitCode, InputError, PublishError
+from imagekit.kernel.records import PublishRecord, PublishStatus, TagRecord
+from imagekit.matrix.load import load_matrix
+from imagekit.matrix.plan import ImagePlan
+from imagekit.matrix.selection import Selection
+from imagekit.publish.decisions import (
     PublishMode,
     PublishSettings,
     candidate_tag,
@@ -21,10 +23,9 @@ from imagekit.core.publish import (
     publish_failure,
     publish_rows,
 )
-from imagekit.core.records import PublishRecord, PublishStatus, TagRecord
-from imagekit.core.requests import PublishCommand, Selection
-from imagekit.errors import EngineError, ExitCode, InputError, PublishError
-from imagekit.orchestration.publish import publish_images
+from imagekit.publish.multiarch import ImageGroup
+from imagekit.publish.requests import PublishCommand
+from imagekit.publish.run import publish_images
 from tests.test_publish_run import World, _candidate, verified
 
 ROOT = Path(__file__).resolve().parents[1]

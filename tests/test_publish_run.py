@@ -9,26 +9,16 @@ from typing import Any
 
 import pytest
 
-from imagekit.core.matrix import load_matrix
-from imagekit.core.multiarch import ImageGroup
-from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import ManifestDocument, PushOutcome, RemoteManifest
-from imagekit.core.publish import PublishSettings, final_tags
-from imagekit.core.records import (
-    Evidence,
-    PublishStatus,
-    Status,
-    Timings,
-    VerifyRecord,
-)
-from imagekit.core.requests import PublishCommand, Selection
-from imagekit.orchestration.publish import (
-    PublishPorts,
-    PushRun,
-    candidate_tag,
-    publish_images,
-)
-from imagekit.orchestration.publish_log import PublishLog
+from imagekit.kernel.records import Evidence, PublishStatus, Status, Timings, VerifyRecord
+from imagekit.matrix.load import load_matrix
+from imagekit.matrix.plan import ImagePlan
+from imagekit.matrix.selection import Selection
+from imagekit.publish.decisions import PublishSettings, final_tags
+from imagekit.publish.log import PublishLog
+from imagekit.publish.multiarch import ImageGroup
+from imagekit.publish.ports import ManifestDocument, PushOutcome, RemoteManifest
+from imagekit.publish.requests import PublishCommand
+from imagekit.publish.run import PublishPorts, PushRun, candidate_tag, publish_images
 from tests.fakes import (
     OCI_INDEX,
     OCI_MANIFEST,

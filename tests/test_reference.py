@@ -1,4 +1,4 @@
-"""Image references read as Docker reads them (imagekit.core.reference), and the registry
+"""Image references read as Docker reads them (imagekit.kernel.reference), and the registry
 adapter built on them: Docker Hub names go to Docker Hub's API with Docker Hub's credentials."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 
 from imagekit.adapters.engine import pull_image
 from imagekit.adapters.registry import auth_keys, registry_auth, remote_config, split_reference
-from imagekit.core.plan import retarget
-from imagekit.core.reference import ImageReference, has_registry_host, parse
 from imagekit.errors import InputError
+from imagekit.kernel.reference import ImageReference, has_registry_host, parse
+from imagekit.matrix.plan import retarget
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 HUB = "docker.io"

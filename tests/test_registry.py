@@ -14,8 +14,8 @@ import pytest
 import requests
 
 from imagekit.adapters.registry import HttpRegistry, push
-from imagekit.core.retry import Backoff
 from imagekit.errors import RegistryError
+from imagekit.kernel.retry import Backoff
 from tests.fakes import FakePushClient, FakePushResponse
 
 CONFIG = "sha256:" + "c" * 64

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from imagekit.adapters.lint import lint
-from imagekit.core import context
-from imagekit.core.context import (
+from imagekit.build import context
+from imagekit.build.context import (
     PLAN_FILE,
     STATIC_FILES,
     STATIC_MANIFEST,
@@ -27,9 +27,7 @@ from imagekit.core.context import (
     swap_static_for_manifest,
     write_context,
 )
-from imagekit.core.matrix import Matrix, load_matrix
-from imagekit.core.plan import ImagePlan
-from imagekit.core.render import (
+from imagekit.build.render import (
     FULL_FILES,
     LAYER_SCRIPT,
     PRUNE_SCRIPT,
@@ -38,6 +36,8 @@ from imagekit.core.render import (
     render_image,
 )
 from imagekit.errors import InputError
+from imagekit.matrix.load import Matrix, load_matrix
+from imagekit.matrix.plan import ImagePlan
 from imagekit.resources import templates_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -460,7 +460,7 @@ def test_render_and_compare_tree_hash_each_external_file_once(
 
 def stop_builder(requests: list) -> type:
     """A builder that keeps each request and builds nothing: the context is written by then."""
-    from imagekit.core.ports import BuildOutcome, BuildRequest
+    from imagekit.build.ports import BuildOutcome, BuildRequest
 
     class StopBuilder:
         name = "stop"
@@ -475,9 +475,9 @@ def stop_builder(requests: list) -> type:
 def test_the_plan_file_carries_the_hash_the_build_labels_the_image_with(
     default_matrix: Matrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from imagekit.core import labels as L
-    from imagekit.core.ports import BuildRequest
-    from imagekit.orchestration import build
+    from imagekit.build import use_case as build
+    from imagekit.build.ports import BuildRequest
+    from imagekit.kernel import labels as L
     from tests.fakes import FakeEngine
 
     plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
@@ -511,8 +511,8 @@ def test_zstd_layers_are_another_input_and_the_buildkit_options_reach_the_builde
     """A build that forces a compression is another image (and unforced hashes stay as they
     were); the cache repositories become one reference per image, tagged as the image is."""
     from imagekit.adapters.builders import buildx_output
-    from imagekit.core.ports import BuildRequest
-    from imagekit.orchestration import build
+    from imagekit.build import use_case as build
+    from imagekit.build.ports import BuildRequest
     from tests.fakes import FakeEngine
 
     plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
@@ -767,7 +767,7 @@ CUDA_LOCAL = Path(__file__).resolve().parents[1] / "examples" / "cuda-local.yaml
 
 
 def test_slim_prunes_its_venv_in_the_builder_stage_and_leaves_triton_to_full() -> None:
-    from imagekit.core.matrix import load_matrix
+    from imagekit.matrix.load import load_matrix
 
     matrix = load_matrix(CUDA_LOCAL)
     slim = render_image(plan_named(matrix, "2.14.1-cu130-py3.11-slim"))
@@ -826,7 +826,7 @@ def test_buildkit_mounts_the_wheelhouse_and_installer_the_legacy_builder_copies_
 
 
 def test_full_cuda_image_can_compile_extensions() -> None:
-    from imagekit.core.matrix import load_matrix
+    from imagekit.matrix.load import load_matrix
 
     full = render_image(plan_named(load_matrix(CUDA_LOCAL), "2.14.1-cu130-py3.11-full"))
     _, stage = stages(full.dockerfile)
@@ -842,7 +842,7 @@ def test_full_cuda_image_can_compile_extensions() -> None:
 
 
 def test_cuda_slim_declares_what_the_container_toolkit_checks() -> None:
-    from imagekit.core.matrix import load_matrix
+    from imagekit.matrix.load import load_matrix
 
     slim = render_image(plan_named(load_matrix(CUDA_LOCAL), "2.14.1-cu130-py3.11-slim"))
     assert 'NVIDIA_REQUIRE_CUDA="cuda>=13.0"' in slim.dockerfile
@@ -851,7 +851,7 @@ def test_cuda_slim_declares_what_the_container_toolkit_checks() -> None:
 
 
 def test_a_flavour_that_asks_for_rdma_carries_the_user_space_rdma_stack_and_says_so() -> None:
-    from imagekit.core.matrix import parse_matrix
+    from imagekit.matrix.load import parse_matrix
 
     text = (ROOT / "examples" / "cpu.yaml").read_text()
     text = text.replace("  slim:\n", "  slim:\n    rdma: true\n", 1)
@@ -869,7 +869,7 @@ def test_a_flavour_that_asks_for_rdma_carries_the_user_space_rdma_stack_and_says
 
 
 def test_a_slim_that_compiles_carries_gcc_and_keeps_its_headers_one_that_does_not_says_so() -> None:
-    from imagekit.core.matrix import parse_matrix
+    from imagekit.matrix.load import parse_matrix
 
     text = (ROOT / "examples" / "cpu.yaml").read_text()
     compiles = {p.flavour: p for p in parse_matrix(text, "m.yaml").plans}["slim"]
@@ -889,7 +889,7 @@ def test_a_slim_that_compiles_carries_gcc_and_keeps_its_headers_one_that_does_no
 
 
 def test_a_slim_numpy_pinned_in_packages_is_not_asked_for_twice() -> None:
-    from imagekit.core.matrix import parse_matrix
+    from imagekit.matrix.load import parse_matrix
 
     text = (ROOT / "examples" / "cpu.yaml").read_text()
     text = text.replace("  slim:\n", '  slim:\n    packages: ["NumPy==2.4.6"]\n', 1)
@@ -907,15 +907,15 @@ def test_each_build_gets_its_parents_time_or_the_callers_as_its_epoch(
     from dataclasses import replace
 
     from imagekit.adapters.builders import buildx_output
-    from imagekit.core.ports import BuildRequest
-    from imagekit.orchestration import build
+    from imagekit.build import use_case as build
+    from imagekit.build.ports import BuildRequest
     from tests.fakes import FakeEngine
 
     plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
     options = RenderOptions(buildkit=True)
     inputs = ContextInputs(installer=tmp_path / "uv")
     inputs.installer.write_bytes(b"uv")  # type: ignore[union-attr]
-    from imagekit.core.ports import EngineInfo
+    from imagekit.kernel.engine import EngineInfo
 
     engine = FakeEngine(facts=EngineInfo(server_version="fake", architecture="x86_64"))
     base = render_image(plan, options).build_args["BASE_IMAGE"]
@@ -958,9 +958,9 @@ def test_a_full_gets_the_epoch_its_slim_was_built_with_and_every_build_labels_it
     epoch, and so the same file times in every layer."""
     from dataclasses import replace
 
-    from imagekit.core import labels as L
-    from imagekit.core.ports import BuildRequest
-    from imagekit.orchestration import build
+    from imagekit.build import use_case as build
+    from imagekit.build.ports import BuildRequest
+    from imagekit.kernel import labels as L
     from tests.fakes import FakeEngine
 
     plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-full")

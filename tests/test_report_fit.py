@@ -3,9 +3,9 @@ block per image; a build run shows its builds, not an empty header."""
 
 from __future__ import annotations
 
-from imagekit.core.records import BuildRecord, ImageRecord
-from imagekit.core.report import fitted
-from imagekit.core.summary import run_summary
+from imagekit.kernel.records import BuildRecord, ImageRecord
+from imagekit.kernel.text import fitted
+from imagekit.verify.summary import run_summary
 from tests.fakes import passing, verify_record
 
 HEADER = ["image", "level", "status"]

@@ -18,7 +18,7 @@ import pytest
 
 from imagekit.adapters.results import RunFolder
 from imagekit.adapters.site import write_site
-from imagekit.core.records import ImageRecord, VerifyRecord
+from imagekit.kernel.records import ImageRecord, VerifyRecord
 from tests.integration.browser import check_the_run_page, chromium_page
 
 DATA = Path(__file__).parent / "data" / "site-results"

@@ -1,10 +1,10 @@
-"""core/reproducible.py: the epoch of a build."""
+"""build/reproducible.py: the epoch of a build."""
 
 from __future__ import annotations
 
 import pytest
 
-from imagekit.core.reproducible import build_epoch, epoch_of
+from imagekit.build.reproducible import build_epoch, epoch_of
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ import pytest
 
 from imagekit.adapters import results
 from imagekit.adapters.results import RunFolder, new_run_id, write_atomic, write_json
-from imagekit.core.integrity import seal
-from imagekit.core.ports import EngineInfo
-from imagekit.core.records import BuildRecord, ImageRecord, PlanRecord
+from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.records import BuildRecord, ImageRecord, PlanRecord
+from imagekit.verify.integrity import seal
 from tests.fakes import passing, verify_record
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]+$")

@@ -15,17 +15,17 @@ import yaml
 from pydantic import ValidationError
 
 from imagekit.adapters.results import RunFolder
-from imagekit.core.compat import load_compat
-from imagekit.core.context import ContextInputs
-from imagekit.core.matrix import load_matrix
-from imagekit.core.matrix_schema import MatrixFile, json_schema
-from imagekit.core.ports import BuildOutcome, BuildRequest, LineSink
-from imagekit.core.records import ImageRecord, results_schema, results_schema_text
-from imagekit.core.render import RenderOptions, image_labels
-from imagekit.orchestration.build import BuildRun, BuildSettings
-from imagekit.orchestration.verify import VerifyRun
-from imagekit.orchestration.verify_settings import Target, VerifySettings
+from imagekit.build.context import ContextInputs
+from imagekit.build.ports import BuildOutcome, BuildRequest, LineSink
+from imagekit.build.render import RenderOptions, image_labels
+from imagekit.build.use_case import BuildRun, BuildSettings
+from imagekit.kernel.records import ImageRecord, results_schema, results_schema_text
+from imagekit.matrix.compat import load_compat
+from imagekit.matrix.load import load_matrix
+from imagekit.matrix.schema import MatrixFile, json_schema
 from imagekit.resources import probes_dir
+from imagekit.verify.run import VerifyRun
+from imagekit.verify.settings import Target, VerifySettings
 from tests.fakes import Events, FakeEngine, FakeInspector, FakeProbeRunner, image_id
 
 REPO = Path(__file__).resolve().parents[1]

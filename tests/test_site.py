@@ -14,11 +14,11 @@ import pytest
 
 from imagekit.adapters.results import read_runs
 from imagekit.adapters.site import write_site
-from imagekit.core.records import ImageRecord, Status, VerifyRecord
-from imagekit.core.site import RunRecords, site_model
-from imagekit.core.site_grid import CellState
-from imagekit.core.site_history import BUILD_TIME, IMPORT_TORCH, MATMUL_WARM, sparkline
-from imagekit.core.site_html import render_site
+from imagekit.kernel.records import ImageRecord, Status, VerifyRecord
+from imagekit.site.grid import CellState
+from imagekit.site.history import BUILD_TIME, IMPORT_TORCH, MATMUL_WARM, sparkline
+from imagekit.site.html import render_site
+from imagekit.site.page import RunRecords, site_model
 
 DATA = Path(__file__).parent / "data" / "site-results"
 VERIFY_RUN = "20261202T194342Z-1e59d22c"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from imagekit.adapters.structure import _slim_compiler_check
-from imagekit.core.labels import ImageLabels
+from imagekit.kernel.labels import ImageLabels
 
 COMPILE = ImageLabels(torch="2.13.0", torch_compile=True)
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.core.simple_index import parse_project_page
-from imagekit.core.upstream import Machine, WheelFacts, wheel_facts
 from imagekit.errors import InputError
+from imagekit.upstream.metadata import Machine, WheelFacts, wheel_facts
+from imagekit.upstream.simple_index import parse_project_page
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path.home() / ".cache" / "imagekit"

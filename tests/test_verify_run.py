@@ -8,18 +8,19 @@ from typing import Any
 
 import pytest
 
-from imagekit.core.compat import load_compat
-from imagekit.core.gate import decide
-from imagekit.core.matrix import load_matrix
-from imagekit.core.plan import ImagePlan
-from imagekit.core.ports import EngineInfo, ProbeRequest, ProbeRun
-from imagekit.core.records import Check, Evidence, Level, LevelState, ProbeResult, Status
-from imagekit.core.render import RenderOptions, image_labels
-from imagekit.core.runtime import EMULATION_SLOWDOWN, START_MARGIN_S, GpuChoice
+from imagekit.build.render import RenderOptions, image_labels
 from imagekit.errors import EngineError, EngineUnavailableError, GpuUnavailableError, InputError
-from imagekit.orchestration.verify import VerifyRun
-from imagekit.orchestration.verify_settings import Target, VerifySettings
+from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.records import Check, Evidence, Level, LevelState, ProbeResult, Status
+from imagekit.kernel.runtime import EMULATION_SLOWDOWN, START_MARGIN_S, GpuChoice
+from imagekit.matrix.compat import load_compat
+from imagekit.matrix.load import load_matrix
+from imagekit.matrix.plan import ImagePlan
+from imagekit.publish.gate import decide
 from imagekit.resources import probes_dir
+from imagekit.verify.ports import ProbeRequest, ProbeRun
+from imagekit.verify.run import VerifyRun
+from imagekit.verify.settings import Target, VerifySettings
 from tests.fakes import (
     Events,
     FakeEngine,
@@ -457,7 +458,7 @@ def test_a_container_that_ends_just_as_it_runs_over_is_a_timeout_not_an_engine_e
 def test_gpus_all_on_an_engine_that_would_drop_the_request_is_refused_before_any_probe(
     tmp_path: Path, slim: ImagePlan
 ) -> None:
-    from imagekit.core.ports import EngineInfo
+    from imagekit.kernel.engine import EngineInfo
 
     podman = EngineInfo(name="podman", server_version="4.3.1", cdi_devices=("nvidia.com/gpu=all",))
     engine = FakeEngine(facts=podman)

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from imagekit.cli.verify import step_summary_file
-from imagekit.core.requests import Selection, VerifyCommand
-from imagekit.core.runtime import GpuChoice
-from imagekit.orchestration.verify_settings import VerifySettings
+from imagekit.kernel.runtime import GpuChoice
+from imagekit.matrix.selection import Selection
+from imagekit.verify.requests import VerifyCommand
+from imagekit.verify.settings import VerifySettings
 
 
 def test_every_verify_option_reaches_the_settings(

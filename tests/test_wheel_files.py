@@ -1,5 +1,5 @@
 """The wheel-files check: each RECORD entry against what the venv holds and what the build's
-prune reports say it did on purpose (imagekit.core.wheel_files), over constructed facts."""
+prune reports say it did on purpose (imagekit.verify.wheel_files), over constructed facts."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from types import ModuleType
 import pytest
 
 from imagekit.adapters.structure import _wheel_files_checks
-from imagekit.core.labels import ImageLabels
-from imagekit.core.wheel_files import (
+from imagekit.kernel.labels import ImageLabels
+from imagekit.verify.wheel_files import (
     CHECK_NAME,
     FULL_REPORT,
     HEADERS_ARCHIVE,
@@ -35,7 +35,7 @@ from imagekit.core.wheel_files import (
     parse_facts,
     wheel_files_check,
 )
-from imagekit.core.wheel_files import SCRIPT as WHEEL_FILES_SCRIPT
+from imagekit.verify.wheel_files import SCRIPT as WHEEL_FILES_SCRIPT
 
 A = "sha256=" + "a" * 43
 B = "sha256=" + "b" * 43

@@ -18,9 +18,9 @@ from imagekit.adapters import interactive, workstation
 from imagekit.adapters.orphans import owner
 from imagekit.adapters.workstation import RunRequest, ServiceFailedError
 from imagekit.cli.signals import Stopped
-from imagekit.core import labels as L
-from imagekit.core.runtime import Service
 from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError
+from imagekit.kernel import labels as L
+from imagekit.kernel.runtime import Service
 
 # What Docker 20.10 answers when a start is refused, as the engine words it.
 NO_GPU = 'could not select device driver "" with capabilities: [[gpu]]'
@@ -359,7 +359,7 @@ def test_a_command_runs_as_the_workspace_owner_the_way_full_images_decide(
     owner: tuple[int, int],
     user: str | None,
 ) -> None:
-    from imagekit.core.runtime import command_user
+    from imagekit.kernel.runtime import command_user
 
     chosen = command_user(given, entrypoint=entrypoint, rootless=rootless, me=me, owner=owner)
     assert chosen == user
@@ -379,7 +379,7 @@ def test_an_interactive_run_asks_for_the_gpus_the_way_the_engine_hands_them_over
 
 
 def test_the_podman_engine_gives_service_containers_explicit_limits(tmp_path: Path) -> None:
-    from imagekit.core.ports import EngineInfo
+    from imagekit.kernel.engine import EngineInfo
 
     made: dict[str, Any] = {}
 

@@ -24,11 +24,11 @@ import docker
 
 from imagekit.adapters.engine import engine_errors
 from imagekit.adapters.rootfs_cache import RootfsCache
-from imagekit.core import labels as L
-from imagekit.core.context import file_sha256
-from imagekit.core.distro_packages import BASE_PACKAGES
-from imagekit.core.requests.build import BootstrapCommand
+from imagekit.build.context import file_sha256
+from imagekit.build.distro_packages import BASE_PACKAGES
+from imagekit.build.requests import BootstrapCommand
 from imagekit.errors import ExitCode, ImagekitError, InputError
+from imagekit.kernel import labels as L
 
 DEFAULT_INCLUDE = BASE_PACKAGES
 DEBIAN_SUITES = {"bullseye", "bookworm", "trixie", "sid", "forky"}

@@ -7,15 +7,17 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from imagekit.core.requests import BuildCommand
+from imagekit.build.requests import BuildCommand
 
 if TYPE_CHECKING:  # imported lazily: the adapters load docker
     from imagekit.adapters.engine import DockerEngine
-    from imagekit.core.context import ContextInputs
-    from imagekit.core.plan import ImagePlan
-    from imagekit.core.ports import Builder, Engine, RunStore
-    from imagekit.core.render import RenderOptions
+    from imagekit.build.context import ContextInputs
+    from imagekit.build.ports import Builder
+    from imagekit.build.render import RenderOptions
     from imagekit.events import EventSink
+    from imagekit.kernel.engine import Engine
+    from imagekit.kernel.store import RunStore
+    from imagekit.matrix.plan import ImagePlan
 
 
 class DockerBuildTools:

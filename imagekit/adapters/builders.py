@@ -13,8 +13,8 @@ import docker
 import docker.errors
 
 from imagekit.adapters.engine import engine_errors
-from imagekit.core.build_stream import BuildLog
-from imagekit.core.ports import BuildOutcome, BuildRequest, LineSink
+from imagekit.build.ports import BuildOutcome, BuildRequest, LineSink
+from imagekit.build.stream import BuildLog
 
 
 def _record(log: BuildLog, lines: list[str], handle: object, on_line: LineSink) -> None:

@@ -43,9 +43,10 @@ from imagekit.adapters.probe_container import (
     probes_archive,
     stop_ran_over,
 )
-from imagekit.core import labels as L
-from imagekit.core.ports import EngineInfo, NodesRequest, NodesRun, ProbeRequest, ProbeRun
-from imagekit.core.probes import runner_command
+from imagekit.kernel import labels as L
+from imagekit.kernel.engine import EngineInfo
+from imagekit.verify.ports import NodesRequest, NodesRun, ProbeRequest, ProbeRun
+from imagekit.verify.probes import runner_command
 
 
 class ContainerProbeRunner:

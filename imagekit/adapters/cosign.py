@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from imagekit.core.ports import Attested
-from imagekit.core.reference import parse
 from imagekit.errors import InputError
+from imagekit.kernel.reference import parse
+from imagekit.publish.ports import Attested
 
 SIGNING_KEY_ENV = "IMAGEKIT_SIGNING_KEY"
 LOOPBACK = ("127.", "localhost", "[::1]")

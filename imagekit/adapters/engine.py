@@ -22,9 +22,9 @@ import urllib3.exceptions
 from docker.models.containers import Container
 
 from imagekit.adapters.engine_facts import cdi_devices, container_limits, image_store
-from imagekit.core.ports import EngineInfo, Layer, LocalImage
-from imagekit.core.reference import parse
 from imagekit.errors import EngineError, EngineUnavailableError, ImagekitError
+from imagekit.kernel.engine import EngineInfo, Layer, LocalImage
+from imagekit.kernel.reference import parse
 
 PING_TIMEOUT_S = 15
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"

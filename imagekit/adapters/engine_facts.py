@@ -12,7 +12,7 @@ from typing import Any, TypedDict
 import docker.types
 import yaml
 
-from imagekit.core.ports import EngineInfo
+from imagekit.kernel.engine import EngineInfo
 
 # Where CDI specs live when the engine does not say (Podman's and the CDI spec's defaults).
 CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")

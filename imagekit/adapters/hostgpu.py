@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from imagekit.core.doctor import Gpu, HostGpus
+from imagekit.doctor.verdict import Gpu, HostGpus
 
 QUERY = "index,name,driver_version,compute_cap"
 PROC_VERSION = Path("/proc/driver/nvidia/version")

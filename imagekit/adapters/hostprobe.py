@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from imagekit.adapters.node_wait import wait_for_nodes
-from imagekit.core.ports import NodesRequest, NodesRun, ProbeRequest, ProbeRun
-from imagekit.core.probe_nodes import NodeOutput, all_ranks_reported, nodes_command
-from imagekit.core.probes import runner_command
+from imagekit.verify.ports import NodesRequest, NodesRun, ProbeRequest, ProbeRun
+from imagekit.verify.probe_nodes import NodeOutput, all_ranks_reported, nodes_command
+from imagekit.verify.probes import runner_command
 
 
 class HostProbeRunner:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from imagekit.core.reference import parse
-from imagekit.core.runtime import docker_arch
 from imagekit.errors import EngineUnavailableError, InputError, RegistryError
+from imagekit.kernel.reference import parse
+from imagekit.kernel.runtime import docker_arch
 
 
 def labels_of(reference: str) -> dict[str, str]:

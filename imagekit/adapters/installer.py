@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 
 from imagekit.adapters.baseimage import host_arch
 from imagekit.adapters.rootfs_cache import RootfsCache
-from imagekit.core.compat import WHEEL_MACHINES
-from imagekit.core.context import file_sha256, wheel_runs_on
-from imagekit.core.requests import RenderInputs, uv_platforms
+from imagekit.build.context import file_sha256, wheel_runs_on
+from imagekit.build.inputs import RenderInputs, uv_platforms
 from imagekit.errors import InputError
+from imagekit.kernel.vocabulary import WHEEL_MACHINES
 
 if TYPE_CHECKING:
-    from imagekit.core.context import ContextInputs
-    from imagekit.core.plan import ImagePlan
-    from imagekit.core.render import RenderOptions
+    from imagekit.build.context import ContextInputs
+    from imagekit.build.render import RenderOptions
+    from imagekit.matrix.plan import ImagePlan
 
 
 def host_platform() -> str:

@@ -10,8 +10,8 @@ import docker
 import docker.errors
 
 from imagekit.adapters.workstation import owner_of
-from imagekit.core import labels as L
-from imagekit.core.runtime import DEFAULT_SHM_BYTES, command_user
+from imagekit.kernel import labels as L
+from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, command_user
 
 
 def user_for_command(

@@ -13,7 +13,7 @@ import docker
 import docker.errors
 
 from imagekit.adapters.engine import engine_errors, short_error
-from imagekit.core import labels as L
+from imagekit.kernel import labels as L
 
 
 class LeftoverKind(StrEnum):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from imagekit.errors import InputError
 
 if TYPE_CHECKING:
-    from imagekit.core.matrix import Matrix
+    from imagekit.matrix.load import Matrix
 
 FAILING_LEVELS = ("error", "warning")
 
@@ -79,8 +79,8 @@ def lint(image: str, dockerfile: str, binary: str | None = None) -> list[Hadolin
 
 def lint_plans(matrix: Path) -> tuple[Matrix, list[HadolintFinding], int]:
     """The matrix, the findings of its legacy and BuildKit renders, and how many were linted."""
-    from imagekit.core.matrix import load_matrix
-    from imagekit.core.render import RenderOptions, render_image
+    from imagekit.build.render import RenderOptions, render_image
+    from imagekit.matrix.load import load_matrix
 
     loaded = load_matrix(matrix)
     binary = hadolint_binary()

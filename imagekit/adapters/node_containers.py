@@ -26,10 +26,11 @@ from imagekit.adapters.probe_container import (
     probes_archive,
     stop_ran_over,
 )
-from imagekit.core import labels as L
-from imagekit.core.ports import EngineInfo, NodesRequest, NodesRun, ProbeRequest
-from imagekit.core.probe_contract import ProbeDevice, ProbeExpectations
-from imagekit.core.probe_nodes import RDZV_PORT, NodeOutput, all_ranks_reported, nodes_command
+from imagekit.kernel import labels as L
+from imagekit.kernel.engine import EngineInfo
+from imagekit.verify.ports import NodesRequest, NodesRun, ProbeRequest
+from imagekit.verify.probe_contract import ProbeDevice, ProbeExpectations
+from imagekit.verify.probe_nodes import RDZV_PORT, NodeOutput, all_ranks_reported, nodes_command
 
 
 class NodesInContainers:

@@ -25,7 +25,7 @@ import docker
 import docker.errors
 
 from imagekit.adapters.engine import engine_errors
-from imagekit.core import labels as L
+from imagekit.kernel import labels as L
 
 PROC = Path("/proc")
 

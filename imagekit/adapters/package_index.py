@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from imagekit.core.ports import LocalWheel
-from imagekit.core.simple_index import ACCEPT, IndexFile, parse_project_page, project_url
 from imagekit.errors import InputError
+from imagekit.upstream.ports import LocalWheel
+from imagekit.upstream.simple_index import ACCEPT, IndexFile, parse_project_page, project_url
 
 TAIL_BYTES = 1 << 16  # the first read of a wheel: its end, where the zip directory is
 BLOCK_BYTES = 1 << 18  # each further ranged read

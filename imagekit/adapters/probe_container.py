@@ -18,9 +18,9 @@ import docker.types
 from docker.models.containers import Container
 
 from imagekit.adapters.engine import engine_errors
-from imagekit.core import labels as L
-from imagekit.core.ports import ProbeRequest
 from imagekit.errors import GpuUnavailableError
+from imagekit.kernel import labels as L
+from imagekit.verify.ports import ProbeRequest
 
 # The probes live in a volume of their own (put_archive can write there although the root
 # filesystem is read-only); the volume goes with the container. Their folder is made by the

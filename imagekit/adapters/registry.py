@@ -28,10 +28,10 @@ import requests.exceptions
 
 from imagekit.adapters.engine import engine_errors
 from imagekit.adapters.pushstream import push_within
-from imagekit.core.ports import ManifestDocument, PushOutcome, RemoteManifest
-from imagekit.core.reference import DOCKER_HUB_HOSTS, LEGACY_DOCKER_HUB, ImageReference, parse
-from imagekit.core.retry import Backoff
 from imagekit.errors import InputError, RegistryError
+from imagekit.kernel.reference import DOCKER_HUB_HOSTS, LEGACY_DOCKER_HUB, ImageReference, parse
+from imagekit.kernel.retry import Backoff
+from imagekit.publish.ports import ManifestDocument, PushOutcome, RemoteManifest
 
 T = TypeVar("T")
 MANIFEST_TYPES = ", ".join(

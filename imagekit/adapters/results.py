@@ -21,11 +21,11 @@ from typing import Any, TypedDict
 import pydantic
 
 from imagekit import __version__
-from imagekit.core.integrity import KEY_ENV, seal, seal_problem
-from imagekit.core.ports import EngineInfo
-from imagekit.core.records import Evidence, ImageRecord, PublishRecord
-from imagekit.core.site import RunRecords
 from imagekit.errors import InputError
+from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.records import Evidence, ImageRecord, PublishRecord
+from imagekit.site.page import RunRecords
+from imagekit.verify.integrity import KEY_ENV, seal, seal_problem
 
 
 def new_run_id(now_s: float | None = None) -> str:
@@ -186,7 +186,7 @@ class RunFolder:
 
     def update_image(self, name: str, record: ImageRecord) -> None:
         """Set the sections `record` has, keeping the image's other sections. A verify section
-        is written with its integrity seal (`core/integrity.py`), computed over the very JSON
+        is written with its integrity seal (`verify/integrity.py`), computed over the very JSON
         that goes to disk."""
         current = self.read_image(name) or ImageRecord()
         written = {section: value for section, value in record if value is not None}

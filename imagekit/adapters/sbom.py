@@ -23,8 +23,8 @@ from cyclonedx.validation.json import JsonStrictValidator
 from packageurl import PackageURL
 
 from imagekit import __version__
-from imagekit.core.ports import Inventory, Package
 from imagekit.errors import PublishError
+from imagekit.publish.ports import Inventory, Package
 
 SPEC = SchemaVersion.V1_6
 

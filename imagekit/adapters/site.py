@@ -1,5 +1,5 @@
 """Adapter: writes the run page (`imagekit report --html DIR`), a static site, from a results
-folder: the pages core/site_html.py renders, and a copy of the records, logs and reports they
+folder: the pages site/html.py renders, and a copy of the records, logs and reports they
 link to under raw/<run-id>/, so the folder is complete on its own (an artifact, GitHub Pages).
 """
 
@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 from imagekit.adapters.results import read_runs, results_key, write_atomic
-from imagekit.core.site import site_model
-from imagekit.core.site_html import INDEX, render_site
 from imagekit.errors import InputError
+from imagekit.site.html import INDEX, render_site
+from imagekit.site.page import site_model
 
 # A longer log is cut to its end (where a failure is) so that the site stays small: a CUDA
 # build log of a 27-image matrix would otherwise make it tens of MB.

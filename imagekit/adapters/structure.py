@@ -5,8 +5,8 @@ inspected the way a person would with `docker exec`: who runs, what is
 writable, what caches and packages the image carries, and (templates/wheel_files.py,
 copied in) whether its venv holds every file its wheels installed. The container is
 always removed. Whether the labels agree with what runs inside is decided by
-`imagekit.core.agreement`, from the env probe's facts; what the wheels' files add up to, by
-`imagekit.core.wheel_files`.
+`imagekit.verify.agreement`, from the env probe's facts; what the wheels' files add up to, by
+`imagekit.verify.wheel_files`.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ import docker.errors
 from imagekit.adapters.engine import engine_errors, engine_info, output_of, started_container
 from imagekit.adapters.engine_facts import ContainerLimits, container_limits
 from imagekit.adapters.orphans import owner
-from imagekit.core import labels as L
-from imagekit.core.labels import ImageLabels
-from imagekit.core.records import Check
-from imagekit.core.retry import Backoff
-from imagekit.core.runtime import emulation_for, without_emulation_noise
-from imagekit.core.wheel_files import CHECK_NAME as WHEEL_FILES
-from imagekit.core.wheel_files import SCRIPT as WHEEL_FILES_SCRIPT
-from imagekit.core.wheel_files import parse_facts, wheel_files_check
 from imagekit.errors import EngineError
+from imagekit.kernel import labels as L
+from imagekit.kernel.labels import ImageLabels
+from imagekit.kernel.records import Check
+from imagekit.kernel.retry import Backoff
+from imagekit.kernel.runtime import emulation_for, without_emulation_noise
 from imagekit.resources import templates_dir
+from imagekit.verify.wheel_files import CHECK_NAME as WHEEL_FILES
+from imagekit.verify.wheel_files import SCRIPT as WHEEL_FILES_SCRIPT
+from imagekit.verify.wheel_files import parse_facts, wheel_files_check
 
 VENV = "/opt/venv"
 SERVICES = {
@@ -340,7 +340,7 @@ def _python_checks(labels: ImageLabels, user: Any, emulated: bool = False) -> li
 
 def _wheel_files_checks(container: Any, labels: ImageLabels, root: Any) -> list[Check]:
     """Every file each installed wheel's RECORD lists, hashed inside the container in one
-    Python process (templates/wheel_files.py), judged by `imagekit.core.wheel_files`."""
+    Python process (templates/wheel_files.py), judged by `imagekit.verify.wheel_files`."""
     script = (templates_dir() / WHEEL_FILES_SCRIPT).read_bytes()
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:

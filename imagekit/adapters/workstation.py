@@ -30,10 +30,10 @@ from docker.models.containers import Container
 from imagekit.adapters.engine import engine_errors
 from imagekit.adapters.engine_facts import container_limits, gpu_device_requests
 from imagekit.adapters.orphans import owner
-from imagekit.core import labels as L
-from imagekit.core.ports import EngineInfo
-from imagekit.core.runtime import DEFAULT_SHM_BYTES, Service
 from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError, InputError
+from imagekit.kernel import labels as L
+from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, Service
 
 NO_GPU_HINT = (
     "install the NVIDIA Container Toolkit on the host and restart the engine, "

@@ -7,7 +7,7 @@ import typer
 
 from imagekit.cli.common import app, print_json
 from imagekit.cli.options import command
-from imagekit.core.requests import AttestVerifyRequest
+from imagekit.publish.requests import AttestVerifyRequest
 
 attest_app = typer.Typer(
     help="Check the signature and attestations imagekit publish attached to an image.",
@@ -24,7 +24,7 @@ def attested_level(reference: str, key: str) -> dict[str, str | None]:
     """What the attestations signed by `key` say about `reference` (`imagekit doctor --key`):
     state, digest, the level reached, and a line for people."""
     from imagekit.adapters.cosign import Cosign
-    from imagekit.orchestration.attest_verify import attested_level as level_of
+    from imagekit.publish.attest_verify import attested_level as level_of
 
     return level_of(Cosign(key, timeout_s=READ_TIMEOUT_S), reference).to_json()
 
@@ -33,7 +33,7 @@ def attested_level(reference: str, key: str) -> dict[str, str | None]:
 def attest_verify(request: AttestVerifyRequest) -> None:
     """Check one image; NotAttestedError (exit 8) with one line when it falls short."""
     from imagekit.adapters.cosign import Cosign, check_key
-    from imagekit.orchestration.attest_verify import check_attestations
+    from imagekit.publish.attest_verify import check_attestations
 
     check_key("--key", request.key)
     required = request.requirement()

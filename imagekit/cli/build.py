@@ -8,15 +8,20 @@ from typing import Any
 
 import typer
 
+from imagekit.build.requests import (
+    BakeRequest,
+    BootstrapCommand,
+    BuildCommand,
+    GcRequest,
+    epoch_from,
+)
 from imagekit.cli.common import app, event_view, note_leftovers, say, show
 from imagekit.cli.options import command
-from imagekit.core.requests import BakeRequest, BootstrapCommand, BuildCommand, GcRequest
-from imagekit.core.requests.build import epoch_from
 from imagekit.errors import BuildFailedError
 
 
 def _build_request(**options: Any) -> BuildCommand:
-    """The request, with SOURCE_DATE_EPOCH read (core/reproducible.py)."""
+    """The request, with SOURCE_DATE_EPOCH read (build/reproducible.py)."""
     return BuildCommand(**options, source_date_epoch=epoch_from(os.environ))
 
 
@@ -24,8 +29,8 @@ def _build_request(**options: Any) -> BuildCommand:
 def build(request: BuildCommand) -> None:
     """Build the selected images and print the outcome of each."""
     from imagekit.adapters.build_tools import DockerBuildTools
-    from imagekit.core.report import build_table
-    from imagekit.orchestration.build import build_images
+    from imagekit.build.use_case import build_images
+    from imagekit.kernel.text import build_table
 
     plans = request.selection.plans()
     tools = DockerBuildTools(request, plans, tidy=note_leftovers, view=event_view)
@@ -44,7 +49,7 @@ def build(request: BuildCommand) -> None:
 def bake(request: BakeRequest) -> None:
     """Render every selected image for BuildKit and write the bake file."""
     from imagekit.adapters.installer import rendering
-    from imagekit.orchestration.bake import bake_contexts
+    from imagekit.build.bake_run import bake_contexts
 
     plans = request.selection.plans()
     options, inputs = rendering(request.inputs, plans, buildkit=True)

@@ -11,11 +11,12 @@ from imagekit.cli.common import (
     show,
 )
 from imagekit.cli.options import command
-from imagekit.core.labels import ImageLabels
-from imagekit.core.requests import DoctorRequest, Selection
+from imagekit.doctor.requests import DoctorRequest
+from imagekit.kernel.labels import ImageLabels
+from imagekit.matrix.selection import Selection
 
 if TYPE_CHECKING:
-    from imagekit.core.doctor import Attested
+    from imagekit.doctor.verdict import Attested
 
 
 @command(app, "doctor", DoctorRequest)
@@ -23,9 +24,9 @@ def doctor(request: DoctorRequest) -> None:
     """Assess each image against this host; exit 7 when one cannot use its GPUs."""
     from imagekit.adapters.engine import engine_or_why
     from imagekit.adapters.hostgpu import read_host
-    from imagekit.core.compat import load_compat
-    from imagekit.core.doctor import assess, doctor_lines, engine_findings, gpu_refusal
-    from imagekit.core.doctor_json import doctor_document
+    from imagekit.doctor.document import doctor_document
+    from imagekit.doctor.verdict import assess, doctor_lines, engine_findings, gpu_refusal
+    from imagekit.matrix.compat import load_compat
 
     targets = _targets(request)
     host = read_host(str(request.nvidia_smi) if request.nvidia_smi else None)
@@ -48,7 +49,7 @@ def _targets(request: DoctorRequest) -> list[tuple[str, dict[str, str]]]:
     """Each image to check and its labels: the matrix's (as they would be built), then those
     named (from the local engine, else the registry)."""
     from imagekit.adapters.imagelabels import labels_of
-    from imagekit.core.render import RenderOptions, image_labels
+    from imagekit.build.render import RenderOptions, image_labels
 
     targets = []
     if request.matrix is not None:
@@ -63,7 +64,7 @@ def _attested(request: DoctorRequest) -> dict[str, Attested]:
         return {}
     from imagekit.adapters.cosign import check_key
     from imagekit.cli.attest import attested_level
-    from imagekit.core.doctor import Attested
+    from imagekit.doctor.verdict import Attested
 
     check_key("--key", request.key)
     return {ref: Attested.from_json(attested_level(ref, request.key)) for ref in request.images}

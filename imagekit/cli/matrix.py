@@ -7,27 +7,26 @@ from collections import Counter
 
 import typer
 
+from imagekit.build.inputs import RenderRequest
 from imagekit.cli.common import app, compat_app, matrix_app, print_json, say, show
 from imagekit.cli.options import command
-from imagekit.core.requests import (
+from imagekit.errors import InputError
+from imagekit.kernel.options import MatrixFormat
+from imagekit.matrix.requests import (
     CheckRequest,
     CompatRequest,
-    CompatVerifyRequest,
     ExplainRequest,
-    MatrixFormat,
     MatrixRequest,
-    RefreshRequest,
-    RenderRequest,
     SchemaRequest,
     TagsRequest,
 )
-from imagekit.errors import InputError
+from imagekit.upstream.requests import CompatVerifyRequest, RefreshRequest
 
 
 @command(matrix_app, "matrix", MatrixRequest, callback=True)
 def show_matrix(request: MatrixRequest) -> None:
     """Print the plans as a table, JSON, or a GitHub Actions matrix."""
-    from imagekit.core.report import plan_row, plans_table
+    from imagekit.matrix.report import plan_row, plans_table
 
     github = request.format == MatrixFormat.github
     loaded = request.selection.load()
@@ -48,7 +47,7 @@ def show_matrix(request: MatrixRequest) -> None:
 def check(request: CheckRequest) -> None:
     """Validate the matrix, then lint the legacy and BuildKit render of every image."""
     from imagekit.adapters.lint import lint_plans
-    from imagekit.core.report import check_document
+    from imagekit.matrix.report import check_document
 
     loaded, findings, linted = lint_plans(request.matrix)
     for warning in loaded.warnings:
@@ -74,7 +73,7 @@ def check(request: CheckRequest) -> None:
 def render(request: RenderRequest) -> None:
     """Write the build contexts, or compare them with what `--out` holds."""
     from imagekit.adapters.installer import rendering
-    from imagekit.core.context import compare_tree, render_tree
+    from imagekit.build.context import compare_tree, render_tree
 
     plans = request.selection.plans()
     options, inputs = rendering(request.inputs, plans, buildkit=request.buildkit)
@@ -95,8 +94,9 @@ def render(request: RenderRequest) -> None:
 @command(compat_app, "compat", CompatRequest, callback=True)
 def show_compat(request: CompatRequest) -> None:
     """The compatibility table of every release, or of one."""
-    from imagekit.core.compat import load_compat
-    from imagekit.core.report import compat_rows, table
+    from imagekit.kernel.text import table
+    from imagekit.matrix.compat import load_compat
+    from imagekit.matrix.report import compat_rows
 
     data = load_compat()
     releases = [data.require(request.torch)] if request.torch else data.torch_versions()
@@ -111,8 +111,8 @@ def show_compat(request: CompatRequest) -> None:
 @command(compat_app, "explain", ExplainRequest)
 def explain(request: ExplainRequest) -> None:
     """What one cell derives to, or every reason it cannot be built (exit 2)."""
-    from imagekit.core.compat import load_compat
-    from imagekit.core.report import explain_cell
+    from imagekit.matrix.compat import load_compat
+    from imagekit.matrix.report import explain_cell
 
     derived, reasons = explain_cell(
         load_compat(), request.torch, request.cuda, request.python, request.os
@@ -128,7 +128,7 @@ def refresh(request: RefreshRequest) -> None:
     """Propose (or, with --write, make) the matrix.yaml and compat.yaml lines of the releases
     the indexes hold that the matrix lacks; exit 2, writing nothing, on bad input."""
     from imagekit.adapters.package_index import HttpPackageIndex, write_files
-    from imagekit.orchestration.upstream import refresh_matrix
+    from imagekit.upstream.run import refresh_matrix
 
     matrix, compat = request.sources()
     proposal = refresh_matrix(HttpPackageIndex(), request.index_urls, matrix, compat, request.since)
@@ -143,7 +143,7 @@ def verify_compat(request: CompatVerifyRequest) -> None:
     """Check the compatibility data against the torch wheels on hand (exit 2 if it disagrees)."""
     from imagekit.adapters.package_index import LocalWheelhouse
     from imagekit.errors import ValidationError
-    from imagekit.orchestration.upstream import verify_compat
+    from imagekit.upstream.run import verify_compat
 
     checked = verify_compat(LocalWheelhouse(), request.wheelhouses, request.source())
     typer.echo("\n".join((*checked.confirmed, *checked.skipped)))
@@ -154,7 +154,7 @@ def verify_compat(request: CompatVerifyRequest) -> None:
 @command(app, "schema", SchemaRequest)
 def schema(request: SchemaRequest) -> None:
     """Print or write a JSON Schema."""
-    from imagekit.core.report import schema_text
+    from imagekit.cli.schemas import schema_text
 
     text = schema_text(request.results, request.attestation)
     if request.out is None:
@@ -167,7 +167,8 @@ def schema(request: SchemaRequest) -> None:
 @command(app, "tags", TagsRequest)
 def tags(request: TagsRequest) -> None:
     """Every tag of every selected image."""
-    from imagekit.core.report import table, tag_rows
+    from imagekit.kernel.text import table
+    from imagekit.publish.tags import tag_rows
 
     matrix = request.selection.load()
     rows = tag_rows(request.selection.plans(matrix), matrix.plans, request.registry)

@@ -1,6 +1,6 @@
 """Each command's Typer signature, made from its request type, and the request, made from what
 Typer parsed: an option is declared once, on its request field (imagekit/core/requests/; the
-flattening and the conversions are core/requests/line.py's)."""
+flattening and the conversions are cli/line.py's)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Annotated, Any
 import typer
 
 from imagekit.cli.common import dispatch, handles
-from imagekit.core.requests.line import Param, help_text, ordered, params, request_of
-from imagekit.core.requests.options import Arg
+from imagekit.cli.line import Param, help_text, ordered, params, request_of
+from imagekit.kernel.options import Arg
 
 # The request type of each command and the command's name, for tests/test_cli_options.py.
 COMMANDS: dict[type, str] = {}

@@ -12,12 +12,13 @@ from imagekit.cli.common import (
     show,
 )
 from imagekit.cli.options import command
-from imagekit.core.requests import PublishCommand
+from imagekit.publish.requests import PublishCommand
 
 if TYPE_CHECKING:
-    from imagekit.core.ports import Engine, Signer
-    from imagekit.core.publish import PublishSettings
-    from imagekit.orchestration.publish import PublishPorts
+    from imagekit.kernel.engine import Engine
+    from imagekit.publish.decisions import PublishSettings
+    from imagekit.publish.ports import Signer
+    from imagekit.publish.run import PublishPorts
 
 
 @command(
@@ -33,9 +34,9 @@ def publish(request: PublishCommand) -> None:
     """Gate and push every selected image; exit 6 when one is refused or fails (exit 3 when
     the engine refused something)."""
     from imagekit.adapters.results import RunFolder
-    from imagekit.core.publish import publish_rows
-    from imagekit.core.report import table
-    from imagekit.orchestration.publish import publish_images
+    from imagekit.kernel.text import table
+    from imagekit.publish.decisions import publish_rows
+    from imagekit.publish.run import publish_images
 
     settings = request.settings()
     matrix = request.selection.load()
@@ -63,8 +64,8 @@ def _ports(
     from imagekit.adapters.registry import HttpRegistry
     from imagekit.adapters.results import RunFacts, RunFolder, results_key, verify_evidence
     from imagekit.adapters.sbom import CycloneDx
-    from imagekit.core.ports import EngineInfo
-    from imagekit.orchestration.publish import PublishPorts
+    from imagekit.kernel.engine import EngineInfo
+    from imagekit.publish.run import PublishPorts
 
     signer = _signer(request)
     client = connect() if settings.mode.needs_engine else None

@@ -10,13 +10,13 @@ import typer
 
 from imagekit.cli.common import app, remove_orphans, say
 from imagekit.cli.options import command
-from imagekit.core.requests import RunCommand
-from imagekit.core.runtime import Service
 from imagekit.errors import InputError
+from imagekit.kernel.runtime import Service
+from imagekit.serve.requests import RunCommand
 
 if TYPE_CHECKING:
     from imagekit.adapters.workstation import RunRequest
-    from imagekit.core.ports import EngineInfo
+    from imagekit.kernel.engine import EngineInfo
 
 
 def _run_request(service: dict[str, bool], command: tuple[str, ...], **options: Any) -> RunCommand:
@@ -37,7 +37,7 @@ def run(request: RunCommand) -> None:
     replaces this process with `docker run`."""
     from imagekit.adapters import workstation
     from imagekit.adapters.engine import connect, engine_info
-    from imagekit.core.serve import INTERACTIVE, run_gpus
+    from imagekit.serve.decide import INTERACTIVE, run_gpus
 
     client = connect()
     remove_orphans(client)

@@ -11,14 +11,14 @@ import typer
 
 from imagekit.cli.common import app, note_leftovers, plain_view, say, show
 from imagekit.cli.options import command
-from imagekit.core.records import Verdict
-from imagekit.core.requests import ProbeCommand, ReportRequest, VerifyCommand
 from imagekit.errors import ProbeFailedError
+from imagekit.kernel.records import Verdict
+from imagekit.verify.requests import ProbeCommand, ReportRequest, VerifyCommand
 
 if TYPE_CHECKING:
     from imagekit.adapters.engine import DockerEngine
     from imagekit.adapters.results import RunFolder
-    from imagekit.core.summary import Records
+    from imagekit.verify.summary import Records
 
 
 @command(app, "verify", VerifyCommand)
@@ -26,11 +26,11 @@ def verify(request: VerifyCommand) -> None:
     """Verify the images, print the summary, exit 5 when one did not pass."""
     from imagekit.adapters.containers import ContainerProbeRunner
     from imagekit.adapters.structure import DockerInspector
-    from imagekit.core.compat import load_compat
-    from imagekit.core.records import ImageRecord
-    from imagekit.orchestration import verify_settings as vs
-    from imagekit.orchestration.verify import VerifyRun
+    from imagekit.kernel.records import ImageRecord
+    from imagekit.matrix.compat import load_compat
     from imagekit.resources import probes_dir as bundled_probes
+    from imagekit.verify import settings as vs
+    from imagekit.verify.run import VerifyRun
 
     targets = vs.targets_of(request.images, [] if request.images else request.selection.plans())
     folder = vs.probes_folder(request.probes_dir, bundled_probes())
@@ -77,7 +77,7 @@ def _open_run(results: Path, images: list[str]) -> tuple[Any, DockerEngine, RunF
 
 def summary(images: Records) -> str:
     """The summary of a run's records (`RunFolder.images()`), fitted to the terminal."""
-    from imagekit.core.summary import run_summary
+    from imagekit.verify.summary import run_summary
 
     return run_summary(images, shutil.get_terminal_size().columns)
 
@@ -87,9 +87,9 @@ def probe(request: ProbeCommand) -> None:
     """Run the probes here, print what they found, exit 5 when one did not pass."""
     from imagekit.adapters.hostprobe import HostProbeRunner
     from imagekit.adapters.results import write_json
-    from imagekit.core.report import table
-    from imagekit.orchestration.hostprobe import host_document, probe_here, result_rows
+    from imagekit.kernel.text import table
     from imagekit.resources import probes_dir
+    from imagekit.verify.hostprobe import host_document, probe_here, result_rows
 
     run = probe_here(
         HostProbeRunner(),
@@ -115,7 +115,7 @@ def report(request: ReportRequest) -> None:
     """The summary of one run, or what got worse between two; or the site of every run."""
     from imagekit.adapters.results import RunFolder
     from imagekit.adapters.site import write_site
-    from imagekit.core.summary import changes
+    from imagekit.verify.summary import changes
 
     if request.html is not None:
         typer.echo(write_site(request.results, request.html, request.threshold).resolve())

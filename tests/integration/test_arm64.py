@@ -16,7 +16,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from imagekit.core.compat import ARM64, load_compat
+from imagekit.kernel.vocabulary import ARM64
+from imagekit.matrix.compat import load_compat
 from tests.integration.conftest import ROOT, Session, imagekit
 from tests.integration.engines import running_registry
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from imagekit.core.reproducible import epoch_of
+from imagekit.build.reproducible import epoch_of
 from tests.integration.conftest import TEST_LABELS, Session, imagekit, matrix_text
 from tests.integration.engines import (
     OtherEngine,

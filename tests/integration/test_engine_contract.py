@@ -43,7 +43,7 @@ import pytest
 
 from imagekit.adapters.engine import engine_info
 from imagekit.adapters.engine_facts import container_limits
-from imagekit.core.venv_layers import STAGING, venv_slots
+from imagekit.build.venv_layers import STAGING, venv_slots
 from imagekit.errors import ImagekitError
 from tests.children import default_stop_signals
 from tests.integration.conftest import ROOT, TEST_LABELS, CliResult, imagekit, matrix_text

@@ -219,7 +219,7 @@ def test_its_venv_layers_are_the_demo_slims_byte_for_byte(
 ) -> None:
     """Two slims of one cell built apart, each venv made cold in its own builder stage by
     another builder (the demo's by the SDK's legacy builder, this one by BuildKit), on runtime
-    stages that differ (the RDMA stack): the venv's layers (core/venv_layers.py) have the same
+    stages that differ (the RDMA stack): the venv's layers (build/venv_layers.py) have the same
     diff ids, as a rebuild's and a neighbouring image's do, whichever the builder."""
     slots = 3  # a CPU cell's: deps, torch, imagekit, the last of slim's layers
 

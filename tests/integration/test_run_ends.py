@@ -29,7 +29,7 @@ import docker
 import pytest
 from docker.models.containers import Container
 
-from imagekit.core import labels as L
+from imagekit.kernel import labels as L
 from tests.children import default_stop_signals
 from tests.integration.conftest import ROOT, DemoBuild
 from tests.integration.test_workstation import free_port

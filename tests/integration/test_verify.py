@@ -17,7 +17,7 @@ import docker
 import jsonschema
 import pytest
 
-from imagekit.core.wheel_files import CHECK_NAME as WHEEL_FILES
+from imagekit.verify.wheel_files import CHECK_NAME as WHEEL_FILES
 from tests.children import default_stop_signals
 from tests.integration.conftest import ROOT, TEST_LABELS, DemoBuild, Session, imagekit
 

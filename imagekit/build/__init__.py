@@ -1,0 +1,1 @@
+"""Building images: rendering, build contexts, builders and the build use case."""

@@ -1,0 +1,56 @@
+"""What a build needs from the world: a builder and the request it takes. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from imagekit.build.stream import BuildLog
+
+LineSink = Callable[[BuildLog, str], None]
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """One image to build from a written context folder."""
+
+    name: str
+    context_dir: Path
+    reference: str
+    build_args: dict[str, str]
+    labels: dict[str, str]
+    log_path: Path
+    no_cache: bool = False
+    ca_bundle: Path | None = None
+    # BuildKit only: registry references to import the build cache from and export it to
+    # (mode=max, so the builder stage's layers travel too), and the layers' compression.
+    cache_from: str | None = None
+    cache_to: str | None = None
+    compression: str | None = None  # None: new layers gzip, reused ones as they are
+    # The network the build's RUN steps get; "none" proves a build needs no network.
+    network: str | None = None
+    # The Docker platform to build for (linux/arm64 on x86_64 runs its RUN steps under qemu);
+    # None: the engine's own.
+    platform: str | None = None
+
+
+@dataclass
+class BuildOutcome:
+    """How a build ended."""
+
+    ok: bool
+    image_id: str | None
+    message: str = ""
+    log: BuildLog = field(default_factory=BuildLog)
+
+
+class Builder(Protocol):
+    """Builds one image."""
+
+    name: str
+
+    def build(self, request: BuildRequest, on_line: LineSink) -> BuildOutcome:
+        """Build `request`, calling `on_line` for every output line."""
+        ...

@@ -1,0 +1,241 @@
+"""The requests of the commands that make images: build, bake, base bootstrap, gc."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from imagekit.build.distro_packages import BASE_PACKAGES, PackagesFor, packages_for
+from imagekit.build.inputs import RenderInputs
+from imagekit.build.options import BuilderChoice, BuildkitAsk, BuildNetwork, Compression
+from imagekit.errors import InputError
+from imagekit.kernel.options import JSON, RESULTS, Opt, comma_separated
+from imagekit.matrix.selection import Selection, pairs
+
+
+def label_pairs(items: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """`--label KEY=VALUE` items as pairs."""
+    return pairs("--label", items, "team=ml")
+
+
+@dataclass(frozen=True)
+class BuildCommand:
+    """Build the images of the matrix (slim before full), skipping those up to date."""
+
+    selection: Selection
+    builder: Annotated[
+        BuilderChoice,
+        Opt("--builder", help="sdk: Docker SDK; buildx: BuildKit; auto: buildx if present."),
+    ] = BuilderChoice.SDK
+    jobs: Annotated[int, Opt("--jobs", min=1, max=32, help="Images built at once.")] = 1
+    no_cache: Annotated[bool, Opt("--no-cache", help="Rebuild every step.")] = False
+    fail_fast: Annotated[
+        bool, Opt("--fail-fast/--no-fail-fast", help="Stop at the first failed image.")
+    ] = False
+    pull: Annotated[
+        bool,
+        Opt("--pull/--no-pull", help="Pull a base image the engine lacks (needs a registry)."),
+    ] = False
+    inputs: RenderInputs = field(default_factory=RenderInputs)
+    labels: Annotated[
+        tuple[tuple[str, str], ...],
+        Opt(
+            "--label",
+            help="Extra label KEY=VALUE on every image (repeatable).",
+            given_as=list[str] | None,
+            parse=label_pairs,
+        ),
+    ] = ()
+    results: Annotated[Path, RESULTS] = Path("results")
+    json: Annotated[bool, JSON] = False
+    cache_from: Annotated[
+        str | None,
+        Opt(
+            "--cache-from",
+            metavar="REPOSITORY",
+            help="BuildKit: reuse the build cache kept in this registry repository.",
+        ),
+    ] = None
+    cache_to: Annotated[
+        str | None,
+        Opt(
+            "--cache-to",
+            metavar="REPOSITORY",
+            help="BuildKit: save the build cache (every stage) to this registry repository.",
+        ),
+    ] = None
+    compression: Annotated[
+        Compression | None,
+        Opt(
+            "--compression",
+            help="Force every layer to this compression (BuildKit, containerd store). "
+            "Default: new layers gzip, reused ones as they are.",
+        ),
+    ] = None
+    network: Annotated[
+        BuildNetwork,
+        Opt("--network", help="The RUN steps' network; none: prove the build needs none."),
+    ] = BuildNetwork.DEFAULT
+    # From SOURCE_DATE_EPOCH (`epoch_from`); None: each image's parent's creation time.
+    source_date_epoch: int | None = None
+
+    def __post_init__(self) -> None:
+        for option, value in (("--cache-from", self.cache_from), ("--cache-to", self.cache_to)):
+            if value is not None:
+                cache_repository(option, value)
+        wants = self.buildkit.wants
+        if wants and self.builder is BuilderChoice.SDK:
+            raise InputError(
+                f"{' and '.join(wants)} need BuildKit, and --builder sdk is the legacy builder",
+                "add --builder buildx (or auto)",
+            )
+
+    @property
+    def buildkit(self) -> BuildkitAsk:
+        """The options asked for that only BuildKit has."""
+        return BuildkitAsk(self.cache_from, self.cache_to, self.compression)
+
+
+def cache_repository(option: str, value: str) -> str:
+    """A build-cache repository (`127.0.0.1:5000/cache/pytorch`): each image's cache is
+    tagged as the image is, so the value names a repository, without tag or digest."""
+    from imagekit.matrix.plan import REPOSITORY_RE
+
+    last = value.rsplit("/", 1)[-1]
+    if "@" in value or ":" in last or not REPOSITORY_RE.match(value):
+        raise InputError(
+            f"{option} {value!r} is not a repository name",
+            "give a repository such as 127.0.0.1:5000/cache/pytorch: each image's cache is "
+            "tagged there as the image is",
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class BakeRequest:
+    """Write docker-bake.json for the plan (build it with `docker buildx bake -f FILE`)."""
+
+    selection: Selection
+    inputs: RenderInputs
+    out: Annotated[Path, Opt("--out", help="Where to write the bake file.", after="matrix")] = Path(
+        "docker-bake.json"
+    )
+    contexts: Annotated[
+        Path, Opt("--contexts", help="Folder for the build contexts.", after="out")
+    ] = Path("out/bake")
+
+
+@dataclass(frozen=True)
+class BootstrapCommand:
+    """Make a minimal base image with Python from distribution packages (needs mmdebstrap)."""
+
+    suite: Annotated[str, Opt("--suite", help="Debian or Ubuntu suite, e.g. bookworm, noble.")]
+    tag: Annotated[
+        str,
+        Opt("--tag", help="Image name:tag to create, e.g. imagekit-base/debian:bookworm."),
+    ]
+    mirror: Annotated[
+        str | None,
+        Opt("--mirror", help="Package mirror (a snapshot mirror makes it reproducible)."),
+    ] = None
+    include: Annotated[
+        tuple[str, ...],
+        Opt(
+            "--include",
+            help="Comma-separated packages to add.",
+            given_as=str,
+            default=",".join(BASE_PACKAGES),
+            parse=comma_separated,
+        ),
+    ] = BASE_PACKAGES
+    packages_for: Annotated[
+        PackagesFor | None,
+        Opt(
+            "--packages-for",
+            help="Also carry the distribution packages that flavour's build steps install "
+            "(full: slim's too), so its builds need no package mirror.",
+        ),
+    ] = None
+    variant: Annotated[str, Opt("--variant", help="mmdebstrap variant.")] = "minbase"
+    docs: Annotated[
+        bool,
+        Opt(
+            "--docs/--no-docs",
+            help="Keep manuals, translations and package docs (as -slim images do not).",
+        ),
+    ] = False
+    source_date_epoch: int | None = None  # from SOURCE_DATE_EPOCH (`epoch_from`)
+    # None on the line: this machine's (the command asks the engine's host).
+    arch: Annotated[
+        str,
+        Opt(
+            "--arch",
+            help="Debian architecture: amd64 or arm64 (one other than this machine's runs "
+            "through qemu-user-static). Default: this machine's.",
+            given_as=str | None,
+            default=None,
+        ),
+    ] = "amd64"
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        """What the base is made with: `--include`, then what `--packages-for` adds."""
+        extra = packages_for(self.packages_for) if self.packages_for else ()
+        return tuple(dict.fromkeys((*self.include, *extra)))
+
+    def __post_init__(self) -> None:
+        from imagekit.matrix.plan import IMAGE_REF_RE
+
+        if not IMAGE_REF_RE.match(self.tag) or ":" not in self.tag.rsplit("/", 1)[-1]:
+            raise InputError(
+                f"--tag {self.tag!r} is not NAME:TAG", "e.g. imagekit-base/debian:bookworm"
+            )
+
+
+def epoch_from(environ: Mapping[str, str]) -> int | None:
+    """SOURCE_DATE_EPOCH, checked: seconds since 1970 (a reproducible base or image)."""
+    text = environ.get("SOURCE_DATE_EPOCH")
+    if text is not None and not text.isdigit():
+        raise InputError(f"SOURCE_DATE_EPOCH={text!r} is not a number of seconds")
+    return int(text) if text else None
+
+
+DURATION_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_s(option: str, text: str) -> float:
+    """`30s`, `10m`, `2h`, `1d` in seconds."""
+    if len(text) < 2 or text[-1] not in DURATION_UNITS_S or not text[:-1].isdigit():
+        raise InputError(f"{option} {text!r} is not a duration", "e.g. 30s, 10m, 2h, 1d")
+    return float(int(text[:-1]) * DURATION_UNITS_S[text[-1]])
+
+
+def older_than_s(text: str) -> float:
+    """`--older-than` in seconds."""
+    return duration_s("--older-than", text)
+
+
+@dataclass(frozen=True)
+class GcRequest:
+    """Remove containers and dangling build-stage images that imagekit left behind.
+
+    Dangling build stages are also the classic builder's layer cache: without them the next
+    build of those images starts cold."""
+
+    older_than_s: Annotated[
+        float,
+        Opt(
+            "--older-than",
+            help="Only what is older than this: 30s, 10m, 2h, 1d.",
+            given_as=str,
+            default="0s",
+            parse=older_than_s,
+        ),
+    ] = 0.0
+    dry_run: Annotated[bool, Opt("--dry-run/--no-dry-run", help="List, remove nothing.")] = False
+    run_id: Annotated[
+        str | None,
+        Opt("--run-id", help="Only the containers of this run (its io.imagekit.run-id label)."),
+    ] = None

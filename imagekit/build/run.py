@@ -1,0 +1,325 @@
+"""Building a list of plans: render, skip what is up to date, build, measure, record.
+
+Sequences the pure core (render, input hash, budget) over the ports (engine, builder, run
+store) and reports progress as events; never prints. One failing image never stops the
+others unless `fail_fast` is set; a `full` image waits for the `slim` image of its cell.
+`orchestration.build.build_images` chooses the builder and runs this.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+from imagekit.build.context import input_hash, write_context
+from imagekit.build.outcome import budget_problem, missing_parent, platform_mismatch, summary
+from imagekit.build.ports import Builder, BuildRequest, LineSink
+from imagekit.build.render import RenderedImage, render_image
+from imagekit.build.reproducible import SOURCE_DATE_EPOCH, build_epoch
+from imagekit.build.settings import BuildAsk, BuildSettings
+from imagekit.build.stream import BuildLog
+from imagekit.events import Event, EventKind, EventSink
+from imagekit.kernel import labels as L
+from imagekit.kernel.engine import Engine, LocalImage
+from imagekit.kernel.records import BuildRecord, BuildStatus, ImageRecord, LayerSize, PlanRecord
+from imagekit.kernel.runtime import runs_emulated
+from imagekit.kernel.store import RunStore
+from imagekit.matrix.plan import ImagePlan
+
+__all__ = ["BuildAsk", "BuildRun", "BuildSettings"]
+
+LARGEST_LAYERS = 5
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the engine says about a built (or up-to-date) image (None: there is none)."""
+
+    image_id: str | None
+    size_bytes: int | None = None
+    layer_count: int | None = None
+    largest_layers: tuple[LayerSize, ...] = ()
+
+
+def _step_reporter(events: EventSink, name: str, lines: list[str]) -> LineSink:
+    """A line sink that keeps every line of the build's log in `lines` (the views fold it:
+    GitHub Actions `::group::`) and reports each new step."""
+    # Keyed by the step number too: two steps in a row with the same instruction
+    # (`RUN true` twice) are still two steps.
+    last: dict[str, tuple[int, str]] = {"step": (0, "")}
+
+    def on_line(log: BuildLog, line: str) -> None:
+        lines.append(line)
+        if log.step and (log.step_index, log.step) != last["step"]:
+            last["step"] = (log.step_index, log.step)
+            step = f"step {log.step_index}/{log.step_count}: {log.step}"
+            events(Event(EventKind.STEP, name, step))
+
+    return on_line
+
+
+class BuildRun:
+    """One `imagekit build` over a list of plans."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        builder: Builder,
+        plans: list[ImagePlan],
+        settings: BuildSettings,
+        run: RunStore,
+        events: EventSink,
+    ) -> None:
+        self.engine = engine
+        self.builder = builder
+        self.plans = plans
+        self.settings = settings
+        self.run = run
+        self.events = events
+        self.results: dict[str, BuildRecord] = {}
+        self.host_arch = engine.info().architecture
+
+    def _platform(self, plan: ImagePlan) -> str | None:
+        """The platform to ask the builder (and a pull) for: none for the engine's own, so a
+        native build is the same request as ever (engines differ in what they do with it);
+        the plan's for any other, or where the engine did not say what it runs on."""
+        native = self.host_arch is not None and not runs_emulated(plan.platform, self.host_arch)
+        return None if native else plan.platform
+
+    # One image ------------------------------------------------------------------
+
+    def build_one(self, plan: ImagePlan) -> BuildRecord:
+        """Render, check for an up-to-date image, build, measure and record one plan."""
+        log_lines: list[str] = []  # what the builder wrote to the image's log
+        result = self._build_one(plan, log_lines)
+        self.run.update_image(plan.name, _image_record(plan, result))
+        status, logged = result.status.value, tuple(log_lines)
+        self.events(Event(EventKind.FINISHED, plan.name, summary(result), status, logged))
+        return result
+
+    def _build_one(self, plan: ImagePlan, log_lines: list[str] | None = None) -> BuildRecord:
+        s = self.settings
+        started = time.monotonic()
+        rendered = render_image(plan, s.options)
+        parent = self._parent(plan, rendered)
+        if isinstance(parent, str):
+            return _record(plan, started, BuildStatus.FAILED, parent)
+        epoch = build_epoch(
+            s.source_date_epoch, parent.created, parent.labels.get(L.SOURCE_DATE_EPOCH, "")
+        )
+        engine_inputs = {"parent_image_id": parent.id}
+        if epoch is not None:
+            # Another epoch is another image (its times); unnamed where there is none.
+            engine_inputs["source_date_epoch"] = str(epoch)
+        if s.compression:
+            # Other layers, other image: an image is not up to date for a build that forces
+            # another compression. (Only named when forced, so existing hashes stay.)
+            engine_inputs["layer_compression"] = s.compression.value
+        digest = input_hash(rendered, s.inputs, engine_inputs)
+        existing = self.engine.inspect_image(plan.reference)
+        if existing is not None and not s.no_cache and existing.labels.get(L.INPUT_HASH) == digest:
+            measured = self._measure(existing.id)
+            return _record(plan, started, BuildStatus.UP_TO_DATE, "up to date", digest, measured)
+        self.events(Event(EventKind.STARTED, plan.name, f"building with {self.builder.name}"))
+        request = self._request(plan, rendered, digest, epoch)
+        on_line = _step_reporter(self.events, plan.name, [] if log_lines is None else log_lines)
+        outcome = self.builder.build(request, on_line)
+        log_path = str(request.log_path)
+        if not outcome.ok or outcome.image_id is None:
+            return _record(
+                plan, started, BuildStatus.FAILED, outcome.message, digest, None, log_path
+            )
+        measured = self._measure(outcome.image_id)
+        return _record(plan, started, BuildStatus.BUILT, "built", digest, measured, log_path)
+
+    def _parent(self, plan: ImagePlan, rendered: RenderedImage) -> LocalImage | str:
+        """The image the build starts FROM (pulled where allowed), or why there is none to
+        build `plan` on."""
+        reference = rendered.build_args.get("BASE_IMAGE") or rendered.build_args["SLIM_IMAGE"]
+        parent = self.engine.inspect_image(reference)
+        pulled = ""
+        if parent is None and self.settings.pull and plan.flavour == "slim":
+            pulled = self.engine.pull(reference, self._platform(plan))
+            parent = self.engine.inspect_image(reference)
+        if parent is None:
+            return missing_parent(plan, reference, pulled)
+        return platform_mismatch(parent.platform, plan) or parent
+
+    def _request(
+        self, plan: ImagePlan, rendered: RenderedImage, digest: str, epoch: int | None
+    ) -> BuildRequest:
+        """The builder's request: the context written, the labels, the cache references, the
+        epoch the build stamps into the image."""
+        s = self.settings
+        folder = write_context(rendered, s.contexts_dir, s.inputs, input_hash=digest)
+        # io.imagekit.managed is in the Dockerfile's labels (build/render.py).
+        labels = {L.INPUT_HASH: digest, **dict(s.extra_labels)}
+        build_args = dict(rendered.build_args)
+        if epoch is not None:
+            build_args[SOURCE_DATE_EPOCH] = str(epoch)
+            labels[L.SOURCE_DATE_EPOCH] = str(epoch)
+        return BuildRequest(
+            name=plan.name,
+            context_dir=folder,
+            reference=plan.reference,
+            build_args=build_args,
+            labels=labels,
+            log_path=self.run.log_file(plan.name),
+            no_cache=s.no_cache,
+            ca_bundle=s.inputs.ca_bundle if s.options.buildkit else None,
+            cache_from=s.cache_ref(s.cache_from, plan),
+            cache_to=s.cache_ref(s.cache_to, plan),
+            compression=s.compression,
+            network=s.network.mode,
+            platform=self._platform(plan),
+        )
+
+    def _measure(self, image_id: str) -> Measured:
+        image = self.engine.inspect_image(image_id)
+        if image is None:
+            return Measured(image_id)
+        layers = sorted(self.engine.history(image_id), key=lambda x: -x.size_bytes)
+        largest = tuple(
+            LayerSize(size_bytes=x.size_bytes, created_by=x.created_by[:200])
+            for x in layers[:LARGEST_LAYERS]
+        )
+        return Measured(image_id, image.size_bytes, len(image.layers), largest)
+
+    # The run --------------------------------------------------------------------
+
+    def execute(self) -> list[BuildRecord]:
+        """Build every plan, slim before the full of its cell, `jobs` at a time.
+
+        Builds run in daemon threads and the main thread waits in short slices, so
+        Ctrl-C ends the run at once: the process exits, its connections close, and
+        the engine cancels the builds and removes their intermediate containers.
+        """
+        pending = list(self.plans)
+        selected_slims = {p.cell.id for p in pending if p.flavour == "slim"}
+        jobs = max(1, self.settings.jobs)
+        done: queue.Queue[tuple[ImagePlan, BuildRecord | BaseException]] = queue.Queue()
+        running: set[str] = set()
+        stop = False
+        while pending or running:
+            for plan in list(pending):
+                if stop or len(running) >= jobs:
+                    break
+                waiting_on = self._waits_for(plan, selected_slims)
+                if waiting_on == "wait":
+                    continue
+                pending.remove(plan)
+                if waiting_on is not None:
+                    self._skip(plan, waiting_on)
+                    continue
+                running.add(plan.name)
+                threading.Thread(
+                    target=self._build_into, args=(plan, done), name=plan.name, daemon=True
+                ).start()
+            if stop and not running:
+                for plan in pending:
+                    self._skip(plan, "not built: --fail-fast stopped the run")
+                pending.clear()
+                break
+            if not running:
+                continue
+            try:
+                plan, outcome = done.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            running.discard(plan.name)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            self.results[plan.name] = outcome
+            if not outcome.ok and self.settings.fail_fast:
+                stop = True
+        return [self.results[p.name] for p in self.plans if p.name in self.results]
+
+    def _build_into(
+        self, plan: ImagePlan, done: queue.Queue[tuple[ImagePlan, BuildRecord | BaseException]]
+    ) -> None:
+        try:
+            done.put((plan, self.build_one(plan)))
+        except BaseException as exc:  # re-raised in the main thread
+            done.put((plan, exc))
+
+    def _waits_for(self, plan: ImagePlan, selected_slims: set[str]) -> str | None:
+        """ "wait" while the slim of a full plan is building; a reason to skip if it failed."""
+        if plan.flavour != "full" or plan.cell.id not in selected_slims:
+            return None
+        slim = f"{plan.cell.id}-slim"
+        if slim not in self.results:
+            return "wait"
+        if not self.results[slim].ok:
+            # A builder may fail without a message; that must not end the whole run.
+            why = self.results[slim].message.splitlines()
+            return "not built: its slim image failed" + (f" ({why[0]})" if why else "")
+        return None
+
+    def _skip(self, plan: ImagePlan, why: str) -> None:
+        result = BuildRecord(
+            name=plan.name,
+            reference=plan.reference,
+            flavour=plan.flavour,
+            status=BuildStatus.SKIPPED,
+            message=why,
+            duration_s=0.0,
+        )
+        self.results[plan.name] = result
+        self.run.update_image(plan.name, _image_record(plan, result))
+        skipped = BuildStatus.SKIPPED.value
+        self.events(Event(EventKind.FINISHED, plan.name, why, skipped))
+
+
+def _record(
+    plan: ImagePlan,
+    started: float,
+    status: BuildStatus,
+    message: str,
+    digest: str | None = None,
+    measured: Measured | None = None,
+    log_path: str | None = None,
+) -> BuildRecord:
+    """The build record of one image, once its outcome is known: an image over its size
+    budget is a failure, whatever the build said."""
+    found = measured or Measured(None)
+    if (
+        found.size_bytes is not None
+        and plan.size_budget_bytes
+        and (why := budget_problem(found.size_bytes, plan.size_budget_bytes))
+    ):
+        status, message = BuildStatus.FAILED, why
+    return BuildRecord(
+        name=plan.name,
+        reference=plan.reference,
+        flavour=plan.flavour,
+        status=status,
+        message=message,
+        image_id=found.image_id,
+        input_hash=digest,
+        size_bytes=found.size_bytes,
+        size_budget_bytes=plan.size_budget_bytes,
+        layer_count=found.layer_count,
+        largest_layers=found.largest_layers,
+        duration_s=round(time.monotonic() - started, 3),
+        log_path=log_path,
+    )
+
+
+def _image_record(plan: ImagePlan, result: BuildRecord) -> ImageRecord:
+    """The `plan` and `build` sections of an image's record."""
+    cell = plan.cell
+    return ImageRecord(
+        plan=PlanRecord(
+            name=plan.name,
+            reference=plan.reference,
+            tag=plan.tag,
+            aliases=plan.aliases,
+            flavour=plan.flavour,
+            cell=asdict(cell),
+            required_probes=plan.required_probes,
+            size_budget_bytes=plan.size_budget_bytes,
+        ),
+        build=result,
+    )

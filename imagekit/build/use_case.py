@@ -1,0 +1,138 @@
+"""Orchestration of `imagekit build`: check the inputs, choose the builder the engine allows,
+and build every plan into a new run folder (`build_run.BuildRun`), over the ports the CLI
+hands in (`BuildTools`); never prints.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from imagekit.build.context import ContextInputs
+from imagekit.build.features import buildkit_refusal
+from imagekit.build.options import builder_refusal, guess_buildx, use_buildx
+from imagekit.build.ports import Builder
+from imagekit.build.render import RenderOptions
+from imagekit.build.run import BuildAsk, BuildRun, BuildSettings
+from imagekit.errors import EngineUnavailableError
+from imagekit.events import EventSink
+from imagekit.kernel.engine import Engine
+from imagekit.kernel.records import BuildRecord
+from imagekit.kernel.store import RunStore
+from imagekit.matrix.plan import ImagePlan
+
+# BuildRun and BuildSettings are this use case's parts, named here for its callers too.
+__all__ = [
+    "BuildReport",
+    "BuildRun",
+    "BuildSettings",
+    "BuildTools",
+    "build_images",
+    "choose_builder",
+]
+
+# The use case ---------------------------------------------------------------------------------
+
+
+class BuildTools(Protocol):
+    """What `build_images` asks of the world (the CLI hands in Docker's), in the order it asks:
+    nothing that needs the engine before the inputs are checked."""
+
+    def render(self, buildkit: bool) -> tuple[RenderOptions, ContextInputs]:
+        """The checked render inputs, for a BuildKit build or not (InputError if bad)."""
+        ...
+
+    def buildx_available(self) -> bool:
+        """Whether the docker buildx plugin is installed."""
+        ...
+
+    def buildx_driver(self) -> str:
+        """buildx's driver: docker, docker-container, ..."""
+        ...
+
+    def check_results(self) -> None:
+        """InputError when the results folder cannot be written."""
+        ...
+
+    def connect(self) -> Engine:
+        """The engine (connected now)."""
+        ...
+
+    def builder(self, buildkit: bool) -> Builder:
+        """buildx (BuildKit), or the engine's own builder."""
+        ...
+
+    def tidy(self) -> None:
+        """Remove what ended runs left on the engine; note what other runs have there."""
+        ...
+
+    def open_run(self) -> RunStore:
+        """A new run folder, its run.json written."""
+        ...
+
+    def view(self) -> AbstractContextManager[EventSink]:
+        """Where the run's events go while it builds."""
+        ...
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What a build run did: its run folder and one record per image, in plan order."""
+
+    run_id: str
+    root: Path
+    results: list[BuildRecord] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[BuildRecord]:
+        """The images that failed or were skipped."""
+        return [r for r in self.results if not r.ok]
+
+
+def choose_builder(ask: BuildAsk, tools: BuildTools) -> tuple[Engine, bool]:
+    """The engine, and whether buildx builds on it: the choice the engine allows, with the
+    BuildKit options it can do. EngineUnavailableError (with a hint) where it cannot."""
+    engine = tools.connect()
+    facts = engine.info()
+    plugin, buildkit = tools.buildx_available, ask.buildkit
+    refusal = builder_refusal(
+        ask.builder, has_buildkit=facts.has_buildkit, plugin=plugin, engine=facts.describe()
+    )
+    buildx = refusal is None and use_buildx(
+        ask.builder, has_buildkit=facts.has_buildkit, plugin=plugin
+    )
+    wants = buildkit.wants
+    refusal = refusal or buildkit_refusal(
+        wants,
+        cache_to=bool(buildkit.cache_to),
+        compression=bool(buildkit.compression),
+        use_buildx=buildx,
+        driver=tools.buildx_driver() if buildx and wants else "",  # asked only when it matters
+        image_store=facts.image_store,
+        engine=facts.describe(),
+    )
+    if refusal is not None:
+        raise EngineUnavailableError(refusal.message, refusal.hint)
+    return engine, buildx
+
+
+def build_images(plans: list[ImagePlan], ask: BuildAsk, tools: BuildTools) -> BuildReport:
+    """`imagekit build`: check the inputs, pick the builder the engine allows, and build every
+    plan into a new run folder."""
+    # Bad inputs are reported before the engine is asked anything (checked again below if the
+    # engine rules BuildKit out).
+    guess = guess_buildx(ask.builder, tools.buildx_available)
+    options, inputs = tools.render(guess)
+    tools.check_results()
+    engine, buildx = choose_builder(ask, tools)
+    if buildx != guess:
+        options, inputs = tools.render(buildx)
+    tools.tidy()
+    run = tools.open_run()
+    settings = BuildSettings.of(ask, options, inputs, run.root / "contexts")
+    builder = tools.builder(buildx)
+    with tools.view() as view:
+        results = BuildRun(engine, builder, plans, settings, run, view).execute()
+    return BuildReport(run.run_id, run.root, results)

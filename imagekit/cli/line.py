@@ -1,0 +1,133 @@
+"""A request type as command-line parameters, and the values parsed back into its fields: pure,
+whatever parses the line (imagekit/cli/options.py makes the Typer command of it).
+
+Nested parts (Selection, RenderInputs) are flattened; `Flags` become one flag each; repeatable
+options are lists on the line and tuples in the request; a `choices` option is its enum on the
+line and the enum's value in the request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from imagekit.kernel.options import NOT_SET, Flags, Opt
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a command: where its value goes (`path`: field names, outer first)."""
+
+    path: tuple[str, ...]
+    spec: Opt
+    field_type: Any
+    default: Any
+
+    @property
+    def name(self) -> str:
+        return self.path[-1]
+
+    @property
+    def line_type(self) -> Any:
+        """The type the value is parsed as (a repeatable option's: a list)."""
+        if self.spec.given_as is not None:
+            return self.spec.given_as
+        base, optional = _unoptional(self.field_type)
+        if self.spec.choices is not None:
+            return self.spec.choices | None if optional else self.spec.choices
+        if typing.get_origin(base) is tuple:
+            return list[typing.get_args(base)[0]] | None  # type: ignore[misc]
+        return self.field_type
+
+    @property
+    def line_default(self) -> Any:
+        """The default the command line shows and gives (empty: required)."""
+        if self.spec.default is not NOT_SET:
+            return self.spec.default
+        if self.default is dataclasses.MISSING:
+            return inspect.Parameter.empty
+        if typing.get_origin(_unoptional(self.line_type)[0]) is list:
+            return None
+        if self.spec.choices is not None and self.default is not None:
+            return self.spec.choices(self.default)
+        return self.default
+
+    def value(self, given: Any) -> Any:
+        """What the request's field gets for the value parsed."""
+        if typing.get_origin(_unoptional(self.line_type)[0]) is list:
+            given = tuple(given or ())
+        if self.spec.parse is not None:
+            return self.spec.parse(given)
+        if self.spec.choices is not None and given is not None:
+            return given.value
+        return given
+
+
+def _unoptional(kind: Any) -> tuple[Any, bool]:
+    """`X | None` as (X, True); anything else as (it, False)."""
+    args = typing.get_args(kind)
+    if type(None) in args and typing.get_origin(kind) in (typing.Union, type(int | None)):
+        rest = [a for a in args if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else kind), True
+    return kind, False
+
+
+def params(kind: type, path: tuple[str, ...] = ()) -> Iterator[Param]:
+    """The command-line parameters of a request type, in field order, nested parts flattened."""
+    hints = typing.get_type_hints(kind, include_extras=True)
+    for field in dataclasses.fields(kind):
+        hint = hints[field.name]
+        specs = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, Opt | Flags)]
+        if not specs and dataclasses.is_dataclass(hint):
+            yield from params(typing.cast(type, hint), (*path, field.name))
+            continue
+        if not specs:
+            continue  # no option: the command's maker fills it
+        default = field.default
+        if field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        spec, field_type = specs[0], typing.get_args(hint)[0]
+        if isinstance(spec, Flags):
+            for name, flag in spec.flags.items():
+                yield Param((*path, field.name, name), flag, bool, False)
+        else:
+            yield Param((*path, field.name), spec, field_type, default)
+
+
+def ordered(found: list[Param]) -> list[Param]:
+    """`found` with each parameter that names one to follow placed right after it."""
+    placed = [p for p in found if p.spec.after is None]
+    for param in (p for p in found if p.spec.after is not None):
+        at = next(i for i, p in enumerate(placed) if p.name == param.spec.after)
+        placed.insert(at + 1, param)
+    return placed
+
+
+def request_of(kind: type, found: list[Param], values: Mapping[str, object]) -> dict[str, object]:
+    """The keyword arguments of `kind` from the parsed values (its nested parts made)."""
+    fields: dict[str, object] = {}
+    parts: dict[str, dict[str, object]] = {}
+    for param in found:
+        value = param.value(values[param.name])
+        if len(param.path) == 1:
+            fields[param.name] = value
+        else:
+            parts.setdefault(param.path[0], {})[param.name] = value
+    hints = typing.get_type_hints(kind)
+    for name, given in parts.items():
+        # A nested part (Selection) is made; a field of `Flags` gets {flag: given}.
+        made = dataclasses.is_dataclass(hints[name])
+        fields[name] = hints[name](**given) if made else given
+    return fields
+
+
+def help_text(doc: str | None) -> str:
+    """A command's help from its docstring, the first paragraph on one line: the commands
+    list shows that paragraph, and a line break kept in it broke the sentence off mid-way
+    wherever the terminal wrapped it."""
+    first, _, rest = inspect.cleandoc(doc or "").partition("\n\n")
+    return " ".join(first.split()) + (f"\n\n{rest}" if rest else "")

@@ -1,0 +1,1 @@
+"""The doctor: may this image use this host's GPUs?"""

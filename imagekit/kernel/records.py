@@ -1,0 +1,379 @@
+"""The records imagekit writes and reads back: probe results, verify and publish records. Pure.
+
+Frozen pydantic models: a probe's JSON line, a file under `results/<run-id>/`, is parsed once at
+the boundary and travels as a typed value from there on (gate, levels, report, summary).
+`imagekit/data/results.schema.json` is generated from `ImageRecord` (`make schema`), so the
+schema and the code cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
+
+SHA256 = r"^sha256:[0-9a-f]{64}$"
+METRIC_NAME = r"_(ms|s|tflops|gbps|bytes|error|count)$"
+
+
+class Status(StrEnum):
+    """A probe's outcome. The probes' own list (`probes/_probekit.py`) must equal this one."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+
+    @property
+    def bad(self) -> bool:
+        """Whether this outcome fails a required probe (a skip, with its reason, does not)."""
+        return self in BAD
+
+
+BAD = frozenset({Status.FAIL, Status.ERROR, Status.TIMEOUT})
+
+
+class Level(StrEnum):
+    """The levels of verification, lowest first. `static` inspects the image's stack without a
+    workload, `cpu` runs the workloads on the CPU, `gpu` on a GPU. Each probe belongs to one."""
+
+    STATIC = "static"
+    CPU = "cpu"
+    GPU = "gpu"
+
+
+LEVELS: tuple[Level, ...] = tuple(Level)
+Reached = Literal["none", "static", "cpu", "gpu"]
+
+
+class LevelState(StrEnum):
+    """How one level went for one image."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_RUN = "not run"
+    NOT_APPLICABLE = "n/a"  # the gpu level of a CPU image
+
+
+class Verdict(StrEnum):
+    """What verify concluded for one image: every required probe and check held, or not."""
+
+    PASS = "pass"
+    FAIL = "fail"
+
+    @classmethod
+    def of(cls, ok: bool) -> Verdict:
+        """PASS when `ok`."""
+        return cls.PASS if ok else cls.FAIL
+
+
+# The schema of a verdict as it was when the field was a Literal: the enum changes no JSON.
+VerdictField = Annotated[
+    Verdict, WithJsonSchema({"enum": ["pass", "fail"], "title": "Status", "type": "string"})
+]
+
+
+class Record(BaseModel):
+    """Base of every record: immutable, and no field the model does not know."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as it is written to disk."""
+        return self.model_dump(mode="json")
+
+
+class Check(Record):
+    """One check: its name, whether it held, and what was seen."""
+
+    name: Annotated[str, StringConstraints(min_length=1)]
+    ok: bool
+    detail: str = ""
+
+
+MetricName = Annotated[str, StringConstraints(pattern=METRIC_NAME)]
+
+
+class ProbeResult(Record):
+    """One probe's report (the protocol of `probes/README.md`).
+
+    `pass` needs at least one check and every check ok: a probe that checked nothing has
+    proven nothing.
+    """
+
+    schema_version: Literal[1] = 1
+    probe: Annotated[str, StringConstraints(min_length=1)]
+    status: Status
+    reason: str = ""
+    device: str = ""
+    checks: tuple[Check, ...] = ()
+    metrics: dict[MetricName, float] = Field(default_factory=dict)
+    facts: dict[str, Any] = Field(default_factory=dict)
+    duration_s: Annotated[float, Field(ge=0)] = 0.0
+
+    @model_validator(mode="after")
+    def _pass_is_proven(self) -> ProbeResult:
+        if self.status is Status.PASS and (not self.checks or not all(c.ok for c in self.checks)):
+            raise ValueError("a pass needs at least one check, and every check ok")
+        return self
+
+    @classmethod
+    def synthetic(cls, probe: str, status: Status, reason: str) -> ProbeResult:
+        """A result the host writes for a probe that did not report one itself."""
+        return cls(probe=probe, status=status, reason=reason)
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        """The checks that did not hold."""
+        return [c for c in self.checks if not c.ok]
+
+
+class Timings(Record):
+    """How long verifying one image took."""
+
+    container_start_s: float
+    probe_wall_s: float
+    verify_wall_s: float
+    timeout_s: float
+    timed_out: bool
+
+
+class VerifyRecord(Record):
+    """What `imagekit verify` found for one image (the `verify` section of its record)."""
+
+    image_id: Annotated[str, StringConstraints(pattern=SHA256)]
+    reference: str
+    labels: dict[str, str]
+    size_bytes: int = 0
+    # The image's platform as the engine reports it (`linux/amd64`); "" when it did not say.
+    platform: str = ""
+    # Whether the probes ran through emulation (an arm64 image on an x86_64 engine): proof of
+    # the image's contents and CPU behaviour, not of its speed.
+    emulated: bool = False
+    # The CPU qemu emulated (`neoverse-n2`, as Grace): what torch and inductor saw.
+    emulated_cpu: str = ""
+    device: str
+    device_reason: str = ""
+    level: Reached = "none"
+    levels: dict[Level, LevelState] = Field(default_factory=dict)
+    status: VerdictField
+    required_probes: tuple[str, ...] = ()
+    # The levels the required probes belong to: each must pass for the gate to open.
+    required_levels: tuple[Level, ...] = ()
+    probes: Annotated[tuple[ProbeResult, ...], Field(min_length=1)]
+    structure: tuple[Check, ...] = ()
+    labels_agree: tuple[Check, ...] = ()
+    timings: Timings
+
+    def result(self, probe: str) -> ProbeResult | None:
+        """The result of `probe`, if it ran."""
+        return next((r for r in self.probes if r.probe == probe), None)
+
+    @property
+    def inspection(self) -> tuple[Check, ...]:
+        """The host-side checks: structure, and labels against the compatibility data."""
+        return (*self.structure, *self.labels_agree)
+
+    @property
+    def env_facts(self) -> dict[str, Any]:
+        """The versions the env probe saw inside the image (empty if it did not run)."""
+        env = self.result("env")
+        return dict(env.facts) if env else {}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A verify record as the gate reads it: the run that wrote it, and the image's name.
+
+    `seal_problem` is why the record's integrity seal does not hold ("" when it holds); the one
+    reader of results folders (`adapters.results.verify_evidence`) always checks it, and the
+    gate refuses a record with a problem. `engine` and `imagekit_version` are what the verify
+    run's run.json says (for the attestation)."""
+
+    run_id: str
+    name: str
+    record: VerifyRecord
+    seal_problem: str = ""
+    seal_digest: str = ""
+    engine: Mapping[str, Any] = field(default_factory=dict)
+    imagekit_version: str = ""
+
+
+class LayerSize(Record):
+    """One of an image's largest layers."""
+
+    size_bytes: int
+    created_by: str
+
+
+class BuildStatus(StrEnum):
+    """What `imagekit build` did with one image."""
+
+    BUILT = "built"
+    UP_TO_DATE = "up-to-date"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    @property
+    def ok(self) -> bool:
+        """Built or up to date (and, since a build over budget is FAILED, within budget)."""
+        return self in (BuildStatus.BUILT, BuildStatus.UP_TO_DATE)
+
+
+class BuildRecord(Record):
+    """What `imagekit build` did for one image (the `build` section of its record)."""
+
+    # Also what `BuildRun` returns and `imagekit build` prints (a table row, or --json):
+    # one type from the build to the file, built once when the image's outcome is known.
+    name: str
+    reference: str
+    flavour: Literal["slim", "full"]
+    # Inlined in the schema as the enum of its values, as it was before it was a StrEnum.
+    status: Annotated[
+        BuildStatus,
+        WithJsonSchema(
+            {"enum": [s.value for s in BuildStatus], "title": "Status", "type": "string"}
+        ),
+    ]
+    message: str
+    image_id: Annotated[str, StringConstraints(pattern=SHA256)] | None = None
+    input_hash: Annotated[str, StringConstraints(pattern=SHA256)] | None = None
+    size_bytes: Annotated[int, Field(ge=0)] | None = None
+    size_budget_bytes: int | None = None
+    layer_count: int | None = None
+    largest_layers: tuple[LayerSize, ...] = ()
+    duration_s: Annotated[float, Field(ge=0)]
+    log_path: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Built or up to date, and within budget."""
+        return self.status.ok
+
+
+class PlanRecord(Record):
+    """The plan an image was built from (the `plan` section of its record)."""
+
+    name: str
+    reference: str
+    tag: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_][a-z0-9_.-]{0,127}$")]
+    aliases: tuple[str, ...] = ()
+    flavour: Literal["slim", "full"]
+    cell: dict[str, Any]
+    required_probes: tuple[str, ...] = ()
+    size_budget_bytes: int | None = None
+
+
+HEX64 = r"^sha256:[0-9a-f]{64}$"
+
+
+class Seal(Record):
+    """The integrity check of a verify section, written beside it in the same file.
+
+    `digest` is the SHA-256 of the canonical JSON of `{"image_id": ..., "verify": ...}`
+    (`verify/integrity.py`): it catches a record edited by hand or cut short, but anyone can
+    compute it again. `hmac` is an HMAC-SHA256 of the same bytes with a key only the verify
+    host holds (`IMAGEKIT_RESULTS_KEY`), which a deliberate edit cannot recompute.
+    """
+
+    schema_version: Literal[1] = 1
+    image_id: Annotated[str, StringConstraints(pattern=SHA256)]
+    digest: Annotated[str, StringConstraints(pattern=HEX64)]
+    hmac: Annotated[str, StringConstraints(pattern=r"^hmac-sha256:[0-9a-f]{64}$")] | None = None
+    key_id: str | None = None  # which key: the first 16 hex digits of its SHA-256
+
+
+class ImageRecord(Record):
+    """`results/<run-id>/images/<image>.json`: what each stage of one run did to one image."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        title="imagekit image record (results/<run-id>/images/<image>.json)",
+        json_schema_extra={"minProperties": 1},
+    )
+
+    plan: PlanRecord | None = None
+    build: BuildRecord | None = None
+    verify: VerifyRecord | None = None
+    seal: Seal | None = None  # of the verify section (written with it)
+
+    def to_json(self) -> dict[str, Any]:
+        """Only the sections the run wrote (a section keeps its own empty fields)."""
+        return {name: section.to_json() for name, section in self if section is not None}
+
+
+class PublishStatus(StrEnum):
+    """What happened to one image or tag in `imagekit publish`."""
+
+    PUBLISHED = "published"
+    UNCHANGED = "unchanged"
+    REFUSED = "refused"
+    FAILED = "failed"
+    DRY_RUN = "dry-run"
+
+    @property
+    def ok(self) -> bool:
+        """Whether publish reached what it was asked (pushed, already there, or a dry run)."""
+        return self in (PublishStatus.PUBLISHED, PublishStatus.UNCHANGED, PublishStatus.DRY_RUN)
+
+
+# The tags publish pushes: a versioned (immutable) one, a moving alias, a CI candidate.
+TagKind = Literal["versioned", "alias", "candidate"]
+
+
+class TagRecord(Record):
+    """One tag of a publish: pushed, unchanged, failed or a dry run."""
+
+    tag: str
+    kind: TagKind
+    status: PublishStatus
+    digest: str | None = None
+    attempts: int = 0
+    errors: tuple[str, ...] = ()
+    duration_s: float = 0.0
+    error: str | None = None
+    moved_from: str | None = None
+
+
+class PublishRecord(Record):
+    """What `imagekit publish` did with one image (an entry of `publish.json`)."""
+
+    name: str
+    status: PublishStatus
+    image_id: str | None = None
+    reasons: tuple[str, ...] = ()
+    forced: bool = False
+    tags: tuple[TagRecord, ...] = ()
+    manifest_file: str | None = None
+    sbom_file: str | None = None
+    # With a signing key: the digest signed, and the predicate types attested to it.
+    signed_digest: str | None = None
+    attestations: tuple[str, ...] = ()
+
+
+def results_schema() -> dict[str, Any]:
+    """The JSON Schema of an image record, as `imagekit/data/results.schema.json` holds it."""
+    schema = ImageRecord.model_json_schema(mode="serialization")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://imagekit.dev/schemas/results.schema.json",
+        **schema,
+    }
+
+
+def results_schema_text() -> str:
+    """The schema file's exact text."""
+    return json.dumps(results_schema(), indent=2, sort_keys=True) + "\n"

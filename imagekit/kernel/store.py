@@ -1,0 +1,55 @@
+"""The run store port: the one reader and writer of results/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from imagekit.kernel.records import ImageRecord, PublishRecord
+
+
+class RunStore(Protocol):
+    """Where one run's records go (`results/<run-id>/`): written atomically, read back typed."""
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        ...
+
+    @property
+    def root(self) -> Path:
+        """The run's folder."""
+        ...
+
+    def log_file(self, name: str, stage: str = "build") -> Path:
+        """The full log of one image's stage."""
+        ...
+
+    def write_log(self, name: str, stage: str, text: str) -> None:
+        """Write the full log of one image's stage (`log_file`)."""
+        ...
+
+    def append_report_to(self, name: str, target: Path) -> None:
+        """Append a report file of the run (summary.md) to a file outside it: GitHub's step
+        summary."""
+        ...
+
+    def update_image(self, name: str, record: ImageRecord) -> None:
+        """Merge the sections of `record` into the image's record on disk."""
+        ...
+
+    def images(self) -> dict[str, ImageRecord]:
+        """Every image record of this run, by name."""
+        ...
+
+    def write_report(self, name: str, text: str) -> None:
+        """A report file of the run (summary.md, junit.xml)."""
+        ...
+
+    def write_publish(self, records: list[PublishRecord]) -> None:
+        """publish.json."""
+        ...
+
+    def write_artifact(self, name: str, data: Any) -> Path:
+        """Another JSON file of the run (a package list, an SBOM); its path."""
+        ...

@@ -1,0 +1,2 @@
+"""The matrix: matrix.yaml loaded and checked against the compatibility data, expanded into
+plans."""

@@ -1,0 +1,92 @@
+"""The requests of the commands that read the matrix: matrix, check, compat, explain, schema,
+tags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+from imagekit.errors import InputError
+from imagekit.kernel.options import JSON, MATRIX, MatrixFormat, Opt
+from imagekit.matrix.selection import Selection
+
+if TYPE_CHECKING:
+    pass
+
+
+@dataclass(frozen=True)
+class MatrixRequest:
+    """List the images the matrix expands to."""
+
+    selection: Selection
+    format: Annotated[str, Opt("--format", help="Output format.", choices=MatrixFormat)] = "table"
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """Validate the matrix and lint every rendered Dockerfile (exit 0 or 2)."""
+
+    matrix: Annotated[Path, MATRIX] = Path("matrix.yaml")
+    json: Annotated[bool, JSON] = False
+
+
+@dataclass(frozen=True)
+class CompatRequest:
+    """Show the compatibility table (or one release)."""
+
+    torch: Annotated[str | None, Opt("--torch", help="Show one release, e.g. 2.8.0.")] = None
+    json: Annotated[bool, JSON] = False
+
+
+@dataclass(frozen=True)
+class ExplainRequest:
+    """Explain one cell: what it derives to, or why it cannot be built."""
+
+    torch: Annotated[str, Opt("--torch", help="PyTorch release, e.g. 2.8.0.")]
+    cuda: Annotated[str, Opt("--cuda", help="CUDA version, e.g. 12.8, or cpu.")]
+    python: Annotated[str | None, Opt("--python", help="Python, e.g. 3.12.")] = None
+    os: Annotated[str | None, Opt("--os", help="Base OS, e.g. ubuntu-24.04.")] = None
+    json: Annotated[bool, JSON] = False
+
+
+@dataclass(frozen=True)
+class SchemaRequest:
+    """Print the JSON Schema of matrix.yaml (or of a results record, or of the verify
+    attestation's predicate), for editors and CI."""
+
+    out: Annotated[Path | None, Opt("--out", help="Write to this file instead of stdout.")] = None
+    results: Annotated[bool, Opt("--results", help="The schema of a results record instead.")] = (
+        False
+    )
+    attestation: Annotated[
+        bool,
+        Opt(
+            "--attestation",
+            help="The schema of the verify attestation's predicate "
+            "(https://imagekit.dev/attestations/verify/v1) instead.",
+        ),
+    ] = False
+
+    def __post_init__(self) -> None:
+        if self.results and self.attestation:
+            raise InputError("--results and --attestation name two schemas; pick one")
+
+
+@dataclass(frozen=True)
+class TagsRequest:
+    """List every tag publish would push: versioned (immutable) and aliases (may move)."""
+
+    selection: Selection
+    registry: Annotated[str | None, Opt("--registry", help="Push to this registry instead.")] = None
+    json: Annotated[bool, JSON] = False
+
+
+def read_input(path: Path) -> str:
+    """An input file's text; a missing or unreadable one is bad input, named."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(
+            f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
+        ) from None

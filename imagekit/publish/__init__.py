@@ -1,0 +1,1 @@
+"""Publishing images: the gate, tags, promotion, attestations and the publish use case."""

@@ -1,0 +1,42 @@
+"""What the publishers of every mode share: the ports they work through and the log of the
+records they finish (publish.json, rewritten after each image, and one event per image)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from imagekit.events import Event, EventKind, EventSink
+from imagekit.kernel.records import Evidence, PublishRecord
+from imagekit.kernel.store import RunStore
+from imagekit.publish.ports import Registry, SbomMaker, Signer
+
+
+@dataclass(frozen=True)
+class PublishPorts:
+    """The world a publish works in, whatever its mode (an engine is the push modes' own)."""
+
+    registry: Registry
+    store: RunStore
+    evidence: Sequence[Evidence]  # verify records of any images, newest first: the gate's
+    events: EventSink
+    sbom: SbomMaker
+    signer: Signer | None = None  # None: publish unsigned
+
+
+@dataclass
+class PublishLog:
+    """The records of one publish, written to publish.json as each image finishes, so an
+    interrupted run keeps what it did."""
+
+    store: RunStore
+    events: EventSink
+    done: list[PublishRecord] = field(default_factory=list)
+
+    def finished(self, name: str, record: PublishRecord) -> PublishRecord:
+        """Record `record` in publish.json and report it."""
+        self.done.append(record)
+        self.store.write_publish(self.done)
+        message = record.status + (": " + "; ".join(record.reasons) if record.reasons else "")
+        self.events(Event(EventKind.FINISHED, name, message, record.status))
+        return record

@@ -1,0 +1,139 @@
+"""The requests of the commands that publish images and check them: publish, attest verify."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+from imagekit.errors import InputError
+from imagekit.kernel.options import JSON, RESULTS, Arg, Opt
+from imagekit.kernel.records import Reached
+from imagekit.matrix.selection import Selection
+from imagekit.publish.attest import Requirement
+
+if TYPE_CHECKING:
+    from imagekit.publish.decisions import PublishSettings
+
+
+@dataclass(frozen=True)
+class PublishCommand:
+    """Push the tags of images that passed verification (exit 6 if any is refused or fails);
+    `imagekit publish --help` says more (cli/publish.py)."""
+
+    selection: Selection
+    registry: Annotated[
+        str | None, Opt("--registry", help="Push to this registry instead of the matrix's.")
+    ] = None
+    dry_run: Annotated[
+        bool, Opt("--dry-run/--no-dry-run", help="Check everything, push nothing.")
+    ] = False
+    force: Annotated[
+        bool, Opt("--force/--no-force", help="Publish despite the gate (recorded in the results).")
+    ] = False
+    candidate: Annotated[
+        str | None,
+        Opt(
+            "--candidate",
+            help="Push only TAG-candidate-ID of each gated image, nothing else (CI, before "
+            "the other jobs verify it).",
+        ),
+    ] = None
+    from_candidate: Annotated[
+        str | None,
+        Opt(
+            "--from-candidate",
+            help="Promote TAG-candidate-ID inside the registry: the same manifest under the "
+            "versioned tag and the aliases, gated on records for the image it holds; no pull, "
+            "no engine.",
+        ),
+    ] = None
+    attempts: Annotated[int, Opt("--attempts", min=1, max=10, help="Tries per tag.")] = 4
+    deadline_s: Annotated[
+        float,
+        Opt(
+            "--deadline-s",
+            min=1,
+            help="Stop retrying the registry once this many seconds have passed.",
+        ),
+    ] = 300.0
+    backoff_s: Annotated[
+        float, Opt("--backoff-s", min=0, help="First retry delay; doubles each time.")
+    ] = 2.0
+    results: Annotated[Path, RESULTS] = Path("results")
+    json: Annotated[bool, JSON] = False
+    # A cosign private key (file, or a URI cosign resolves): sign and attest each digest.
+    signing_key: Annotated[
+        str | None,
+        Opt(
+            "--signing-key",
+            envvar="IMAGEKIT_SIGNING_KEY",
+            help="A cosign private key (its password in COSIGN_PASSWORD): sign each published "
+            "digest and attach the verify record and the SBOM as attestations.",
+        ),
+    ] = None
+
+    def __post_init__(self) -> None:
+        if self.candidate and self.from_candidate:
+            raise InputError(
+                "--candidate pushes a candidate and --from-candidate publishes one; pick one"
+            )
+
+    def settings(self) -> PublishSettings:
+        """What to publish and how: the mode is decided here, once, from `--candidate` and
+        `--from-candidate` (neither: push the final tags)."""
+        from imagekit.publish.decisions import PublishMode, PublishSettings
+
+        mode = PublishMode.PUSH
+        if self.candidate:
+            mode = PublishMode.CANDIDATE
+        elif self.from_candidate:
+            mode = PublishMode.PROMOTION
+        candidate = self.candidate or self.from_candidate or ""
+        return PublishSettings(mode, candidate, self.registry, self.dry_run, self.force)
+
+    @property
+    def signing(self) -> str | None:
+        """The key to sign with: none on a dry run, which pushes nothing to sign."""
+        return None if self.dry_run else self.signing_key
+
+
+# The levels an attested record can be required to reach, by the name --require-level takes.
+REQUIRABLE: dict[str, Reached] = {"static": "static", "cpu": "cpu", "gpu": "gpu"}
+
+
+LEVEL_NAMES = tuple(REQUIRABLE)
+
+
+@dataclass(frozen=True)
+class AttestVerifyRequest:
+    """Check that IMAGE is signed by KEY and that its attested verify record reaches what is
+    required. Exit 8, with one line saying why, when the image is unsigned, signed by another
+    key, or its record falls short."""
+
+    image: Annotated[str, Arg(help="The image: REGISTRY/REPOSITORY:TAG or @DIGEST.")]
+    key: Annotated[str, Opt("--key", help="The cosign public key the image must be signed with.")]
+    require_level: Annotated[
+        str | None,
+        Opt(
+            "--require-level",
+            help="The level the attested verify record must reach: " + ", ".join(LEVEL_NAMES),
+        ),
+    ] = None
+    require_probes: Annotated[
+        tuple[str, ...],
+        Opt("--require-probe", help="A probe that must have passed (repeatable)."),
+    ] = ()
+    json: Annotated[bool, JSON] = False
+
+    def __post_init__(self) -> None:
+        if self.require_level is not None and self.require_level not in LEVEL_NAMES:
+            raise InputError(
+                f"--require-level {self.require_level!r} is not a level",
+                "one of " + ", ".join(LEVEL_NAMES),
+            )
+
+    def requirement(self) -> Requirement:
+        """What the image's attested record must show."""
+        level = REQUIRABLE[self.require_level] if self.require_level is not None else None
+        return Requirement(level, self.require_probes)

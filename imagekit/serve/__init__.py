@@ -1,0 +1,1 @@
+"""`imagekit run`: an image as a workstation on an engine."""

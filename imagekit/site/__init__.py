@@ -1,0 +1,1 @@
+"""The run page: a run's records as a static site."""

@@ -1,0 +1,1 @@
+"""Following upstream: package indexes, wheel metadata and the refresh of the matrix."""

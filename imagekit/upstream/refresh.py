@@ -1,0 +1,388 @@
+"""What the package indexes hold that the matrix and compat.yaml lack, as a proposal. Pure.
+
+`propose` compares the releases the indexes hold (`core.upstream.Release`) with matrix.yaml and
+compat.yaml and returns both files as they would be, edited as a person would edit them: new
+lines inserted where they belong, every other byte of the file as it was (comments, anchors,
+multi-line flow mappings: a YAML round-trip library reflows these, so the edits are textual, at
+the positions PyYAML's composer reports). Before it returns, the proposed files are loaded and
+validated as `imagekit check` would; any problem is reported and nothing is proposed.
+
+Which releases count: the newest patch release of each minor series, no older than `since`
+(default: the oldest release the matrix has), so that a team's matrix is not filled with the
+releases it dropped or superseded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from imagekit.errors import Problem, ValidationError
+from imagekit.matrix.compat import version_key
+from imagekit.upstream.metadata import CompatSource, Release, Variant, disagreements, read_compat
+
+NOTHING_WRITTEN = "nothing was written"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One variant the proposal adds, the facts its wheels state, and which wheels they are."""
+
+    torch: str
+    variant: Variant
+    files: tuple[str, ...]  # the files it is added to: matrix.yaml, compat.yaml
+
+    def lines(self) -> list[str]:
+        """The finding for people: what is added where, the facts, each source wheel."""
+        v = self.variant
+        what = f"CUDA {v.cuda}" if v.cuda else "cpu"
+        pins = ", ".join(f"{n}=={p}" for n, p in v.wheels[0].pins) or "no NVIDIA wheels"
+        pythons = ", ".join(sorted({w.python for w in v.wheels}, key=version_key))
+        machines = " and ".join(sorted({str(w.machine) for w in v.wheels}))
+        first = v.wheels[0]
+        build = "; PyPI's default build" if v.default else ""
+        return [
+            f"torch {self.torch} {what}: add to {' and '.join(self.files)}",
+            f"  pins: {pins}",
+            f"  Python {pythons} on {machines}, {first.platform} (glibc >= {first.glibc}){build}",
+            *(f"  from {w.source}" for w in v.wheels),
+        ]
+
+    def document(self) -> dict[str, object]:
+        """The finding as JSON."""
+        v = self.variant
+        return {
+            "torch": self.torch,
+            "variant": v.name,
+            "files": list(self.files),
+            "cudnn": v.cudnn,
+            "nccl": v.nccl,
+            "pins": dict(v.wheels[0].pins),
+            "wheels": [{"filename": w.filename, "sha256": w.sha256} for w in v.wheels],
+        }
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """matrix.yaml and compat.yaml before and after, and what was found and left out."""
+
+    findings: tuple[Finding, ...]
+    left_out: tuple[str, ...]
+    files: tuple[tuple[str, str, str], ...]  # (file, text before, text after)
+
+    @property
+    def changed(self) -> tuple[tuple[str, str], ...]:
+        """(file, new text) of each file the proposal changes."""
+        return tuple((f, after) for f, before, after in self.files if after != before)
+
+    def text(self) -> str:
+        """The proposal for people (and a pull request's body): findings, then the diffs."""
+        if not self.findings:
+            return "nothing to propose: the indexes hold no release or variant the matrix lacks"
+        lines = [line for f in self.findings for line in f.lines()]
+        for file, before, after in self.files:
+            lines += difflib.unified_diff(
+                before.splitlines(), after.splitlines(), file, f"{file} (proposed)", lineterm=""
+            )
+        return "\n".join(lines)
+
+    def document(self) -> dict[str, object]:
+        """The proposal as JSON (`--json`)."""
+        return {
+            "findings": [f.document() for f in self.findings],
+            "left_out": list(self.left_out),
+            "changed": [file for file, _ in self.changed],
+        }
+
+
+# Where things are in a YAML text ---------------------------------------------------------------
+
+
+def _get(node: Node | None, key: str) -> Node | None:
+    if not isinstance(node, MappingNode):
+        return None
+    return next((v for k, v in node.value if isinstance(k, ScalarNode) and k.value == key), None)
+
+
+def _end_line(node: Node) -> int:
+    """The 0-based line after which text following `node` may be inserted."""
+    children: list[Node] = []
+    if isinstance(node, MappingNode) and not node.flow_style:
+        children = [v for _, v in node.value]
+    elif isinstance(node, SequenceNode) and not node.flow_style:
+        children = list(node.value)
+    if children:
+        return max(_end_line(c) for c in children)
+    mark = node.end_mark
+    return mark.line - 1 if mark.column == 0 else mark.line
+
+
+class _Text:
+    """A YAML text and the edits proposed to it: lines inserted after a line, or text inserted
+    at a place in a line, applied bottom up so that every position stays right."""
+
+    def __init__(self, file: str, text: str) -> None:
+        self.file, self.text = file, text
+        self.root = yaml.compose(text, Loader=yaml.SafeLoader)
+        self.inserts: list[tuple[int, int, str]] = []  # (line, column or -1, text)
+
+    def after(self, line: int, lines: list[str]) -> None:
+        self.inserts.append((line, -1, "".join(f"{x}\n" for x in lines)))
+
+    def at(self, line: int, column: int, text: str) -> None:
+        self.inserts.append((line, column, text))
+
+    def result(self) -> str:
+        lines = self.text.splitlines(keepends=True)
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        for line, column, text in sorted(self.inserts, key=lambda e: (e[0], e[1]), reverse=True):
+            if column < 0:
+                lines.insert(line + 1, text)
+            else:
+                lines[line] = lines[line][:column] + text + lines[line][column:]
+        return "".join(lines)
+
+
+def _quoted(values: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
+
+
+# matrix.yaml ----------------------------------------------------------------------------------
+
+
+def _entries(matrix: _Text) -> list[tuple[str, list[str], MappingNode]]:
+    """(torch, variants, node) of each release entry of the matrix."""
+    found = []
+    for item in getattr(_get(matrix.root, "releases"), "value", []):
+        torch, cuda = _get(item, "torch"), _get(item, "cuda")
+        names = [n.value for n in getattr(cuda, "value", []) if isinstance(n, ScalarNode)]
+        if isinstance(torch, ScalarNode) and isinstance(item, MappingNode):
+            found.append((torch.value, names, item))
+    return found
+
+
+def _add_entry(matrix: _Text, torch: str, variants: list[str]) -> None:
+    """A new release entry after the last one, indented as the others are."""
+    last = _entries(matrix)[-1][2]
+    indent = " " * last.start_mark.column
+    dash = indent[:-2] + "- "
+    matrix.after(_end_line(last), [f'{dash}torch: "{torch}"', f"{indent}cuda: {_quoted(variants)}"])
+
+
+def _add_variants(matrix: _Text, entry: MappingNode, variants: list[str]) -> None:
+    """Variants appended to an entry's `cuda` list, in the list's own style."""
+    cuda = _get(entry, "cuda")
+    assert isinstance(cuda, SequenceNode)
+    if cuda.flow_style:  # ["12.6", "13.0"]: before the closing bracket
+        mark = cuda.end_mark
+        matrix.at(mark.line, mark.column - 1, "".join(f", {json.dumps(v)}" for v in variants))
+    else:
+        indent = " " * (cuda.value[-1].start_mark.column - 2)
+        matrix.after(_end_line(cuda), [f"{indent}- {json.dumps(v)}" for v in variants])
+
+
+# compat.yaml ----------------------------------------------------------------------------------
+
+
+def _anchor_or_list(compat: _Text, node: Node | None) -> str | None:
+    """How a row refers to an architecture list: `*name` where it is a named list, else the
+    list itself."""
+    if not isinstance(node, SequenceNode):
+        return None
+    start = node.start_mark.index
+    if compat.text[start] == "&":
+        return "*" + compat.text[start + 1 :].split(None, 1)[0]
+    return _quoted([str(n.value) for n in node.value])
+
+
+def _sibling_archs(compat: _Text, data: CompatSource, cuda: str, arm64: bool) -> str | None:
+    """The architecture list of the newest release's build of the same CUDA (else of the same
+    major version): a new variant carries it as inferred until verify reads its own."""
+    releases = sorted(data.data.torch, key=version_key, reverse=True)
+    torch_node = _get(compat.root, "torch")
+    for exact in (True, False):
+        for torch in releases:
+            for c in sorted(data.data.torch[torch].variants, key=version_key, reverse=True):
+                same = c == cuda if exact else c.split(".")[0] == cuda.split(".")[0]
+                row = _get(_get(_get(torch_node, torch), "variants"), c)
+                node = _get(_get(row, "arm64"), "archs") if arm64 else _get(row, "archs")
+                if same and (text := _anchor_or_list(compat, node)) is not None:
+                    return text
+    return None
+
+
+def _variant_row(compat: _Text, data: CompatSource, v: Variant) -> tuple[str, Problem | None]:
+    cuda = str(v.cuda)
+    archs = _sibling_archs(compat, data, cuda, arm64=False)
+    arm_archs = _sibling_archs(compat, data, cuda, arm64=True) if v.arm64 else "-"
+    if archs is None or arm_archs is None:
+        why = f"no release of CUDA {cuda.split('.')[0]} to carry GPU architectures from"
+        return "", data.where.problem(("arch_lists",), f"CUDA {cuda}: {why}; add the row by hand")
+    arm64 = (
+        f", arm64: {{index: pypi, archs: {arm_archs}, inferred: [archs], sources: [pypi-aarch64]}}"
+    )
+    row = f'"{cuda}": {{cudnn: "{v.cudnn}", nccl: "{v.nccl}", archs: {archs}, inferred: [archs]'
+    return row + (arm64 if v.arm64 else "") + "}", None
+
+
+def _provenance(v: Variant) -> str:
+    more = f" (+{len(v.wheels) - 1} more)" if len(v.wheels) > 1 else ""
+    return f"# imagekit matrix refresh: from {v.wheels[0].source}{more}"
+
+
+def _add_compat_variant(compat: _Text, data: CompatSource, r: Release, v: Variant) -> list[Problem]:
+    variants = _get(_get(_get(compat.root, "torch"), r.torch), "variants")
+    assert isinstance(variants, MappingNode) and not variants.flow_style
+    row, problem = _variant_row(compat, data, v)
+    if problem is None:
+        indent = " " * variants.value[0][0].start_mark.column
+        compat.after(_end_line(variants), [indent + _provenance(v), indent + row])
+    return [problem] if problem else []
+
+
+def _add_compat_release(compat: _Text, data: CompatSource, r: Release) -> list[Problem]:
+    """A new release row at the end of `torch:`, its CUDA variants inferred only in their GPU
+    architectures; refused where compat's rules cannot hold it."""
+    cuda = [v for v in r.variants if v.cuda]
+    default = next((v for v in cuda if v.default), None)
+    at = ("torch",)
+    if not cuda or default is None:
+        what = "only CPU wheels" if not cuda else "no unlabelled (PyPI) x86_64 CUDA wheel"
+        return [
+            data.where.problem(
+                at,
+                f"torch {r.torch}: the indexes hold {what}, and "
+                "compat.yaml lists a release by its CUDA variants and "
+                "PyPI's default one; add the index that has them (--index)",
+            )
+        ]
+    unknown = [v.name for v in cuda if v.name not in data.data.cuda]
+    if unknown:
+        return [
+            data.where.problem(
+                ("cuda",),
+                f"CUDA {', '.join(unknown)} (torch {r.torch}) has "
+                "no driver facts; add its row under cuda first",
+            )
+        ]
+    torch_node = _get(compat.root, "torch")
+    assert isinstance(torch_node, MappingNode)
+    key = " " * torch_node.value[0][0].start_mark.column
+    rows, problems = [], []
+    for v in cuda:
+        row, problem = _variant_row(compat, data, v)
+        rows.append(f"{key}    {row}")
+        problems += [problem] if problem else []
+    compat.after(
+        _end_line(torch_node),
+        [
+            f"{key}{_provenance(default)}",
+            f'{key}"{r.torch}":',
+            f'{key}  python: {{min: "{r.python_min}", max: "{r.python_max}"}}',
+            f"{key}  platform: {r.platform}",
+            f'{key}  pypi_default_cuda: "{default.cuda}"',
+            f"{key}  sources: [wheel-metadata]",
+            f"{key}  variants:",
+            *rows,
+        ],
+    )
+    if r.platform not in data.data.platforms:
+        platforms = _get(compat.root, "platforms")
+        assert isinstance(platforms, MappingNode)
+        indent = " " * platforms.value[0][0].start_mark.column
+        compat.after(_end_line(platforms), [f'{indent}{r.platform}: {{glibc: "{r.glibc}"}}'])
+    return problems
+
+
+# The proposal ---------------------------------------------------------------------------------
+
+
+def _considered(releases: tuple[Release, ...], since: str) -> tuple[list[Release], list[str]]:
+    """The newest patch release of each minor series from `since` on, and what was left out."""
+    newest: dict[tuple[int, ...], Release] = {}
+    for r in releases:
+        series = version_key(r.torch)[:2]
+        if series not in newest or version_key(r.torch) > version_key(newest[series].torch):
+            newest[series] = r
+    kept = [r for r in newest.values() if version_key(r.torch) >= version_key(since)]
+    left = [f"torch {r.torch}: older than {since}" for r in newest.values() if r not in kept]
+    left += [
+        f"torch {r.torch}: a newer patch release is on the index"
+        for r in releases
+        if r not in newest.values()
+    ]
+    return sorted(kept, key=lambda r: version_key(r.torch)), left
+
+
+def floor_of(matrix_text: str, since: str | None) -> str:
+    """The oldest release that counts: `since`, else the oldest release the matrix has."""
+    entries = _entries(_Text("matrix", matrix_text))
+    return since or min((t for t, _, _ in entries), key=version_key, default="0")
+
+
+def propose(
+    releases: tuple[Release, ...],
+    matrix_file: str,
+    matrix_text: str,
+    compat: CompatSource,
+    since: str | None = None,
+) -> Proposal:
+    """The proposal that brings matrix.yaml and compat.yaml up to what the indexes hold.
+    Raises `ValidationError` (file:line:col, nothing written) where a wheel contradicts
+    compat.yaml, where compat's rules cannot hold a release, or where the proposed files
+    would not validate."""
+    _validate(((matrix_file, matrix_text, matrix_text), (compat.file, compat.text, compat.text)))
+    matrix, compat_text = _Text(matrix_file, matrix_text), _Text(compat.file, compat.text)
+    entries = _entries(matrix)
+    floor = since or min((t for t, _, _ in entries), key=version_key, default="0")
+    kept, left_out = _considered(releases, floor)
+    problems, findings = [], []
+    for r in kept:
+        known = compat.data.torch.get(r.torch)
+        for v in r.variants:
+            if v.cuda is None or (known and v.cuda in known.variants):
+                problems += [p for w in v.wheels for p in disagreements(w, compat)]
+        have = {c for t, cuda, _ in entries if t == r.torch for c in cuda}
+        missing = [v for v in r.variants if v.name not in have]
+        if not missing:
+            continue
+        if known is None:
+            problems += _add_compat_release(compat_text, compat, r)
+        new = [v for v in missing if known and v.cuda and v.cuda not in known.variants]
+        for v in new:
+            problems += _add_compat_variant(compat_text, compat, r, v)
+        to_compat = {v.name for v in (missing if known is None else new) if v.cuda}
+        for v in missing:
+            files = (matrix_file, compat.file) if v.name in to_compat else (matrix_file,)
+            findings.append(Finding(r.torch, v, files))
+        own = [e for t, _, e in entries if t == r.torch]
+        if own:
+            _add_variants(matrix, own[0], [v.name for v in missing])
+        else:
+            _add_entry(matrix, r.torch, [v.name for v in missing])
+    if problems:
+        raise ValidationError(problems, NOTHING_WRITTEN)
+    proposed = (
+        (matrix_file, matrix_text, matrix.result()),
+        (compat.file, compat.text, compat_text.result()),
+    )
+    _validate(proposed)
+    return Proposal(tuple(findings), tuple(left_out), proposed)
+
+
+def _validate(files: tuple[tuple[str, str, str], ...]) -> None:
+    """The proposed files load and validate as `imagekit check` would load them."""
+    from imagekit.matrix.load import parse_matrix
+
+    (matrix_file, before, matrix_after), (compat_file, _, compat_after) = files
+    said = "" if matrix_after == before else " (as proposed)"
+    try:
+        compat = read_compat(compat_after, f"{compat_file}{said}")
+        parse_matrix(matrix_after, f"{matrix_file}{said}", compat.data)
+    except ValidationError as exc:
+        raise ValidationError(exc.problems, NOTHING_WRITTEN) from None

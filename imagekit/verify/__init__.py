@@ -1,0 +1,1 @@
+"""Verifying images: probes, inspection, levels, the verify use case and its reports."""

@@ -1,0 +1,104 @@
+"""Orchestration of `imagekit probe`: the probes in this Python environment, and the document
+that records them (the same results a container run gives, with the host they ran on)."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypedDict
+
+from imagekit import __version__
+from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, time_limit_s
+from imagekit.verify.nodes import run_across
+from imagekit.verify.ports import ProbeRequest, ProbeRun, ProbeRunner
+from imagekit.verify.probe_contract import ProbeDevice, ProbeExpectations
+from imagekit.verify.probes import discover, multi_node, overall, select
+
+
+def probe_here(
+    runner: ProbeRunner,
+    probes_dir: Path,
+    probes: Sequence[str],
+    device: ProbeDevice,
+    timeout_s: float | None,
+    nodes: int = 1,
+) -> ProbeRun:
+    """Run the probes asked for (default: all) through `runner`, with their time limit; with
+    `nodes` > 1 the multi-node probe too, as that many local torchrun nodes on loopback."""
+    specs = discover(probes_dir)
+    chosen = select(specs, list(probes) or None)
+    request = ProbeRequest(
+        image="",
+        probes_dir=probes_dir,
+        probes=tuple(s.name for s in chosen),
+        expected=ProbeExpectations(),
+        device=device,
+        gpus=device is not ProbeDevice.CPU,
+        timeout_s=time_limit_s(timeout_s, (s.timeout_s for s in chosen)),
+        shm_bytes=DEFAULT_SHM_BYTES,
+    )
+    run = runner.run(request)
+    if nodes > 1:
+        run = run_across(
+            runner,
+            multi_node(specs),
+            run,
+            image="",
+            probes_dir=probes_dir,
+            nodes=nodes,
+            gpus=run.output.device.startswith("cuda"),
+            timeout_s=timeout_s,
+            shm_bytes=DEFAULT_SHM_BYTES,
+            labels={},
+        )
+    return run
+
+
+class HostJson(TypedDict):
+    """The machine a host-mode run ran on."""
+
+    hostname: str
+    python: str
+
+
+class HostDocument(TypedDict):
+    """The results document of a host-mode run (`imagekit probe --out FILE`)."""
+
+    schema_version: int
+    mode: str
+    imagekit_version: str
+    host: HostJson
+    device: str
+    device_reason: str
+    status: str
+    wall_s: float
+    probes: list[dict[str, object]]
+
+
+def host_document(run: ProbeRun) -> HostDocument:
+    """The results document of a host-mode run (`imagekit probe --out FILE`)."""
+    return {
+        "schema_version": 1,
+        "mode": "host",
+        "imagekit_version": __version__,
+        "host": {"hostname": platform.node(), "python": platform.python_version()},
+        "device": run.output.device,
+        "device_reason": run.output.device_reason,
+        "status": overall(run.output.results),
+        "wall_s": round(run.wall_s, 3),
+        "probes": [r.to_json() for r in run.output.results],
+    }
+
+
+def result_rows(run: ProbeRun) -> list[list[str]]:
+    """One table row per probe: name, status, reason, metrics."""
+    return [
+        [
+            r.probe,
+            r.status.value,
+            r.reason[:60],
+            ", ".join(f"{k}={v:g}" for k, v in sorted(r.metrics.items()))[:70],
+        ]
+        for r in run.output.results
+    ]

@@ -1,0 +1,82 @@
+"""The integrity seal of a verify record: a digest bound to the image id, and with a key an HMAC.
+
+Pure. `imagekit verify` writes a `seal` section beside the `verify` section of each image
+record; the gate refuses a record whose seal is missing or does not match, so a record flipped
+from fail to pass in `results/` is no longer trusted as it stands.
+
+What each part resists, honestly: the digest is public arithmetic. It catches an accidental or
+naive edit (a status flipped by hand, a file cut short, a record copied onto another image id),
+but whoever edits a record on purpose can compute the digest again. The HMAC is keyed with a
+secret only the verify host holds (`IMAGEKIT_RESULTS_KEY`): without that secret an edited record
+cannot be sealed again, so with the key set on both sides the gate trusts only records the
+keyholder wrote. Past the gate, the cosign signature on the published digest is what carries
+the proof (`publish/attest.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from imagekit.kernel.records import Seal
+
+KEY_ENV = "IMAGEKIT_RESULTS_KEY"
+
+
+def canonical(data: Any) -> bytes:
+    """The canonical JSON of `data`: sorted keys, no spaces, UTF-8."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _sealed_bytes(verify: Mapping[str, Any]) -> bytes:
+    return canonical({"image_id": verify.get("image_id"), "verify": verify})
+
+
+def key_id(key: bytes) -> str:
+    """Which key sealed a record, without saying the key."""
+    return hashlib.sha256(key).hexdigest()[:16]
+
+
+def seal(verify: Mapping[str, Any], key: bytes | None = None) -> Seal:
+    """The seal of a verify section as it is written to disk (its JSON form)."""
+    body = _sealed_bytes(verify)
+    return Seal(
+        image_id=str(verify["image_id"]),
+        digest="sha256:" + hashlib.sha256(body).hexdigest(),
+        hmac=("hmac-sha256:" + hmac.new(key, body, hashlib.sha256).hexdigest()) if key else None,
+        key_id=key_id(key) if key else None,
+    )
+
+
+def seal_problem(
+    verify: Mapping[str, Any] | None, sealed: Mapping[str, Any] | None, key: bytes | None = None
+) -> str:
+    """Why `sealed` does not vouch for the verify section `verify` as read from disk ("" when
+    it does). With `key`, the record must carry an HMAC made with that very key."""
+    if verify is None:
+        return "no verify section"
+    if not sealed:
+        return "the record has no integrity seal (written by hand or by an older imagekit)"
+    try:
+        got = Seal.model_validate(sealed)
+    except ValueError:
+        return "the record's integrity seal is malformed"
+    want = seal(verify, key)
+    if got.image_id != verify.get("image_id"):
+        return "the record's seal is for another image id"
+    if got.digest != want.digest:
+        return "the record does not match its integrity seal (edited after verify wrote it)"
+    if key is not None:
+        if got.hmac is None:
+            return f"the record is not sealed with a key, and {KEY_ENV} asks for one"
+        if got.key_id != want.key_id:
+            return f"the record was sealed with another key (key id {got.key_id})"
+        assert want.hmac is not None
+        if not hmac.compare_digest(got.hmac, want.hmac):
+            return (
+                "the record's keyed seal does not match (edited and sealed again without the key)"
+            )
+    return ""

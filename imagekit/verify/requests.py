@@ -1,0 +1,115 @@
+"""The requests of the commands that prove images: verify, probe, report."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+from imagekit.errors import InputError
+from imagekit.kernel.options import GPUS, JSON, NODES, PROBES, RESULTS, TIMEOUT, Arg, Opt
+from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, GpuChoice
+from imagekit.matrix.selection import Selection
+from imagekit.verify.probe_contract import ProbeDevice
+
+
+def record_name(reference: str) -> str:
+    """A file-safe record name for an image reference."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", reference.split("/")[-1]).strip("_") or "image"
+
+
+@dataclass(frozen=True)
+class VerifyCommand:
+    """Run the probes inside each image and record the results."""
+
+    selection: Selection
+    images: Annotated[tuple[str, ...], Arg(help="Images to verify (default: the matrix's).")] = ()
+    gpus: Annotated[GpuChoice, GPUS] = GpuChoice.AUTO
+    probes: Annotated[tuple[str, ...], PROBES] = ()
+    timeout_s: Annotated[float | None, TIMEOUT] = None
+    shm_bytes: Annotated[int, Opt("--shm-size", help="/dev/shm bytes (NCCL needs >= 1 GiB).")] = (
+        DEFAULT_SHM_BYTES
+    )
+    structure: Annotated[
+        bool, Opt("--structure/--no-structure", help="Run the structure checks (testinfra).")
+    ] = True
+    probes_dir: Annotated[
+        Path | None,
+        Opt("--probes-dir", help="Run the probes of this folder instead of imagekit's."),
+    ] = None
+    nodes: Annotated[int, NODES] = 1
+    results: Annotated[Path, RESULTS] = Path("results")
+    json: Annotated[bool, JSON] = False
+
+    def __post_init__(self) -> None:
+        positive("--timeout-s", self.timeout_s)
+        if self.shm_bytes < 1:
+            raise InputError(
+                f"--shm-size {self.shm_bytes} is not a size in bytes", "e.g. 2147483648"
+            )
+        if self.images and (self.selection.only or self.selection.flavour):
+            raise InputError(
+                "--only and --flavour pick images of the matrix; they do not apply to images "
+                "named on the command line",
+                "name the images, or use --only/--flavour without them",
+            )
+
+
+def positive(option: str, seconds: float | None) -> None:
+    """A time limit, when given, is a positive number of seconds."""
+    if seconds is not None and not seconds > 0:
+        raise InputError(
+            f"{option} {seconds:g} is not a time limit", "give seconds > 0, or leave it out"
+        )
+
+
+@dataclass(frozen=True)
+class ProbeCommand:
+    """Run the probes in this Python environment, no Docker (a doctor for GPU nodes)."""
+
+    probes: Annotated[tuple[str, ...], PROBES] = ()
+    device: Annotated[ProbeDevice, Opt("--device", help="Where the probes compute.")] = (
+        ProbeDevice.AUTO
+    )
+    timeout_s: Annotated[float | None, TIMEOUT] = None
+    nodes: Annotated[int, NODES] = 1
+    out: Annotated[Path | None, Opt("--out", help="Also write the results JSON to this file.")] = (
+        None
+    )
+    json: Annotated[bool, JSON] = False
+
+    def __post_init__(self) -> None:
+        positive("--timeout-s", self.timeout_s)
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """Show a run's summary table; with two runs, what got worse from the first to the second."""
+
+    runs: Annotated[
+        tuple[Path, ...],
+        Arg(help="Run folders (default: the newest under --results); two: compare."),
+    ] = ()
+    results: Annotated[Path, RESULTS] = Path("results")
+    threshold: Annotated[
+        float, Opt("--threshold", help="A metric change worse than this fraction is reported.")
+    ] = 0.2
+    html: Annotated[
+        Path | None,
+        Opt(
+            "--html",
+            metavar="DIR",
+            help="Write the runs under --results as a static site to DIR (index.html: the "
+            "matrix, each image's page, figures across runs) instead of the table.",
+        ),
+    ] = None
+
+    def __post_init__(self) -> None:
+        if len(self.runs) > 2:
+            raise InputError("report takes one run, or two to compare")
+        if self.html is not None and self.runs:
+            raise InputError(
+                "report --html makes the site of every run under --results; name no run",
+                "pass --results DIR with the runs to show",
+            )
