@@ -48,7 +48,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	@# The room contract: the kernel imports no feature, a feature only those it declares and
 	@# never an adapter, and its use cases reach the world only through the ports.
-	$(BIN)/pytest -q -p no:cacheprovider tests/test_layers.py
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit/project/test_layers.py
 	@# The shape ratchet: its figures may only go down (scripts/shape-limits.toml).
 	$(BIN)/python scripts/shape.py
 	@# The generated reference pages match the code they are made from.
@@ -210,7 +210,7 @@ check: $(STAMP)
 ## make goldens: re-render the golden Dockerfiles after an intended template change.
 # Goldens keep only rendered files (Dockerfile, requirements*.txt, imagekit-plan.json); the
 # static files that come verbatim from templates/ are swapped for a static.sha256 manifest
-# (`<sha256>  <name>`), which tests/test_render.py checks against the templates.
+# (`<sha256>  <name>`), which tests/unit/build/test_render.py checks against the templates.
 goldens: $(STAMP)
 	rm -rf $(GOLDEN)/docker $(GOLDEN)/buildkit
 	$(BIN)/imagekit render --matrix $(GOLDEN)/matrix.yaml --out $(GOLDEN)/docker --no-ca-cert

@@ -119,8 +119,8 @@ def _main(
 
 
 Request = TypeVar("Request")
-# The function that carries out each kind of request; tests/test_cli_options.py swaps them to
-# see the request a command line makes.
+# The function that carries out each kind of request; tests/unit/cli/test_cli_options.py swaps
+# them to see the request a command line makes.
 HANDLERS: dict[type, Callable[[Any], None]] = {}
 
 

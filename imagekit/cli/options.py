@@ -15,7 +15,7 @@ from imagekit.cli.common import dispatch, handles
 from imagekit.cli.line import Param, help_text, ordered, params, request_of
 from imagekit.kernel.options import Arg
 
-# The request type of each command and the command's name, for tests/test_cli_options.py.
+# The request type of each command and the command's name, for tests/unit/cli/test_cli_options.py.
 COMMANDS: dict[type, str] = {}
 
 

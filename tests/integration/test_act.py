@@ -48,7 +48,7 @@ import yaml
 from tests import host_torch
 from tests.integration.conftest import DemoBuild, Session, imagekit, matrix_text
 from tests.integration.test_publish import running_registry
-from tests.test_workflows import DESTRUCTIVE_STEPS
+from tests.unit.project.test_workflows import DESTRUCTIVE_STEPS
 
 pytestmark = pytest.mark.integration
 
@@ -706,9 +706,10 @@ def git(where: Path, *args: str) -> str:
 
 @contextlib.contextmanager
 def serving(wheels: list[Path]) -> Iterator[str]:
-    """tests/test_upstream.py's index of the real wheels on 127.0.0.1, its URL while it runs.
+    """tests/unit/upstream/test_upstream.py's index of the real wheels on 127.0.0.1, its URL
+    while it runs.
     (Imported here: that module skips itself where the CPU wheel is not there.)"""
-    from tests.test_upstream import Index
+    from tests.unit.upstream.test_upstream import Index
 
     served = Index()
     served.serve_json(wheels)
@@ -729,7 +730,7 @@ def test_matrix_refresh_pushes_the_proposal_and_opens_a_pull_request_under_act(
     index of the real CPU wheel: the job writes the proposal, checks and renders it, pushes
     its branch to the checkout's origin (a bare repository here) and opens a pull request
     (a stand-in gh) whose body is the proposal. Then, on that branch, it opens nothing."""
-    from tests.test_upstream import CPU_WHEEL, EXPECTED_FINDING, NEW_ENTRY
+    from tests.unit.upstream.test_upstream import CPU_WHEEL, EXPECTED_FINDING, NEW_ENTRY
 
     home = scratch / "refresh"
     checkout = snapshot(home / "checkout")

@@ -2,7 +2,7 @@
 image and probe state found, the charts drawn, an image's page and back, no console error. The
 screenshots are kept under results/test-artifacts/run-page/ (ci.yml uploads that folder).
 
-tests/test_report_site_browser.py runs the same checks without Docker, on recorded runs.
+tests/unit/site/test_report_site_browser.py runs the same checks without Docker, on recorded runs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from imagekit.adapters.site import write_site
 from tests.integration.browser import check_the_run_page, chromium_page
 from tests.integration.test_workstation import ARTIFACTS
-from tests.test_report_site_browser import expected_states
+from tests.unit.site.test_report_site_browser import expected_states
 
 pytestmark = pytest.mark.integration
 

@@ -1,0 +1,364 @@
+"""`imagekit build`'s choices and the decisions made from them: the builder (guessed before the
+engine is asked, chosen once it is known), the BuildKit-only options, the request's knobs
+reaching the build settings, and `build_images` asking the world in that order."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from imagekit.adapters.results import RunFolder
+from imagekit.build.context import ContextInputs
+from imagekit.build.inputs import RenderInputs
+from imagekit.build.options import (
+    BuilderChoice,
+    BuildkitAsk,
+    BuildNetwork,
+    Compression,
+    builder_refusal,
+    guess_buildx,
+    use_buildx,
+)
+from imagekit.build.outcome import missing_parent, summary
+from imagekit.build.ports import Builder, BuildOutcome, BuildRequest, LineSink
+from imagekit.build.render import RenderOptions
+from imagekit.build.requests import BootstrapCommand, BuildCommand
+from imagekit.build.run import BuildSettings
+from imagekit.build.use_case import build_images
+from imagekit.errors import EngineUnavailableError, InputError
+from imagekit.events import Event, EventSink
+from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.records import BuildRecord, BuildStatus
+from imagekit.matrix.load import load_matrix
+from imagekit.matrix.plan import ImagePlan
+from imagekit.matrix.selection import Selection
+from tests.fakes import FakeEngine
+
+ROOT = Path(__file__).resolve().parents[3]
+CPU_BASE = "imagekit-base/debian:bookworm"
+
+
+class Plugin:
+    """The buildx plugin, present or not, counting how often it was asked about."""
+
+    def __init__(self, present: bool) -> None:
+        self.present = present
+        self.asked = 0
+
+    def __call__(self) -> bool:
+        self.asked += 1
+        return self.present
+
+
+# The closed sets ----------------------------------------------------------------------------
+
+
+def test_the_choices_are_the_values_the_command_line_takes() -> None:
+    assert [c.value for c in BuilderChoice] == ["sdk", "buildx", "auto"]
+    assert [c.value for c in Compression] == ["gzip", "zstd"]
+    assert [c.value for c in BuildNetwork] == ["default", "none"]
+
+
+def test_the_default_network_asks_the_builder_for_none() -> None:
+    assert BuildNetwork.DEFAULT.mode is None
+    assert BuildNetwork.NONE.mode == "none"
+
+
+def test_a_build_status_is_ok_when_built_or_up_to_date() -> None:
+    assert [s for s in BuildStatus if s.ok] == [BuildStatus.BUILT, BuildStatus.UP_TO_DATE]
+
+
+def test_a_build_record_takes_its_status_as_text_and_keeps_it_as_text_in_json() -> None:
+    record = BuildRecord(
+        name="a", reference="r", flavour="slim", status="up-to-date", message="", duration_s=0
+    )
+    assert record.status is BuildStatus.UP_TO_DATE and record.ok
+    assert record.to_json()["status"] == "up-to-date"
+
+
+# The BuildKit-only options ------------------------------------------------------------------
+
+
+def test_buildkit_options_are_named_as_on_the_command_line() -> None:
+    assert BuildkitAsk().wants == []
+    ask = BuildkitAsk("r/from", "r/to", Compression.ZSTD)
+    assert ask.wants == ["--cache-from", "--cache-to", "--compression zstd"]
+
+
+def test_the_request_refuses_buildkit_options_with_the_sdk_builder(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--compression gzip need BuildKit"):
+        BuildCommand(Selection(), inputs=RenderInputs(), compression=Compression.GZIP)
+
+
+# The builder ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("choice", "present", "guess", "asked"),
+    [
+        (BuilderChoice.SDK, True, False, 0),
+        (BuilderChoice.BUILDX, False, True, 0),
+        (BuilderChoice.AUTO, True, True, 1),
+        (BuilderChoice.AUTO, False, False, 1),
+    ],
+)
+def test_the_guess_asks_for_the_plugin_only_for_auto(
+    choice: BuilderChoice, present: bool, guess: bool, asked: int
+) -> None:
+    plugin = Plugin(present)
+    assert guess_buildx(choice, plugin) is guess
+    assert plugin.asked == asked
+
+
+@pytest.mark.parametrize(
+    ("choice", "has_buildkit", "present", "buildx"),
+    [
+        (BuilderChoice.SDK, True, True, False),
+        (BuilderChoice.BUILDX, True, True, True),
+        (BuilderChoice.AUTO, True, True, True),
+        (BuilderChoice.AUTO, True, False, False),
+        (BuilderChoice.AUTO, False, True, False),  # Podman: no BuildKit behind its API
+    ],
+)
+def test_buildx_builds_where_asked_or_where_auto_finds_it(
+    choice: BuilderChoice, has_buildkit: bool, present: bool, buildx: bool
+) -> None:
+    assert use_buildx(choice, has_buildkit=has_buildkit, plugin=Plugin(present)) is buildx
+
+
+def test_buildx_is_refused_without_buildkit_or_without_the_plugin() -> None:
+    no_api = builder_refusal(
+        BuilderChoice.BUILDX, has_buildkit=False, plugin=Plugin(True), engine="Podman 5"
+    )
+    assert no_api is not None and no_api.message.startswith("Podman 5: its Docker API")
+    no_plugin = builder_refusal(
+        BuilderChoice.BUILDX, has_buildkit=True, plugin=Plugin(False), engine="Docker"
+    )
+    assert no_plugin is not None and "plugin is not installed" in no_plugin.message
+    for choice in (BuilderChoice.SDK, BuilderChoice.AUTO):
+        assert builder_refusal(choice, has_buildkit=False, plugin=Plugin(False), engine="") is None
+
+
+# The request's knobs reach the settings -----------------------------------------------------
+
+
+def test_every_option_of_the_request_reaches_the_build_settings(tmp_path: Path) -> None:
+    request = BuildCommand(
+        selection=Selection(),
+        inputs=RenderInputs(),
+        builder=BuilderChoice.BUILDX,
+        jobs=4,
+        no_cache=True,
+        fail_fast=True,
+        pull=True,
+        labels=(("team", "ml"),),
+        cache_from="127.0.0.1:5000/cache/from",
+        cache_to="127.0.0.1:5000/cache/to",
+        compression=Compression.ZSTD,
+        network=BuildNetwork.NONE,
+        source_date_epoch=1700000000,
+    )
+    options, inputs = RenderOptions(buildkit=True), ContextInputs()
+    settings = BuildSettings.of(request, options, inputs, tmp_path)
+    assert (settings.options, settings.inputs, settings.contexts_dir) == (options, inputs, tmp_path)
+    assert (settings.jobs, settings.no_cache, settings.fail_fast, settings.pull) == (
+        4,
+        True,
+        True,
+        True,
+    )
+    assert settings.extra_labels == (("team", "ml"),)
+    assert (settings.cache_from, settings.cache_to) == (request.cache_from, request.cache_to)
+    assert settings.compression is Compression.ZSTD and settings.network is BuildNetwork.NONE
+    assert settings.source_date_epoch == 1700000000
+    # Each knob was set to other than its default, so none can have been left behind.
+    defaults = BuildSettings(options, inputs, tmp_path)
+    knobs = [f.name for f in dataclasses.fields(BuildSettings)][3:]
+    assert [k for k in knobs if getattr(settings, k) == getattr(defaults, k)] == []
+
+
+def test_settings_take_a_compression_or_network_given_as_text(tmp_path: Path) -> None:
+    settings = BuildSettings(
+        RenderOptions(),
+        ContextInputs(),
+        tmp_path,
+        compression="gzip",  # type: ignore[arg-type]
+        network="none",  # type: ignore[arg-type]
+    )
+    assert settings.compression is Compression.GZIP and settings.network is BuildNetwork.NONE
+
+
+# build_images: the order it asks the world in -------------------------------------------------
+
+
+class OkBuilder:
+    name = "ok"
+
+    def __init__(self, engine: FakeEngine) -> None:
+        self.engine = engine
+
+    def build(self, request: BuildRequest, on_line: LineSink) -> BuildOutcome:
+        image = "sha256:" + "e" * 64
+        self.engine.add(request.reference, image, request.labels)
+        return BuildOutcome(True, image)
+
+
+class Tools:
+    """A world of fakes that writes down what was asked of it, in order."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        engine: FakeEngine,
+        plugin: bool = True,
+        driver: str = "docker",
+        bad_inputs: bool = False,
+    ) -> None:
+        self.tmp_path, self.engine, self.plugin, self.driver = tmp_path, engine, plugin, driver
+        self.bad_inputs = bad_inputs
+        self.asked: list[str] = []
+        self.events: list[Event] = []
+
+    def render(self, buildkit: bool) -> tuple[RenderOptions, ContextInputs]:
+        self.asked.append(f"render buildkit={buildkit}")
+        if self.bad_inputs:
+            raise InputError("--wheelhouse is empty")
+        return RenderOptions(buildkit=buildkit), ContextInputs()
+
+    def buildx_available(self) -> bool:
+        self.asked.append("plugin")
+        return self.plugin
+
+    def buildx_driver(self) -> str:
+        self.asked.append("driver")
+        return self.driver
+
+    def check_results(self) -> None:
+        self.asked.append("check results")
+
+    def connect(self) -> FakeEngine:
+        self.asked.append("connect")
+        return self.engine
+
+    def builder(self, buildkit: bool) -> Builder:
+        self.asked.append(f"builder buildkit={buildkit}")
+        return OkBuilder(self.engine)
+
+    def tidy(self) -> None:
+        self.asked.append("tidy")
+
+    def open_run(self) -> RunFolder:
+        self.asked.append("open run")
+        return RunFolder.create(self.tmp_path / "results")
+
+    @contextmanager
+    def view(self) -> Iterator[EventSink]:
+        def sink(event: Event) -> None:
+            self.events.append(event)
+
+        yield sink
+
+
+def request(**knobs: object) -> BuildCommand:
+    return BuildCommand(Selection(), inputs=RenderInputs(), **knobs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def slim() -> list[ImagePlan]:
+    plans = load_matrix(ROOT / "examples" / "cpu.yaml").plans
+    return [p for p in plans if p.flavour == "slim"]
+
+
+def engine(**facts: object) -> FakeEngine:
+    fake = FakeEngine(facts=EngineInfo(**facts))  # type: ignore[arg-type]
+    fake.add(CPU_BASE, "sha256:" + "b" * 64)
+    return fake
+
+
+def test_auto_on_podman_checks_the_inputs_again_for_the_sdk_builder(
+    tmp_path: Path, slim: list[ImagePlan]
+) -> None:
+    tools = Tools(tmp_path, engine(name="podman"))
+    report = build_images(slim, request(builder=BuilderChoice.AUTO), tools)
+    assert tools.asked == [
+        "plugin",
+        "render buildkit=True",
+        "check results",
+        "connect",
+        "render buildkit=False",
+        "tidy",
+        "open run",
+        "builder buildkit=False",
+    ]
+    assert [r.status for r in report.results] == [BuildStatus.BUILT] * len(slim)
+    assert report.failed == [] and report.root.parent == tmp_path / "results"
+
+
+def test_bad_inputs_are_refused_before_the_engine_is_asked(
+    tmp_path: Path, slim: list[ImagePlan]
+) -> None:
+    tools = Tools(tmp_path, engine(), bad_inputs=True)
+    with pytest.raises(InputError):
+        build_images(slim, request(), tools)
+    assert tools.asked == ["render buildkit=False"]
+
+
+def test_buildx_without_buildkit_is_refused_before_anything_is_built(
+    tmp_path: Path, slim: list[ImagePlan]
+) -> None:
+    tools = Tools(tmp_path, engine(name="podman"))
+    with pytest.raises(EngineUnavailableError, match="has no BuildKit"):
+        build_images(slim, request(builder=BuilderChoice.BUILDX), tools)
+    assert "tidy" not in tools.asked and "open run" not in tools.asked
+
+
+def test_the_driver_is_asked_only_for_buildkit_options(
+    tmp_path: Path, slim: list[ImagePlan]
+) -> None:
+    plain = Tools(tmp_path, engine(image_store="containerd"))
+    build_images(slim, request(builder=BuilderChoice.BUILDX), plain)
+    assert "driver" not in plain.asked
+    forced = Tools(tmp_path, engine(image_store="classic"))
+    ask = request(builder=BuilderChoice.BUILDX, compression=Compression.ZSTD)
+    with pytest.raises(EngineUnavailableError, match="--compression needs buildx's docker"):
+        build_images(slim, ask, forced)
+    assert "driver" in forced.asked and "open run" not in forced.asked
+
+
+# What a build came to, in words ---------------------------------------------------------------
+
+
+def test_a_missing_parent_says_how_to_get_it(slim: list[ImagePlan]) -> None:
+    plan = slim[0]
+    said = missing_parent(plan, CPU_BASE, "")
+    assert said.startswith(f"the base image {CPU_BASE} is not in the engine; pull it with --pull")
+    assert missing_parent(plan, CPU_BASE, "denied").endswith(" (pull failed: denied)")
+
+
+def test_the_summary_of_a_finished_image() -> None:
+    built = BuildRecord(
+        name="a",
+        reference="r",
+        flavour="slim",
+        status=BuildStatus.BUILT,
+        message="built",
+        size_bytes=1_500_000_000,
+        layer_count=7,
+        duration_s=42.4,
+    )
+    assert summary(built) == "built (1.50 GB, 7 layers, 42s)"
+    failed = BuildRecord(
+        name="a", reference="r", flavour="slim", status="failed", message="no\nmore", duration_s=1
+    )
+    assert summary(failed) == "failed: no"
+
+
+def test_a_base_tag_must_be_name_colon_tag() -> None:
+    for tag in ("imagekit-base/debian", "Bad Name:1", "host:5000/base"):
+        with pytest.raises(InputError, match="is not NAME:TAG"):
+            BootstrapCommand("bookworm", tag)
+    assert BootstrapCommand("bookworm", "host:5000/base:bookworm").tag.endswith(":bookworm")
