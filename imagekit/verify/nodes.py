@@ -19,10 +19,8 @@ from imagekit.verify.probe_nodes import combine_nodes
 from imagekit.verify.probes import ProbeSpec
 
 
-def run_across(
-    runner: ProbeRunner,
+def nodes_request(
     spec: ProbeSpec,
-    run: ProbeRun,
     *,
     image: str,
     probes_dir: Path,
@@ -32,10 +30,10 @@ def run_across(
     shm_bytes: int,
     labels: Mapping[str, str],
     emulation: Emulation = NATIVE,
-) -> ProbeRun:
-    """`run` with the multi-node probe's result, and every node's log, added; `emulation`
-    stretches the time limits and sets the emulated CPU (an image of another architecture)."""
-    request = NodesRequest(
+) -> NodesRequest:
+    """The multi-node probe `spec` across `nodes` nodes of one rank each; `emulation` stretches
+    the time limits and sets the emulated CPU (an image of another architecture). Pure."""
+    return NodesRequest(
         image=image,
         probes_dir=probes_dir,
         probe=spec.name,
@@ -51,9 +49,47 @@ def run_across(
         labels=labels,
         environment=emulation.environment,
     )
+
+
+def add_nodes(runner: ProbeRunner, request: NodesRequest, run: ProbeRun) -> ProbeRun:
+    """`run` with the result of the multi-node run `request`, and every node's log, added."""
     across = runner.run_nodes(request)
     result = combine_nodes(
-        spec.name, across.outputs, nproc=request.nproc, nonce=across.nonce, device=request.device
+        request.probe,
+        across.outputs,
+        nproc=request.nproc,
+        nonce=across.nonce,
+        device=request.device,
     )
     output = replace(run.output, results=(*run.output.results, result))
     return replace(run, output=output, log=run.log + across.log)
+
+
+def run_across(
+    runner: ProbeRunner,
+    spec: ProbeSpec,
+    run: ProbeRun,
+    *,
+    image: str,
+    probes_dir: Path,
+    nodes: int,
+    gpus: bool,
+    timeout_s: float | None,
+    shm_bytes: int,
+    labels: Mapping[str, str],
+    emulation: Emulation = NATIVE,
+) -> ProbeRun:
+    """`run` with the multi-node probe's result, and every node's log, added (`nodes_request`
+    says what runs)."""
+    request = nodes_request(
+        spec,
+        image=image,
+        probes_dir=probes_dir,
+        nodes=nodes,
+        gpus=gpus,
+        timeout_s=timeout_s,
+        shm_bytes=shm_bytes,
+        labels=labels,
+        emulation=emulation,
+    )
+    return add_nodes(runner, request, run)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,7 +100,7 @@ def discover(folder: Path) -> dict[str, ProbeSpec]:
     return specs
 
 
-def select(available: dict[str, ProbeSpec], asked: list[str] | None) -> list[ProbeSpec]:
+def select(available: Mapping[str, ProbeSpec], asked: list[str] | None) -> list[ProbeSpec]:
     """The one-node probes to run, in the order asked (default: all, in DEFAULT_PROBES order).
 
     A multi-node probe is run across nodes (`--nodes`), not here: asking for it by name is an
@@ -125,7 +125,7 @@ def select(available: dict[str, ProbeSpec], asked: list[str] | None) -> list[Pro
     return [available[n] for n in names]
 
 
-def multi_node(available: dict[str, ProbeSpec]) -> ProbeSpec:
+def multi_node(available: Mapping[str, ProbeSpec]) -> ProbeSpec:
     """The probe that runs across nodes (`ddp_nodes`)."""
     found = [s for s in available.values() if s.nodes > 1]
     if not found:
