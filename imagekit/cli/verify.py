@@ -38,7 +38,7 @@ def verify(request: VerifyCommand) -> None:
     client, engine, run = _open_run(request.results, [t.reference for t in targets])
     inspector = DockerInspector(client)
     runner = ContainerProbeRunner(client)
-    verifier = VerifyRun(engine, runner, inspector, run, settings, plain_view(), load_compat())
+    verifier = VerifyRun.of(engine, runner, inspector, run, settings, plain_view(), load_compat())
     for note in verifier.notes():
         say(f"note: {note}")
     try:

@@ -261,7 +261,7 @@ def test_the_records_imagekit_writes_validate_against_the_results_schema(
     BuildRun(engine, builder, [slim, full], settings, builds, Events()).execute()
     verifies = RunFolder.create(tmp_path / "results", "verify")
     facts = {"torch": "2.13.0+cpu", "cuda": None, "python": "3.11.2"}
-    VerifyRun(
+    VerifyRun.of(
         engine,
         FakeProbeRunner(env_facts=facts),
         FakeInspector(failing=("no setuid binaries",)),

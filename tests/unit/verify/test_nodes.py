@@ -173,7 +173,7 @@ def verify_with(
     engine = FakeEngine()
     engine.add(plan.reference, image_id(plan.reference), image_labels(plan, RenderOptions()))
     runner.env_facts = CPU_FACTS
-    verify = VerifyRun(
+    verify = VerifyRun.of(
         engine,
         runner,
         FakeInspector(),

@@ -18,6 +18,7 @@ from imagekit.matrix.load import load_matrix
 from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.gate import decide
 from imagekit.resources import probes_dir
+from imagekit.verify.plan import GpuFallback
 from imagekit.verify.ports import ProbeRequest, ProbeRun
 from imagekit.verify.run import VerifyRun
 from imagekit.verify.settings import Target, VerifySettings
@@ -49,7 +50,7 @@ def make_run(
     **settings: Any,
 ) -> tuple[VerifyRun, Events]:
     events = Events()
-    verify = VerifyRun(
+    verify = VerifyRun.of(
         engine,
         runner,
         inspector or FakeInspector(),
@@ -196,7 +197,7 @@ def test_gpus_auto_falls_back_to_the_cpu_when_the_engine_refuses_them(
     built(engine, slim)
     runner = FakeProbeRunner(env_facts=CPU_FACTS, gpus_refused=True)
     verify, _ = make_run(tmp_path, engine, runner)
-    assert verify.use_gpus
+    assert verify.gpus
     record = verify.execute([target(slim)])[slim.name]
     assert [r.gpus for r in runner.requests] == [True, False]
     assert record.device == "cpu" and record.status == "pass"
@@ -285,7 +286,7 @@ def test_the_time_limit_is_the_probes_own_plus_one_margin(tmp_path: Path, slim: 
     runner = FakeProbeRunner(env_facts=CPU_FACTS)
     verify, _ = make_run(tmp_path, engine, runner, probes=("env", "autograd"))
     verify.execute([target(slim)])
-    limits = sum(verify.specs[p].timeout_s for p in ("env", "autograd"))
+    limits = sum(verify.plan.specs[p].timeout_s for p in ("env", "autograd"))
     assert runner.requests[0].timeout_s == limits + START_MARGIN_S
     assert runner.requests[0].probes == ("env", "autograd")
 
@@ -306,7 +307,7 @@ def test_an_image_of_another_architecture_is_verified_emulated_with_stretched_li
     verify, _ = make_run(tmp_path, engine, runner, probes=("env", "autograd"))
     record = verify.execute([target(slim)])[slim.name]
     scale = EMULATION_SLOWDOWN if emulated else 1
-    limits = sum(verify.specs[p].timeout_s for p in ("env", "autograd"))
+    limits = sum(verify.plan.specs[p].timeout_s for p in ("env", "autograd"))
     assert runner.requests[0].timeout_s == (limits + START_MARGIN_S) * scale
     # The probes stretch their own limits (compile's child, ddp's rendezvous) by as much.
     assert runner.requests[0].expected.settings.time_scale == scale
@@ -556,3 +557,25 @@ def test_verify_by_name_with_probes_named_counts_exactly_those(
     record = verify.execute([by_name(slim)])[slim.name]
     assert record.required_probes == ("env", "autograd")
     assert record.status == "fail"
+
+
+def test_the_constructor_keeps_what_it_is_given_and_reaches_nothing(tmp_path: Path) -> None:
+    """The probes folder and the engine's facts are read by `VerifyRun.of`; made from a plan,
+    a run touches no port until it runs (here: a store whose folder does not exist)."""
+    from imagekit.adapters.results import RunFolder
+    from imagekit.verify.plan import VerifyPlan
+
+    settings = VerifySettings(probes_dir=tmp_path / "no-probes-here", gpus=GpuChoice.ALL)
+    podman = EngineInfo(name="podman", server_version="4.3.1")
+    plan = VerifyPlan(settings, {}, gpus=True, fallback=GpuFallback.NONE, engine_architecture=None)
+    nowhere = RunFolder(tmp_path / "nowhere", "run")
+    verify = VerifyRun(
+        plan,
+        FakeEngine(facts=podman),
+        FakeProbeRunner(),
+        FakeInspector(),
+        nowhere,
+        Events(),
+        load_compat(),
+    )
+    assert verify.gpus and verify.records == {} and not (tmp_path / "nowhere").exists()
