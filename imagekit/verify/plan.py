@@ -52,6 +52,14 @@ class GpuFallback(StrEnum):
         return cls.CPU if choice is GpuChoice.AUTO else cls.NONE
 
 
+def fallback_message(why: str) -> str:
+    """The line a person reads when `GpuFallback.CPU` took effect (`why`: the refusal)."""
+    return (
+        f"{why}; --gpus auto: this image and every later one run on the CPU "
+        "(their GPU probes skip; --gpus all makes this an error)"
+    )
+
+
 @dataclass(frozen=True)
 class TargetPlan:
     """What one image will run: one container of probes, then the multi-node run if any."""

@@ -26,7 +26,7 @@ from imagekit.kernel.records import Check, ImageRecord, Verdict, VerifyRecord
 from imagekit.kernel.store import RunStore
 from imagekit.matrix.compat import CompatData
 from imagekit.verify.nodes import add_nodes
-from imagekit.verify.plan import GpuFallback, TargetPlan, VerifyPlan
+from imagekit.verify.plan import GpuFallback, TargetPlan, VerifyPlan, fallback_message
 from imagekit.verify.ports import Inspector, ProbeRun, ProbeRunner
 from imagekit.verify.probes import discover
 from imagekit.verify.record import Inspection, inspection_of, record_of
@@ -129,13 +129,14 @@ class VerifyRun:
     def _run(self, planned: TargetPlan) -> tuple[TargetPlan, ProbeRun]:
         """The probes of `planned` run, and the plan they ran: where the engine refuses the
         GPUs and the plan falls back (`GpuFallback.CPU`), the same on the CPU, and every later
-        image on the CPU too."""
+        image on the CPU too, which the person is told."""
         try:
             return planned, self.runner.run(planned.request)
-        except GpuUnavailableError:
+        except GpuUnavailableError as exc:
             if self.plan.fallback is not GpuFallback.CPU:
                 raise
             self.gpus = False
+            self.events(Event(EventKind.STEP, planned.target.name, fallback_message(exc.message)))
             planned = planned.on_cpu()
             return planned, self.runner.run(planned.request)
 

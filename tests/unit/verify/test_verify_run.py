@@ -10,6 +10,7 @@ import pytest
 
 from imagekit.build.render import RenderOptions, image_labels
 from imagekit.errors import EngineError, EngineUnavailableError, GpuUnavailableError, InputError
+from imagekit.events import EventKind
 from imagekit.kernel.engine import EngineInfo
 from imagekit.kernel.records import Check, Evidence, Level, LevelState, ProbeResult, Status
 from imagekit.kernel.runtime import EMULATION_SLOWDOWN, START_MARGIN_S, GpuChoice
@@ -201,6 +202,61 @@ def test_gpus_auto_falls_back_to_the_cpu_when_the_engine_refuses_them(
     record = verify.execute([target(slim)])[slim.name]
     assert [r.gpus for r in runner.requests] == [True, False]
     assert record.device == "cpu" and record.status == "pass"
+
+
+def test_after_a_gpu_refusal_gpus_auto_runs_every_later_image_on_the_cpu_and_says_so(
+    tmp_path: Path, slim: ImagePlan, full: ImagePlan
+) -> None:
+    import io
+
+    from imagekit.cli.views import PlainView
+
+    engine = FakeEngine(runtimes=("nvidia", "runc"))
+    built(engine, slim)
+    built(engine, full)
+    runner = FakeProbeRunner(env_facts=CPU_FACTS, gpus_refused=True)
+    verify, events = make_run(tmp_path, engine, runner, nodes=2)
+    assert verify.plan.fallback is GpuFallback.CPU
+    records = verify.execute([target(slim), target(full)])
+    # The first image asked, was refused and ran again on the CPU; the second never asked.
+    assert [(r.image, r.gpus) for r in runner.requests] == [
+        (records[slim.name].image_id, True),
+        (records[slim.name].image_id, False),
+        (records[full.name].image_id, False),
+    ]
+    assert [r.gpus for r in runner.node_requests] == [False, False]
+    assert [r.device for r in records.values()] == ["cpu", "cpu"] and not verify.gpus
+    [fallback] = [e for e in events.seen if e.kind is EventKind.STEP]
+    assert fallback.image == slim.name
+    assert fallback.message == (
+        "no GPUs for the image: could not select device driver; --gpus auto: this image and "
+        "every later one run on the CPU (their GPU probes skip; --gpus all makes this an error)"
+    )
+    # The person sees it as a line of the run's progress, as the CLI shows every event.
+    shown = io.StringIO()
+    view = PlainView(shown, github=False)
+    for event in events.seen:
+        view(event)
+    lines = shown.getvalue().splitlines()
+    assert any(
+        line.startswith(f"{slim.name}: [") and "every later one run on the CPU" in line
+        for line in lines
+    )
+
+
+def test_gpus_all_never_falls_back_each_image_asks_and_is_not_verified(
+    tmp_path: Path, slim: ImagePlan, full: ImagePlan
+) -> None:
+    engine = FakeEngine(runtimes=("nvidia", "runc"))
+    built(engine, slim)
+    built(engine, full)
+    runner = FakeProbeRunner(env_facts=CPU_FACTS, gpus_refused=True)
+    verify, events = make_run(tmp_path, engine, runner, gpus=GpuChoice.ALL)
+    assert verify.plan.fallback is GpuFallback.NONE
+    assert verify.execute([target(slim), target(full)]) == {}
+    assert [r.gpus for r in runner.requests] == [True, True]
+    assert [type(e) for e in verify.failures] == [GpuUnavailableError, GpuUnavailableError]
+    assert not any(e.kind is EventKind.STEP for e in events.seen) and verify.gpus
 
 
 def test_gpus_all_on_an_engine_that_refuses_them_is_an_engine_error(
