@@ -18,7 +18,15 @@ from imagekit.adapters.results import RunFolder
 from imagekit.errors import GpuUnavailableError, RegistryError
 from imagekit.events import Event
 from imagekit.kernel.engine import Engine, EngineInfo, Layer, LocalImage
-from imagekit.kernel.records import LEVELS, Check, ProbeResult, Status, Timings, VerifyRecord
+from imagekit.kernel.records import (
+    LEVELS,
+    Check,
+    ImageRecord,
+    ProbeResult,
+    Status,
+    Timings,
+    VerifyRecord,
+)
 from imagekit.kernel.store import RunStore
 from imagekit.publish.ports import (
     AttestationReader,
@@ -432,6 +440,18 @@ class Events:
 def store(tmp_path: Path) -> RunFolder:
     """A real run folder under `tmp_path` (it is plain files; no fake needed)."""
     return RunFolder.create(tmp_path / "results")
+
+
+@dataclass(frozen=True)
+class ReadCountingFolder(RunFolder):
+    """A real run folder that notes each time every record is read back (`images`), for a use
+    case that must build its reports from what it holds."""
+
+    image_reads: list[str] = field(default_factory=list)  # one entry per `images()` call
+
+    def images(self) -> dict[str, ImageRecord]:
+        self.image_reads.append(self.run_id)
+        return super().images()
 
 
 # The fakes are the ports: mypy fails here when a port changes and a fake does not follow.

@@ -3,8 +3,9 @@
 The expected versions come from each image's own labels, so any imagekit-built image can be
 verified without its matrix. What each image runs is decided by the plan (`verify/plan.py`),
 and its record by `verify/record.py`; this module carries them out over the ports. Each image's
-record is written as soon as it is done; the summary and JUnit files are (re)written after
-every image and at the end, so an interrupted run keeps what it finished.
+record is written as soon as it is done; the summary and JUnit files are (re)written from the
+records held here after every image and at the end, so an interrupted run keeps what it
+finished.
 """
 
 from __future__ import annotations
@@ -172,8 +173,9 @@ class VerifyRun:
         return None
 
     def write_reports(self) -> None:
-        """summary.md and junit.xml for every image of this run so far."""
-        records = self.store.images()
+        """summary.md and junit.xml for every image of this run so far, from the records held
+        here: the store is written, never read back (each image's file holds what it holds)."""
+        records = {name: ImageRecord(verify=r) for name, r in self.records.items()}
         run_id = self.store.run_id
         self.store.write_report("summary.md", markdown(records, run_id, self.errors))
         self.store.write_report("junit.xml", junit(records, run_id, self.errors))

@@ -28,6 +28,7 @@ from tests.fakes import (
     FakeEngine,
     FakeInspector,
     FakeProbeRunner,
+    ReadCountingFolder,
     image_id,
     passing,
     run_of,
@@ -189,6 +190,35 @@ def test_without_structure_checks_the_inspector_is_not_asked(
     )
     verify.execute([target(slim)])
     assert inspector.seen == []
+
+
+def test_the_reports_are_made_from_the_records_held_never_read_back_and_say_the_same(
+    tmp_path: Path, slim: ImagePlan, full: ImagePlan
+) -> None:
+    from imagekit.verify.summary import junit, markdown
+
+    engine = FakeEngine()
+    built(engine, slim)
+    built(engine, full)
+    folder = store(tmp_path)
+    counting = ReadCountingFolder(folder.root, folder.run_id)
+    verify = VerifyRun.of(
+        engine,
+        FakeProbeRunner(env_facts=CPU_FACTS),
+        FakeInspector(failing=("no pip cache",)),
+        counting,
+        VerifySettings(probes_dir=probes_dir()),
+        Events(),
+        load_compat(),
+    )
+    verify.execute([target(slim), target(full), Target("gone", "imagekit-demo/pytorch:gone")])
+    assert counting.image_reads == []  # written three times (two images and the end), never read
+    # What was written from memory is what the records on disk make.
+    on_disk = counting.images()
+    assert set(on_disk) == {slim.name, full.name}
+    run_id, errors = counting.run_id, verify.errors
+    assert (counting.root / "summary.md").read_text() == markdown(on_disk, run_id, errors)
+    assert (counting.root / "junit.xml").read_text() == junit(on_disk, run_id, errors)
 
 
 def test_gpus_auto_falls_back_to_the_cpu_when_the_engine_refuses_them(
