@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from imagekit.errors import GpuUnavailableError
+from imagekit.errors import GpuUnavailableError, InputError
 from imagekit.kernel import labels as L
 from imagekit.kernel.engine import EngineInfo, LocalImage
 from imagekit.kernel.runtime import (
@@ -127,6 +127,12 @@ class VerifyPlan:
         # The probes asked for (default: all) that apply to the image's flavour.
         asked = select(self.specs, list(s.probes) or None)
         chosen = [p for p in asked if not flavour or flavour in p.flavours]
+        if not chosen:  # a container with nothing to run proves nothing: say so, for this image
+            runs_on = ", ".join(f"{p.name} on {'/'.join(p.flavours)}" for p in asked)
+            raise InputError(
+                f"no probe asked for applies to a {flavour} image ({runs_on})",
+                "leave --probes out, or name a probe of this image's flavour",
+            )
         labels = {L.RUN_ID: run_id, L.IMAGE: target.name}
         emulation = emulation_for(image.platform, self.engine_architecture)
         request = ProbeRequest(

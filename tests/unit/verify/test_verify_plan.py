@@ -145,6 +145,12 @@ def test_nodes_without_a_multi_node_probe_or_an_unknown_probe_is_refused_for_the
         plan_of(probes=("nope",)).for_target(TARGET, SLIM, "r", gpus=False)
 
 
+def test_probes_that_none_apply_to_the_image_s_flavour_are_refused_naming_theirs() -> None:
+    plan = plan_of(probes=("cuda_extension",))
+    with pytest.raises(InputError, match=r"applies to a slim image \(cuda_extension on full\)"):
+        plan.for_target(TARGET, SLIM, "r", gpus=False)
+
+
 def test_on_the_cpu_the_same_plan_asks_for_no_gpus_anywhere() -> None:
     planned = plan_of(DOCKER_GPUS, nodes=2).for_target(TARGET, SLIM, "r", gpus=True)
     cpu = planned.on_cpu()
