@@ -219,9 +219,40 @@ def load_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
     offending values left out, so that later checks can report theirs too.
     Never raises any other exception for bad text.
     """
+    nodes = _compose(text, file)
     source = SourceMap(file)
+    if len(nodes) > 1:
+        line, col = _pos(nodes[1])
+        raise ValidationError(
+            [Problem(file, line, col, "more than one YAML document", "keep one document")]
+        )
+    if not nodes:
+        return None, source
+    converter = _Converter(source)
     try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        data = converter.convert(nodes[0], ())
+    except _TooLarge as exc:
+        line, col = _pos(exc.node)
+        raise ValidationError(
+            [
+                Problem(
+                    file,
+                    line,
+                    col,
+                    "document too large or too deeply nested (aliases expand too far)",
+                    "a matrix needs no more than a few hundred values",
+                )
+            ]
+        ) from None
+    source.problems.extend(converter.problems)
+    return data, source
+
+
+def _compose(text: str, file: str) -> list[Node]:
+    """The node graphs of the documents in `text`; a syntax error raises `ValidationError`,
+    located where YAML found it."""
+    try:
+        return list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -248,28 +279,3 @@ def load_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
         raise ValidationError([Problem(file, 1, 1, f"not valid YAML: {exc}")]) from None
     except RecursionError:
         raise ValidationError([Problem(file, 1, 1, "YAML nested too deeply")]) from None
-    if len(nodes) > 1:
-        line, col = _pos(nodes[1])
-        raise ValidationError(
-            [Problem(file, line, col, "more than one YAML document", "keep one document")]
-        )
-    if not nodes:
-        return None, source
-    converter = _Converter(source)
-    try:
-        data = converter.convert(nodes[0], ())
-    except _TooLarge as exc:
-        line, col = _pos(exc.node)
-        raise ValidationError(
-            [
-                Problem(
-                    file,
-                    line,
-                    col,
-                    "document too large or too deeply nested (aliases expand too far)",
-                    "a matrix needs no more than a few hundred values",
-                )
-            ]
-        ) from None
-    source.problems.extend(converter.problems)
-    return data, source

@@ -63,10 +63,11 @@ from imagekit.kernel.records import BuildRecord, BuildStatus
 from imagekit.kernel.runtime import EMULATION_SLOWDOWN, NATIVE, Emulation, emulation_for
 from imagekit.kernel.vocabulary import AMD64, ARM64, WHEEL_MACHINES
 from imagekit.matrix.compat import PYPI_SIMPLE, load_compat
-from imagekit.matrix.load import _FIELD_HINTS, Matrix, load_matrix, parse_matrix
+from imagekit.matrix.load import Matrix, load_matrix, parse_matrix
 from imagekit.matrix.plan import ImagePlan, platform_arch, platform_suffix
 from imagekit.matrix.report import plan_row, plans_table
 from imagekit.matrix.schema import Defaults
+from imagekit.matrix.shape_problems import FIELD_HINTS
 from imagekit.verify.agreement import label_checks
 from imagekit.verify.summary import platform_text
 from tests.fakes import FakeEngine, image_id
@@ -375,8 +376,8 @@ def test_an_unknown_platform_is_a_shape_error_at_the_value(value: str, in_entry:
     )
     problem = one_problem(doc)
     assert where(problem) == at(doc, listed, value)
-    assert problem.message == f"platforms: {value!r} is not {_FIELD_HINTS['platforms']}"
-    assert "linux/amd64 or linux/arm64" in _FIELD_HINTS["platforms"]
+    assert problem.message == f"platforms: {value!r} is not {FIELD_HINTS['platforms']}"
+    assert "linux/amd64 or linux/arm64" in FIELD_HINTS["platforms"]
 
 
 def test_an_empty_platform_list_is_refused_where_it_is_written() -> None:
