@@ -18,12 +18,12 @@ import difflib
 import json
 from dataclasses import dataclass
 
-import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from imagekit.errors import Problem, ValidationError
 from imagekit.matrix.compat import version_key
 from imagekit.upstream.metadata import CompatSource, Release, Variant, disagreements, read_compat
+from imagekit.upstream.yaml_text import YamlText, end_line, flow_list, value_at
 
 NOTHING_WRITTEN = "nothing was written"
 
@@ -99,97 +99,46 @@ class Proposal:
         }
 
 
-# Where things are in a YAML text ---------------------------------------------------------------
-
-
-def _get(node: Node | None, key: str) -> Node | None:
-    if not isinstance(node, MappingNode):
-        return None
-    return next((v for k, v in node.value if isinstance(k, ScalarNode) and k.value == key), None)
-
-
-def _end_line(node: Node) -> int:
-    """The 0-based line after which text following `node` may be inserted."""
-    children: list[Node] = []
-    if isinstance(node, MappingNode) and not node.flow_style:
-        children = [v for _, v in node.value]
-    elif isinstance(node, SequenceNode) and not node.flow_style:
-        children = list(node.value)
-    if children:
-        return max(_end_line(c) for c in children)
-    mark = node.end_mark
-    return mark.line - 1 if mark.column == 0 else mark.line
-
-
-class _Text:
-    """A YAML text and the edits proposed to it: lines inserted after a line, or text inserted
-    at a place in a line, applied bottom up so that every position stays right."""
-
-    def __init__(self, file: str, text: str) -> None:
-        self.file, self.text = file, text
-        self.root = yaml.compose(text, Loader=yaml.SafeLoader)
-        self.inserts: list[tuple[int, int, str]] = []  # (line, column or -1, text)
-
-    def after(self, line: int, lines: list[str]) -> None:
-        self.inserts.append((line, -1, "".join(f"{x}\n" for x in lines)))
-
-    def at(self, line: int, column: int, text: str) -> None:
-        self.inserts.append((line, column, text))
-
-    def result(self) -> str:
-        lines = self.text.splitlines(keepends=True)
-        if lines and not lines[-1].endswith("\n"):
-            lines[-1] += "\n"
-        for line, column, text in sorted(self.inserts, key=lambda e: (e[0], e[1]), reverse=True):
-            if column < 0:
-                lines.insert(line + 1, text)
-            else:
-                lines[line] = lines[line][:column] + text + lines[line][column:]
-        return "".join(lines)
-
-
-def _quoted(values: list[str]) -> str:
-    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
-
-
 # matrix.yaml ----------------------------------------------------------------------------------
 
 
-def _entries(matrix: _Text) -> list[tuple[str, list[str], MappingNode]]:
+def _entries(matrix: YamlText) -> list[tuple[str, list[str], MappingNode]]:
     """(torch, variants, node) of each release entry of the matrix."""
     found = []
-    for item in getattr(_get(matrix.root, "releases"), "value", []):
-        torch, cuda = _get(item, "torch"), _get(item, "cuda")
+    for item in getattr(value_at(matrix.root, "releases"), "value", []):
+        torch, cuda = value_at(item, "torch"), value_at(item, "cuda")
         names = [n.value for n in getattr(cuda, "value", []) if isinstance(n, ScalarNode)]
         if isinstance(torch, ScalarNode) and isinstance(item, MappingNode):
             found.append((torch.value, names, item))
     return found
 
 
-def _add_entry(matrix: _Text, torch: str, variants: list[str]) -> None:
+def _add_entry(matrix: YamlText, torch: str, variants: list[str]) -> None:
     """A new release entry after the last one, indented as the others are."""
     last = _entries(matrix)[-1][2]
     indent = " " * last.start_mark.column
     dash = indent[:-2] + "- "
-    matrix.after(_end_line(last), [f'{dash}torch: "{torch}"', f"{indent}cuda: {_quoted(variants)}"])
+    matrix.after(
+        end_line(last), [f'{dash}torch: "{torch}"', f"{indent}cuda: {flow_list(variants)}"]
+    )
 
 
-def _add_variants(matrix: _Text, entry: MappingNode, variants: list[str]) -> None:
+def _add_variants(matrix: YamlText, entry: MappingNode, variants: list[str]) -> None:
     """Variants appended to an entry's `cuda` list, in the list's own style."""
-    cuda = _get(entry, "cuda")
+    cuda = value_at(entry, "cuda")
     assert isinstance(cuda, SequenceNode)
     if cuda.flow_style:  # ["12.6", "13.0"]: before the closing bracket
         mark = cuda.end_mark
         matrix.at(mark.line, mark.column - 1, "".join(f", {json.dumps(v)}" for v in variants))
     else:
         indent = " " * (cuda.value[-1].start_mark.column - 2)
-        matrix.after(_end_line(cuda), [f"{indent}- {json.dumps(v)}" for v in variants])
+        matrix.after(end_line(cuda), [f"{indent}- {json.dumps(v)}" for v in variants])
 
 
 # compat.yaml ----------------------------------------------------------------------------------
 
 
-def _anchor_or_list(compat: _Text, node: Node | None) -> str | None:
+def _anchor_or_list(compat: YamlText, node: Node | None) -> str | None:
     """How a row refers to an architecture list: `*name` where it is a named list, else the
     list itself."""
     if not isinstance(node, SequenceNode):
@@ -197,26 +146,28 @@ def _anchor_or_list(compat: _Text, node: Node | None) -> str | None:
     start = node.start_mark.index
     if compat.text[start] == "&":
         return "*" + compat.text[start + 1 :].split(None, 1)[0]
-    return _quoted([str(n.value) for n in node.value])
+    return flow_list([str(n.value) for n in node.value])
 
 
-def _sibling_archs(compat: _Text, data: CompatSource, cuda: str, arm64: bool) -> str | None:
+def _sibling_archs(compat: YamlText, data: CompatSource, cuda: str, arm64: bool) -> str | None:
     """The architecture list of the newest release's build of the same CUDA (else of the same
     major version): a new variant carries it as inferred until verify reads its own."""
     releases = sorted(data.data.torch, key=version_key, reverse=True)
-    torch_node = _get(compat.root, "torch")
+    torch_node = value_at(compat.root, "torch")
     for exact in (True, False):
         for torch in releases:
             for c in sorted(data.data.torch[torch].variants, key=version_key, reverse=True):
                 same = c == cuda if exact else c.split(".")[0] == cuda.split(".")[0]
-                row = _get(_get(_get(torch_node, torch), "variants"), c)
-                node = _get(_get(row, "arm64"), "archs") if arm64 else _get(row, "archs")
+                row = value_at(value_at(value_at(torch_node, torch), "variants"), c)
+                node = (
+                    value_at(value_at(row, "arm64"), "archs") if arm64 else value_at(row, "archs")
+                )
                 if same and (text := _anchor_or_list(compat, node)) is not None:
                     return text
     return None
 
 
-def _variant_row(compat: _Text, data: CompatSource, v: Variant) -> tuple[str, Problem | None]:
+def _variant_row(compat: YamlText, data: CompatSource, v: Variant) -> tuple[str, Problem | None]:
     cuda = str(v.cuda)
     archs = _sibling_archs(compat, data, cuda, arm64=False)
     arm_archs = _sibling_archs(compat, data, cuda, arm64=True) if v.arm64 else "-"
@@ -235,17 +186,19 @@ def _provenance(v: Variant) -> str:
     return f"# imagekit matrix refresh: from {v.wheels[0].source}{more}"
 
 
-def _add_compat_variant(compat: _Text, data: CompatSource, r: Release, v: Variant) -> list[Problem]:
-    variants = _get(_get(_get(compat.root, "torch"), r.torch), "variants")
+def _add_compat_variant(
+    compat: YamlText, data: CompatSource, r: Release, v: Variant
+) -> list[Problem]:
+    variants = value_at(value_at(value_at(compat.root, "torch"), r.torch), "variants")
     assert isinstance(variants, MappingNode) and not variants.flow_style
     row, problem = _variant_row(compat, data, v)
     if problem is None:
         indent = " " * variants.value[0][0].start_mark.column
-        compat.after(_end_line(variants), [indent + _provenance(v), indent + row])
+        compat.after(end_line(variants), [indent + _provenance(v), indent + row])
     return [problem] if problem else []
 
 
-def _add_compat_release(compat: _Text, data: CompatSource, r: Release) -> list[Problem]:
+def _add_compat_release(compat: YamlText, data: CompatSource, r: Release) -> list[Problem]:
     """A new release row at the end of `torch:`, its CUDA variants inferred only in their GPU
     architectures; refused where compat's rules cannot hold it."""
     cuda = [v for v in r.variants if v.cuda]
@@ -270,7 +223,7 @@ def _add_compat_release(compat: _Text, data: CompatSource, r: Release) -> list[P
                 "no driver facts; add its row under cuda first",
             )
         ]
-    torch_node = _get(compat.root, "torch")
+    torch_node = value_at(compat.root, "torch")
     assert isinstance(torch_node, MappingNode)
     key = " " * torch_node.value[0][0].start_mark.column
     rows, problems = [], []
@@ -279,7 +232,7 @@ def _add_compat_release(compat: _Text, data: CompatSource, r: Release) -> list[P
         rows.append(f"{key}    {row}")
         problems += [problem] if problem else []
     compat.after(
-        _end_line(torch_node),
+        end_line(torch_node),
         [
             f"{key}{_provenance(default)}",
             f'{key}"{r.torch}":',
@@ -292,10 +245,10 @@ def _add_compat_release(compat: _Text, data: CompatSource, r: Release) -> list[P
         ],
     )
     if r.platform not in data.data.platforms:
-        platforms = _get(compat.root, "platforms")
+        platforms = value_at(compat.root, "platforms")
         assert isinstance(platforms, MappingNode)
         indent = " " * platforms.value[0][0].start_mark.column
-        compat.after(_end_line(platforms), [f'{indent}{r.platform}: {{glibc: "{r.glibc}"}}'])
+        compat.after(end_line(platforms), [f'{indent}{r.platform}: {{glibc: "{r.glibc}"}}'])
     return problems
 
 
@@ -321,7 +274,7 @@ def _considered(releases: tuple[Release, ...], since: str) -> tuple[list[Release
 
 def floor_of(matrix_text: str, since: str | None) -> str:
     """The oldest release that counts: `since`, else the oldest release the matrix has."""
-    entries = _entries(_Text("matrix", matrix_text))
+    entries = _entries(YamlText("matrix", matrix_text))
     return since or min((t for t, _, _ in entries), key=version_key, default="0")
 
 
@@ -337,7 +290,7 @@ def propose(
     compat.yaml, where compat's rules cannot hold a release, or where the proposed files
     would not validate."""
     _validate(((matrix_file, matrix_text, matrix_text), (compat.file, compat.text, compat.text)))
-    matrix, compat_text = _Text(matrix_file, matrix_text), _Text(compat.file, compat.text)
+    matrix, compat_text = YamlText(matrix_file, matrix_text), YamlText(compat.file, compat.text)
     entries = _entries(matrix)
     floor = since or min((t for t, _, _ in entries), key=version_key, default="0")
     kept, left_out = _considered(releases, floor)
