@@ -9,7 +9,9 @@ validated as `imagekit check` would; any problem is reported and nothing is prop
 
 Which releases count: the newest patch release of each minor series, no older than `since`
 (default: the oldest release the matrix has), so that a team's matrix is not filled with the
-releases it dropped or superseded.
+releases it dropped or superseded. Which variants count: those with a wheel for every platform
+the entry that would take them builds (`_lacking_platforms`), so that a build for one machine
+never stands for another's.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from dataclasses import dataclass
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from imagekit.errors import Problem, ValidationError
+from imagekit.kernel.vocabulary import WHEEL_MACHINES
 from imagekit.matrix.compat import version_key
+from imagekit.matrix.schema import MatrixFile
 from imagekit.upstream.metadata import CompatSource, Release, Variant, disagreements, read_compat
 from imagekit.upstream.yaml_text import YamlText, end_line, flow_list, value_at
 
@@ -111,6 +115,25 @@ def _entries(matrix: YamlText) -> list[tuple[str, list[str], MappingNode]]:
         if isinstance(torch, ScalarNode) and isinstance(item, MappingNode):
             found.append((torch.value, names, item))
     return found
+
+
+def _platforms(entry: MappingNode | None, spec: MatrixFile) -> list[str]:
+    """The Docker platforms an entry builds (its own `platforms`, else the defaults'); those of
+    a new entry (None) are the defaults'."""
+    listed = value_at(entry, "platforms")
+    if isinstance(listed, SequenceNode):
+        return [str(n.value) for n in listed.value if isinstance(n, ScalarNode)]
+    return list(spec.defaults.platforms)
+
+
+def _lacking_platforms(v: Variant, platforms: list[str]) -> list[str]:
+    """The platforms of `platforms` that none of the variant's wheels is for.
+
+    A variant is named for a platform only from wheels of that platform's machine: PyPI's
+    aarch64 wheels of torch 2.7.1 to 2.10.0 are CPU builds while its x86_64 ones are CUDA
+    builds, and a cpu variant built for linux/amd64 needs an x86_64 CPU wheel."""
+    machines = {str(w.machine) for w in v.wheels}
+    return [p for p in platforms if WHEEL_MACHINES[p] not in machines]
 
 
 def _add_entry(matrix: YamlText, torch: str, variants: list[str]) -> None:
@@ -289,7 +312,9 @@ def propose(
     Raises `ValidationError` (file:line:col, nothing written) where a wheel contradicts
     compat.yaml, where compat's rules cannot hold a release, or where the proposed files
     would not validate."""
-    _validate(((matrix_file, matrix_text, matrix_text), (compat.file, compat.text, compat.text)))
+    spec = _validate(
+        ((matrix_file, matrix_text, matrix_text), (compat.file, compat.text, compat.text))
+    )
     matrix, compat_text = YamlText(matrix_file, matrix_text), YamlText(compat.file, compat.text)
     entries = _entries(matrix)
     floor = since or min((t for t, _, _ in entries), key=version_key, default="0")
@@ -301,7 +326,9 @@ def propose(
             if v.cuda is None or (known and v.cuda in known.variants):
                 problems += [p for w in v.wheels for p in disagreements(w, compat)]
         have = {c for t, cuda, _ in entries if t == r.torch for c in cuda}
-        missing = [v for v in r.variants if v.name not in have]
+        own = [e for t, _, e in entries if t == r.torch]
+        missing, unbuilt = _buildable(r, have, _platforms(own[0] if own else None, spec))
+        left_out += unbuilt
         if not missing:
             continue
         if known is None:
@@ -313,7 +340,6 @@ def propose(
         for v in missing:
             files = (matrix_file, compat.file) if v.name in to_compat else (matrix_file,)
             findings.append(Finding(r.torch, v, files))
-        own = [e for t, _, e in entries if t == r.torch]
         if own:
             _add_variants(matrix, own[0], [v.name for v in missing])
         else:
@@ -328,14 +354,33 @@ def propose(
     return Proposal(tuple(findings), tuple(left_out), proposed)
 
 
-def _validate(files: tuple[tuple[str, str, str], ...]) -> None:
-    """The proposed files load and validate as `imagekit check` would load them."""
+def _buildable(r: Release, have: set[str], platforms: list[str]) -> tuple[list[Variant], list[str]]:
+    """The variants of `r` the matrix lacks and may take for `platforms`, and why each other
+    variant it lacks is left out (no wheel for a platform it would be built for)."""
+    missing, unbuilt = [], []
+    for v in r.variants:
+        if v.name in have:
+            continue
+        if lacking := _lacking_platforms(v, platforms):
+            on = " and ".join(sorted({str(w.machine) for w in v.wheels}))
+            unbuilt.append(
+                f"torch {r.torch} {v.name}: the indexes hold its wheels for {on} only, none "
+                f"for {' or '.join(lacking)}; add the index that has them (--index)"
+            )
+        else:
+            missing.append(v)
+    return missing, unbuilt
+
+
+def _validate(files: tuple[tuple[str, str, str], ...]) -> MatrixFile:
+    """The proposed files load and validate as `imagekit check` would load them; returns the
+    matrix's settings as validated."""
     from imagekit.matrix.load import parse_matrix
 
     (matrix_file, before, matrix_after), (compat_file, _, compat_after) = files
     said = "" if matrix_after == before else " (as proposed)"
     try:
         compat = read_compat(compat_after, f"{compat_file}{said}")
-        parse_matrix(matrix_after, f"{matrix_file}{said}", compat.data)
+        return parse_matrix(matrix_after, f"{matrix_file}{said}", compat.data).spec
     except ValidationError as exc:
         raise ValidationError(exc.problems, NOTHING_WRITTEN) from None
