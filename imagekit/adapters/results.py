@@ -133,6 +133,24 @@ class RunFolder:
             raise InputError(f"{folder} is not an imagekit run folder (no images/)")
         return cls(folder, folder.name)
 
+    @classmethod
+    def picked(cls, runs: tuple[Path, ...], results_dir: Path) -> list[RunFolder]:
+        """The runs a command names (`named`), or else the newest under `results_dir`."""
+        return [cls.named(run, results_dir) for run in runs] or [cls.newest(results_dir)]
+
+    @classmethod
+    def named(cls, run: Path, results_dir: Path) -> RunFolder:
+        """A run as a command names it: its folder, or its id under `results_dir` (a bare
+        name that is no run folder where it is given). InputError when it is neither."""
+        if (run / "images").is_dir() or len(run.parts) != 1 or run.is_absolute():
+            return cls.open(run)
+        if (results_dir / run / "images").is_dir():
+            return cls.open(results_dir / run)
+        raise InputError(
+            f"{run} is neither a run folder nor the id of a run under {results_dir}",
+            "name a run folder, or a run id under --results DIR",
+        )
+
     @staticmethod
     def newest(results_dir: Path) -> RunFolder:
         """The newest run under `results_dir` that recorded an image."""

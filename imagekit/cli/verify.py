@@ -120,7 +120,7 @@ def report(request: ReportRequest) -> None:
     if request.html is not None:
         typer.echo(write_site(request.results, request.html, request.threshold).resolve())
         return
-    folders = [RunFolder.open(f) for f in request.runs] or [RunFolder.newest(request.results)]
+    folders = RunFolder.picked(request.runs, request.results)
     loaded = [f.images() for f in folders]
     typer.echo(summary(loaded[-1]))
     say(f"run: {folders[-1].root}")

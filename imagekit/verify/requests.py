@@ -89,7 +89,7 @@ class ReportRequest:
 
     runs: Annotated[
         tuple[Path, ...],
-        Arg(help="Run folders (default: the newest under --results); two: compare."),
+        Arg(help="Run folders or run ids under --results (default: the newest); two: compare."),
     ] = ()
     results: Annotated[Path, RESULTS] = Path("results")
     threshold: Annotated[
