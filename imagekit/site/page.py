@@ -27,6 +27,7 @@ from imagekit.site.grid import (
     size_of,
 )
 from imagekit.site.history import Series, Sighting, image_series
+from imagekit.verify.agreement import glibc_floor_met
 from imagekit.verify.summary import Change, level_text, platform_text, regressions
 
 
@@ -98,13 +99,19 @@ class ImagePage:
 
     @property
     def versions(self) -> tuple[tuple[str, str, str], ...]:
-        """(what, seen inside by the env probe, what its label says), where either is known."""
+        """(what, seen inside by the env probe, what its label says), where either is known.
+        glibc's label is a floor, not a version to equal: its cell says whether the glibc seen
+        meets it."""
         facts = self.verify.env_facts if self.verify else {}
         labels = self.verify.labels if self.verify else {}
         keys = (("torch", L.TORCH), ("python", L.PYTHON), ("cuda", L.CUDA), ("cudnn", L.CUDNN),
                 ("nccl", L.NCCL), ("glibc", L.GLIBC_FLOOR))  # fmt: skip
         return tuple(
-            (key, str(facts.get(key) or "none"), labels.get(label, "-"))
+            (
+                key,
+                str(facts.get(key) or "none"),
+                _label_text(key, facts.get(key), labels.get(label)),
+            )
             for key, label in keys
             if key in facts or label in labels
         )
@@ -139,6 +146,15 @@ class ImagePage:
         if self.seal:
             found.append(f"seal: {self.seal}")
         return tuple(found)
+
+
+def _label_text(key: str, seen: object, said: str | None) -> str:
+    """What a label says, for the versions table ("-" where there is none). glibc's is the floor
+    it is: `>= 2.28, met`, or `not met` where the image's glibc is older."""
+    if said is None or key != "glibc":
+        return "-" if said is None else said
+    met = glibc_floor_met(seen, said)
+    return f">= {said}" if met is None else f">= {said}, {'met' if met else 'not met'}"
 
 
 GROUP_HEADINGS = {

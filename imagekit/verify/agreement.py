@@ -3,6 +3,8 @@
 - `compare`: the versions an image reports from inside (the env probe's facts) against an
   identity (from its labels, or from the tag a plan gives it): torch without its `+local` part,
   Python major.minor, CUDA, cuDNN major. The structure checks and the publish gate both use it.
+- `glibc_floor_met`: the image's glibc against its `glibc-floor` label, which is a floor (the
+  oldest glibc its torch wheels need), not a version the image must equal.
 - `label_checks`: an image's CUDA labels and NVIDIA_* variables against the compatibility data.
   Labels are what schedulers, `imagekit doctor` and people read before they pull an image, so a
   label that disagrees with the data misleads everyone downstream.
@@ -10,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +21,7 @@ from imagekit.kernel import labels as L
 from imagekit.kernel.labels import ImageLabels
 from imagekit.kernel.records import Check
 from imagekit.kernel.vocabulary import AMD64
-from imagekit.matrix.compat import CompatData
+from imagekit.matrix.compat import CompatData, version_key
 from imagekit.matrix.plan import Cell, nvidia_require_cuda
 
 
@@ -83,6 +86,15 @@ def compare(want: Identity, facts: Mapping[str, Any], source: str = "label") -> 
 def disagreements(want: Identity, facts: Mapping[str, Any], source: str) -> list[str]:
     """Only what differs, as sentences."""
     return [c.detail for c in compare(want, facts, source) if not c.ok]
+
+
+def glibc_floor_met(seen: object, floor: str) -> bool | None:
+    """Whether the glibc the env probe saw (`glibc 2.36`, as glibc names itself) is at least
+    `floor` (the `glibc-floor` label, `2.28`); None where either holds no version."""
+    found = [re.search(r"\d+(\.\d+)+", str(v or "")) for v in (seen, floor)]
+    if found[0] is None or found[1] is None:
+        return None
+    return version_key(found[0].group()) >= version_key(found[1].group())
 
 
 def label_checks(

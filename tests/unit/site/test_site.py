@@ -18,7 +18,8 @@ from imagekit.kernel.records import ImageRecord, Status, VerifyRecord
 from imagekit.site.grid import CellState
 from imagekit.site.history import BUILD_TIME, IMPORT_TORCH, MATMUL_WARM, sparkline
 from imagekit.site.html import render_site
-from imagekit.site.page import RunRecords, site_model
+from imagekit.site.page import ImagePage, RunRecords, site_model
+from imagekit.verify.agreement import glibc_floor_met
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "site-results"
 VERIFY_RUN = "20261202T194342Z-1e59d22c"
@@ -93,6 +94,35 @@ def test_the_page_holds_versions_size_layers_and_the_signed_publication() -> Non
     publish = {c.column.name: c for c in slim.cells}["publish"]
     assert publish.state is CellState.FAIL and "cannot reach the registry" in publish.detail
     assert slim.seal == ""
+
+
+def _page_with_glibc(glibc: str) -> ImagePage:
+    """The slim image's page from its real verify record, with the env probe's glibc set."""
+    raw = json.loads((DATA / VERIFY_RUN / "images" / f"{SLIM}.json").read_text())["verify"]
+    [env] = [probe for probe in raw["probes"] if probe["probe"] == "env"]
+    env["facts"]["glibc"] = glibc
+    record = ImageRecord(verify=VerifyRecord.model_validate(raw))
+    [page] = site_model([RunRecords(VERIFY_RUN, "verify", "ci", {SLIM: record})]).pages
+    return page
+
+
+def test_the_glibc_label_is_shown_as_the_floor_it_is() -> None:
+    # The label is the oldest glibc the wheels need: an image with a newer one agrees with it.
+    slim = site_model(real_runs()).pages[1]
+    assert ("glibc", "glibc 2.36", ">= 2.28, met") in slim.versions
+    assert ("glibc", "glibc 2.28", ">= 2.28, met") in _page_with_glibc("glibc 2.28").versions
+    # Compared as versions, not as text: 2.9 is older than 2.28.
+    assert ("glibc", "glibc 2.9", ">= 2.28, not met") in _page_with_glibc("glibc 2.9").versions
+    assert ("glibc", "musl", ">= 2.28") in _page_with_glibc("musl").versions
+
+
+@pytest.mark.parametrize(
+    ("seen", "floor", "met"),
+    [("glibc 2.36", "2.28", True), ("glibc 2.17", "2.28", False), (None, "2.28", None),
+     ("glibc 2.39", "", None)],
+)  # fmt: skip
+def test_glibc_floor_met(seen: str | None, floor: str, met: bool | None) -> None:
+    assert glibc_floor_met(seen, floor) is met
 
 
 def test_a_refused_publication_shows_its_reason() -> None:
