@@ -3,17 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-from imagekit.errors import InputError
 from imagekit.kernel.options import JSON, Opt
-from imagekit.matrix.selection import Selection
-
-if TYPE_CHECKING:
-    pass
-from collections.abc import Iterable, Mapping
+from imagekit.matrix.selection import Selection, pairs
 
 if TYPE_CHECKING:  # imported lazily: `imagekit probe` must not load jinja2
     from imagekit.build.context import ContextInputs
@@ -101,7 +97,8 @@ class RenderInputs:
         if self.wheelhouse is not None:
             # An empty one would only fail at build time, as an obscure `COPY failed`.
             check_wheelhouse(self.wheelhouse)
-        overrides = base_override_pairs(self.base_overrides)
+        example, shape = "ubuntu:24.04=imagekit-base/ubuntu:noble", "IMAGE=LOCAL_IMAGE"
+        overrides = pairs("--base-override", self.base_overrides, example, shape, whole=True)
         options = RenderOptions(
             wheelhouse=self.wheelhouse is not None,
             ca_bundle=ca is not None,
@@ -115,17 +112,3 @@ class RenderInputs:
         return options, ContextInputs(
             wheelhouse=self.wheelhouse, ca_bundle=ca, foreign_installers=foreign
         )
-
-
-def base_override_pairs(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    """`--base-override IMAGE=LOCAL_IMAGE` items as (image, local image) pairs."""
-    overrides = []
-    for item in items:
-        source, sep, target = item.partition("=")
-        if not sep or not source or not target:
-            raise InputError(
-                f"--base-override {item!r} is not IMAGE=LOCAL_IMAGE",
-                "e.g. --base-override ubuntu:24.04=imagekit-base/ubuntu:noble",
-            )
-        overrides.append((source, target))
-    return tuple(overrides)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from imagekit.kernel.text import table
-
-if TYPE_CHECKING:
-    pass
 
 
 def build_table(results: list[Any]) -> str:

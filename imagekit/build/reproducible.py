@@ -20,12 +20,24 @@ for layers that were already the same.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
+
+from imagekit.errors import InputError
 
 SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"  # the build arg (and the convention's name)
 
 # Docker prints nanoseconds ("2026-12-02T19:39:04.123456789Z"); datetime takes microseconds.
 _CREATED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
+
+
+def epoch_from(environ: Mapping[str, str]) -> int | None:
+    """The caller's SOURCE_DATE_EPOCH, checked: seconds since 1970 (a reproducible base or
+    image); None where it is not set."""
+    text = environ.get(SOURCE_DATE_EPOCH)
+    if text is not None and not text.isdigit():
+        raise InputError(f"SOURCE_DATE_EPOCH={text!r} is not a number of seconds")
+    return int(text) if text else None
 
 
 def epoch_of(created: str) -> int | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -21,10 +20,10 @@ def label_pairs(items: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
 
 
 @dataclass(frozen=True)
-class BuildCommand:
-    """Build the images of the matrix (slim before full), skipping those up to date."""
+class BuildSettings:
+    """How `imagekit build` builds, apart from what: each option on its field, taken by
+    `build_images` as it is (`after=` keeps them where `--help` has always listed them)."""
 
-    selection: Selection
     builder: Annotated[
         BuilderChoice,
         Opt("--builder", help="sdk: Docker SDK; buildx: BuildKit; auto: buildx if present."),
@@ -34,11 +33,12 @@ class BuildCommand:
     fail_fast: Annotated[
         bool, Opt("--fail-fast/--no-fail-fast", help="Stop at the first failed image.")
     ] = False
+    # Off by default so that an air-gapped build fails at once with a hint instead of waiting
+    # on DNS.
     pull: Annotated[
         bool,
         Opt("--pull/--no-pull", help="Pull a base image the engine lacks (needs a registry)."),
     ] = False
-    inputs: RenderInputs = field(default_factory=RenderInputs)
     labels: Annotated[
         tuple[tuple[str, str], ...],
         Opt(
@@ -46,16 +46,17 @@ class BuildCommand:
             help="Extra label KEY=VALUE on every image (repeatable).",
             given_as=list[str] | None,
             parse=label_pairs,
+            after="base_overrides",
         ),
     ] = ()
-    results: Annotated[Path, RESULTS] = Path("results")
-    json: Annotated[bool, JSON] = False
+    # BuildKit's registry cache: repositories that hold one cache per image, tagged as it is.
     cache_from: Annotated[
         str | None,
         Opt(
             "--cache-from",
             metavar="REPOSITORY",
             help="BuildKit: reuse the build cache kept in this registry repository.",
+            after="json",
         ),
     ] = None
     cache_to: Annotated[
@@ -64,6 +65,7 @@ class BuildCommand:
             "--cache-to",
             metavar="REPOSITORY",
             help="BuildKit: save the build cache (every stage) to this registry repository.",
+            after="cache_from",
         ),
     ] = None
     compression: Annotated[
@@ -72,19 +74,28 @@ class BuildCommand:
             "--compression",
             help="Force every layer to this compression (BuildKit, containerd store). "
             "Default: new layers gzip, reused ones as they are.",
+            after="cache_to",
         ),
     ] = None
     network: Annotated[
         BuildNetwork,
-        Opt("--network", help="The RUN steps' network; none: prove the build needs none."),
+        Opt(
+            "--network",
+            help="The RUN steps' network; none: prove the build needs none.",
+            after="compression",
+        ),
     ] = BuildNetwork.DEFAULT
-    # From SOURCE_DATE_EPOCH (`epoch_from`); None: each image's parent's creation time.
+    # SOURCE_DATE_EPOCH (reproducible.epoch_from); None: each image's parent's creation time.
     source_date_epoch: int | None = None
 
     def __post_init__(self) -> None:
         for option, value in (("--cache-from", self.cache_from), ("--cache-to", self.cache_to)):
             if value is not None:
                 cache_repository(option, value)
+        # A value given as its text ("zstd", "none") is taken as its member: one type inside.
+        if self.compression is not None:
+            object.__setattr__(self, "compression", Compression(self.compression))
+        object.__setattr__(self, "network", BuildNetwork(self.network))
         wants = self.buildkit.wants
         if wants and self.builder is BuilderChoice.SDK:
             raise InputError(
@@ -96,6 +107,17 @@ class BuildCommand:
     def buildkit(self) -> BuildkitAsk:
         """The options asked for that only BuildKit has."""
         return BuildkitAsk(self.cache_from, self.cache_to, self.compression)
+
+
+@dataclass(frozen=True)
+class BuildCommand:
+    """Build the images of the matrix (slim before full), skipping those up to date."""
+
+    selection: Selection
+    settings: BuildSettings = field(default_factory=BuildSettings)
+    inputs: RenderInputs = field(default_factory=RenderInputs)
+    results: Annotated[Path, RESULTS] = Path("results")
+    json: Annotated[bool, JSON] = False
 
 
 def cache_repository(option: str, value: str) -> str:
@@ -166,7 +188,7 @@ class BootstrapCommand:
             help="Keep manuals, translations and package docs (as -slim images do not).",
         ),
     ] = False
-    source_date_epoch: int | None = None  # from SOURCE_DATE_EPOCH (`epoch_from`)
+    source_date_epoch: int | None = None  # from SOURCE_DATE_EPOCH (reproducible.epoch_from)
     # None on the line: this machine's (the command asks the engine's host).
     arch: Annotated[
         str,
@@ -194,27 +216,14 @@ class BootstrapCommand:
             )
 
 
-def epoch_from(environ: Mapping[str, str]) -> int | None:
-    """SOURCE_DATE_EPOCH, checked: seconds since 1970 (a reproducible base or image)."""
-    text = environ.get("SOURCE_DATE_EPOCH")
-    if text is not None and not text.isdigit():
-        raise InputError(f"SOURCE_DATE_EPOCH={text!r} is not a number of seconds")
-    return int(text) if text else None
-
-
 DURATION_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def duration_s(option: str, text: str) -> float:
-    """`30s`, `10m`, `2h`, `1d` in seconds."""
-    if len(text) < 2 or text[-1] not in DURATION_UNITS_S or not text[:-1].isdigit():
-        raise InputError(f"{option} {text!r} is not a duration", "e.g. 30s, 10m, 2h, 1d")
-    return float(int(text[:-1]) * DURATION_UNITS_S[text[-1]])
-
-
 def older_than_s(text: str) -> float:
-    """`--older-than` in seconds."""
-    return duration_s("--older-than", text)
+    """`--older-than` (`30s`, `10m`, `2h`, `1d`) in seconds."""
+    if len(text) < 2 or text[-1] not in DURATION_UNITS_S or not text[:-1].isdigit():
+        raise InputError(f"--older-than {text!r} is not a duration", "e.g. 30s, 10m, 2h, 1d")
+    return float(int(text[:-1]) * DURATION_UNITS_S[text[-1]])
 
 
 @dataclass(frozen=True)

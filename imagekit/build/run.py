@@ -3,7 +3,7 @@
 Sequences the pure core (render, input hash, budget) over the ports (engine, builder, run
 store) and reports progress as events; never prints. One failing image never stops the
 others unless `fail_fast` is set; a `full` image waits for the `slim` image of its cell.
-`orchestration.build.build_images` chooses the builder and runs this.
+`use_case.build_images` chooses the builder and runs this.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import queue
 import threading
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from imagekit.build.context import input_hash, write_context
+from imagekit.build.context import ContextInputs, input_hash, write_context
 from imagekit.build.outcome import budget_problem, missing_parent, platform_mismatch, summary
 from imagekit.build.ports import Builder, BuildRequest, LineSink
-from imagekit.build.render import RenderedImage, render_image
+from imagekit.build.render import RenderedImage, RenderOptions, render_image
 from imagekit.build.reproducible import SOURCE_DATE_EPOCH, build_epoch
-from imagekit.build.settings import BuildAsk, BuildSettings
+from imagekit.build.requests import BuildSettings
 from imagekit.build.stream import BuildLog
 from imagekit.events import Event, EventKind, EventSink
 from imagekit.kernel import labels as L
@@ -28,9 +29,20 @@ from imagekit.kernel.runtime import runs_emulated
 from imagekit.kernel.store import RunStore
 from imagekit.matrix.plan import ImagePlan
 
-__all__ = ["BuildAsk", "BuildRun", "BuildSettings"]
+__all__ = ["BuildContexts", "BuildRun", "BuildSettings"]
 
 LARGEST_LAYERS = 5
+
+
+@dataclass(frozen=True)
+class BuildContexts:
+    """How each image's build context is made, which no option gives: the render options and
+    the files from outside the render, resolved for the builder `build_images` chose, and the
+    folder the contexts are written under."""
+
+    options: RenderOptions
+    inputs: ContextInputs
+    contexts_dir: Path
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,7 @@ class BuildRun:
         builder: Builder,
         plans: list[ImagePlan],
         settings: BuildSettings,
+        contexts: BuildContexts,
         run: RunStore,
         events: EventSink,
     ) -> None:
@@ -76,6 +89,7 @@ class BuildRun:
         self.builder = builder
         self.plans = plans
         self.settings = settings
+        self.contexts = contexts
         self.run = run
         self.events = events
         self.results: dict[str, BuildRecord] = {}
@@ -100,9 +114,9 @@ class BuildRun:
         return result
 
     def _build_one(self, plan: ImagePlan, log_lines: list[str] | None = None) -> BuildRecord:
-        s = self.settings
+        s, made = self.settings, self.contexts
         started = time.monotonic()
-        rendered = render_image(plan, s.options)
+        rendered = render_image(plan, made.options)
         parent = self._parent(plan, rendered)
         if isinstance(parent, str):
             return _record(plan, started, BuildStatus.FAILED, parent)
@@ -117,7 +131,7 @@ class BuildRun:
             # Other layers, other image: an image is not up to date for a build that forces
             # another compression. (Only named when forced, so existing hashes stay.)
             engine_inputs["layer_compression"] = s.compression.value
-        digest = input_hash(rendered, s.inputs, engine_inputs)
+        digest = input_hash(rendered, made.inputs, engine_inputs)
         existing = self.engine.inspect_image(plan.reference)
         if existing is not None and not s.no_cache and existing.labels.get(L.INPUT_HASH) == digest:
             measured = self._measure(existing.id)
@@ -152,10 +166,10 @@ class BuildRun:
     ) -> BuildRequest:
         """The builder's request: the context written, the labels, the cache references, the
         epoch the build stamps into the image."""
-        s = self.settings
-        folder = write_context(rendered, s.contexts_dir, s.inputs, input_hash=digest)
+        s, made = self.settings, self.contexts
+        folder = write_context(rendered, made.contexts_dir, made.inputs, input_hash=digest)
         # io.imagekit.managed is in the Dockerfile's labels (build/render.py).
-        labels = {L.INPUT_HASH: digest, **dict(s.extra_labels)}
+        labels = {L.INPUT_HASH: digest, **dict(s.labels)}
         build_args = dict(rendered.build_args)
         if epoch is not None:
             build_args[SOURCE_DATE_EPOCH] = str(epoch)
@@ -168,9 +182,9 @@ class BuildRun:
             labels=labels,
             log_path=self.run.log_file(plan.name),
             no_cache=s.no_cache,
-            ca_bundle=s.inputs.ca_bundle if s.options.buildkit else None,
-            cache_from=s.cache_ref(s.cache_from, plan),
-            cache_to=s.cache_ref(s.cache_to, plan),
+            ca_bundle=made.inputs.ca_bundle if made.options.buildkit else None,
+            cache_from=_cache_ref(s.cache_from, plan),
+            cache_to=_cache_ref(s.cache_to, plan),
             compression=s.compression,
             network=s.network.mode,
             platform=self._platform(plan),
@@ -270,6 +284,12 @@ class BuildRun:
         self.run.update_image(plan.name, _image_record(plan, result))
         skipped = BuildStatus.SKIPPED.value
         self.events(Event(EventKind.FINISHED, plan.name, why, skipped))
+
+
+def _cache_ref(repository: str | None, plan: ImagePlan) -> str | None:
+    """The cache reference of one image in `repository`, tagged as the image is (None: no
+    cache)."""
+    return f"{repository}:{plan.local_tag}" if repository else None
 
 
 def _record(

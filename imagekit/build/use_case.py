@@ -15,7 +15,8 @@ from imagekit.build.features import buildkit_refusal
 from imagekit.build.options import builder_refusal, guess_buildx, use_buildx
 from imagekit.build.ports import Builder
 from imagekit.build.render import RenderOptions
-from imagekit.build.run import BuildAsk, BuildRun, BuildSettings
+from imagekit.build.requests import BuildSettings
+from imagekit.build.run import BuildContexts, BuildRun
 from imagekit.errors import EngineUnavailableError
 from imagekit.events import EventSink
 from imagekit.kernel.engine import Engine
@@ -23,8 +24,9 @@ from imagekit.kernel.records import BuildRecord
 from imagekit.kernel.store import RunStore
 from imagekit.matrix.plan import ImagePlan
 
-# BuildRun and BuildSettings are this use case's parts, named here for its callers too.
+# BuildRun and what it takes are this use case's parts, named here for its callers too.
 __all__ = [
+    "BuildContexts",
     "BuildReport",
     "BuildRun",
     "BuildSettings",
@@ -91,17 +93,17 @@ class BuildReport:
         return [r for r in self.results if not r.ok]
 
 
-def choose_builder(ask: BuildAsk, tools: BuildTools) -> tuple[Engine, bool]:
+def choose_builder(settings: BuildSettings, tools: BuildTools) -> tuple[Engine, bool]:
     """The engine, and whether buildx builds on it: the choice the engine allows, with the
     BuildKit options it can do. EngineUnavailableError (with a hint) where it cannot."""
     engine = tools.connect()
     facts = engine.info()
-    plugin, buildkit = tools.buildx_available, ask.buildkit
+    plugin, buildkit = tools.buildx_available, settings.buildkit
     refusal = builder_refusal(
-        ask.builder, has_buildkit=facts.has_buildkit, plugin=plugin, engine=facts.describe()
+        settings.builder, has_buildkit=facts.has_buildkit, plugin=plugin, engine=facts.describe()
     )
     buildx = refusal is None and use_buildx(
-        ask.builder, has_buildkit=facts.has_buildkit, plugin=plugin
+        settings.builder, has_buildkit=facts.has_buildkit, plugin=plugin
     )
     wants = buildkit.wants
     refusal = refusal or buildkit_refusal(
@@ -118,21 +120,21 @@ def choose_builder(ask: BuildAsk, tools: BuildTools) -> tuple[Engine, bool]:
     return engine, buildx
 
 
-def build_images(plans: list[ImagePlan], ask: BuildAsk, tools: BuildTools) -> BuildReport:
+def build_images(plans: list[ImagePlan], settings: BuildSettings, tools: BuildTools) -> BuildReport:
     """`imagekit build`: check the inputs, pick the builder the engine allows, and build every
-    plan into a new run folder."""
+    plan into a new run folder, as `settings` (the request's, as they are) say."""
     # Bad inputs are reported before the engine is asked anything (checked again below if the
     # engine rules BuildKit out).
-    guess = guess_buildx(ask.builder, tools.buildx_available)
+    guess = guess_buildx(settings.builder, tools.buildx_available)
     options, inputs = tools.render(guess)
     tools.check_results()
-    engine, buildx = choose_builder(ask, tools)
+    engine, buildx = choose_builder(settings, tools)
     if buildx != guess:
         options, inputs = tools.render(buildx)
     tools.tidy()
     run = tools.open_run()
-    settings = BuildSettings.of(ask, options, inputs, run.root / "contexts")
+    contexts = BuildContexts(options, inputs, run.root / "contexts")
     builder = tools.builder(buildx)
     with tools.view() as view:
-        results = BuildRun(engine, builder, plans, settings, run, view).execute()
+        results = BuildRun(engine, builder, plans, settings, contexts, run, view).execute()
     return BuildReport(run.run_id, run.root, results)

@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from typing import Any
 
 import typer
 
+from imagekit.build.reproducible import epoch_from
 from imagekit.build.requests import (
     BakeRequest,
     BootstrapCommand,
     BuildCommand,
+    BuildSettings,
     GcRequest,
-    epoch_from,
 )
 from imagekit.cli.common import app, event_view, note_leftovers, say, show
 from imagekit.cli.options import command
 from imagekit.errors import BuildFailedError
 
 
-def _build_request(**options: Any) -> BuildCommand:
+def _build_request(settings: BuildSettings, **options: Any) -> BuildCommand:
     """The request, with SOURCE_DATE_EPOCH read (build/reproducible.py)."""
-    return BuildCommand(**options, source_date_epoch=epoch_from(os.environ))
+    epoch = epoch_from(os.environ)
+    return BuildCommand(settings=replace(settings, source_date_epoch=epoch), **options)
 
 
 @command(app, "build", BuildCommand, _build_request)
@@ -34,7 +37,7 @@ def build(request: BuildCommand) -> None:
 
     plans = request.selection.plans()
     tools = DockerBuildTools(request, plans, tidy=note_leftovers, view=event_view)
-    report = build_images(plans, request, tools)
+    report = build_images(plans, request.settings, tools)
     data = {"run_id": report.run_id, "results": [r.to_json() for r in report.results]}
     show(request.json, data, build_table(report.results))
     say(f"results: {report.root}")

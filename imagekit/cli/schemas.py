@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
-
 
 def schema_text(results: bool = False, attestation: bool = False) -> str:
     """The JSON Schema `imagekit schema` prints: of matrix.yaml, of a results record

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from imagekit.errors import InputError
 from imagekit.kernel.options import FLAVOUR, JSON, ONLY, PLATFORM, Opt
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)

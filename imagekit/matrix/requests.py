@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from imagekit.errors import InputError
 from imagekit.kernel.options import JSON, MATRIX, MatrixFormat, Opt
 from imagekit.matrix.selection import Selection
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)

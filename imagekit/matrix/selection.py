@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -40,12 +41,19 @@ class Selection:
         )
 
 
-def pairs(option: str, items: tuple[str, ...], example: str) -> tuple[tuple[str, str], ...]:
-    """`A=B` items as pairs, refusing any that is not one."""
+def pairs(
+    option: str,
+    items: Iterable[str],
+    example: str,
+    shape: str = "KEY=VALUE",
+    *,
+    whole: bool = False,
+) -> tuple[tuple[str, str], ...]:
+    """`A=B` items as pairs, refusing any that is not one (`whole`: nor one with B empty)."""
     found = []
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InputError(f"{option} {item!r} is not KEY=VALUE", f"e.g. {option} {example}")
+        if not sep or not key or (whole and not value):
+            raise InputError(f"{option} {item!r} is not {shape}", f"e.g. {option} {example}")
         found.append((key, value))
     return tuple(found)

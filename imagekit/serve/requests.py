@@ -6,14 +6,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from imagekit.errors import InputError
 from imagekit.kernel.options import GPUS, Arg, Flags, Opt
 from imagekit.kernel.runtime import GpuChoice, Service
-
-if TYPE_CHECKING:
-    pass
 
 
 def docker_user(value: str | None) -> str | None:

@@ -1,10 +1,9 @@
 """`imagekit build`'s choices and the decisions made from them: the builder (guessed before the
-engine is asked, chosen once it is known), the BuildKit-only options, the request's knobs
-reaching the build settings, and `build_images` asking the world in that order."""
+engine is asked, chosen once it is known), the BuildKit-only options, the request's settings
+reaching the builder as they are, and `build_images` asking the world in that order."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,8 +25,7 @@ from imagekit.build.options import (
 from imagekit.build.outcome import missing_parent, summary
 from imagekit.build.ports import Builder, BuildOutcome, BuildRequest, LineSink
 from imagekit.build.render import RenderOptions
-from imagekit.build.requests import BootstrapCommand, BuildCommand
-from imagekit.build.run import BuildSettings
+from imagekit.build.requests import BootstrapCommand, BuildCommand, BuildSettings
 from imagekit.build.use_case import build_images
 from imagekit.errors import EngineUnavailableError, InputError
 from imagekit.events import Event, EventSink
@@ -91,7 +89,7 @@ def test_buildkit_options_are_named_as_on_the_command_line() -> None:
 
 def test_the_request_refuses_buildkit_options_with_the_sdk_builder(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="--compression gzip need BuildKit"):
-        BuildCommand(Selection(), inputs=RenderInputs(), compression=Compression.GZIP)
+        BuildCommand(Selection(), BuildSettings(compression=Compression.GZIP), RenderInputs())
 
 
 # The builder ----------------------------------------------------------------------------------
@@ -143,49 +141,12 @@ def test_buildx_is_refused_without_buildkit_or_without_the_plugin() -> None:
         assert builder_refusal(choice, has_buildkit=False, plugin=Plugin(False), engine="") is None
 
 
-# The request's knobs reach the settings -----------------------------------------------------
+# The settings are the request's own -------------------------------------------------------
 
 
-def test_every_option_of_the_request_reaches_the_build_settings(tmp_path: Path) -> None:
-    request = BuildCommand(
-        selection=Selection(),
-        inputs=RenderInputs(),
-        builder=BuilderChoice.BUILDX,
-        jobs=4,
-        no_cache=True,
-        fail_fast=True,
-        pull=True,
-        labels=(("team", "ml"),),
-        cache_from="127.0.0.1:5000/cache/from",
-        cache_to="127.0.0.1:5000/cache/to",
-        compression=Compression.ZSTD,
-        network=BuildNetwork.NONE,
-        source_date_epoch=1700000000,
-    )
-    options, inputs = RenderOptions(buildkit=True), ContextInputs()
-    settings = BuildSettings.of(request, options, inputs, tmp_path)
-    assert (settings.options, settings.inputs, settings.contexts_dir) == (options, inputs, tmp_path)
-    assert (settings.jobs, settings.no_cache, settings.fail_fast, settings.pull) == (
-        4,
-        True,
-        True,
-        True,
-    )
-    assert settings.extra_labels == (("team", "ml"),)
-    assert (settings.cache_from, settings.cache_to) == (request.cache_from, request.cache_to)
-    assert settings.compression is Compression.ZSTD and settings.network is BuildNetwork.NONE
-    assert settings.source_date_epoch == 1700000000
-    # Each knob was set to other than its default, so none can have been left behind.
-    defaults = BuildSettings(options, inputs, tmp_path)
-    knobs = [f.name for f in dataclasses.fields(BuildSettings)][3:]
-    assert [k for k in knobs if getattr(settings, k) == getattr(defaults, k)] == []
-
-
-def test_settings_take_a_compression_or_network_given_as_text(tmp_path: Path) -> None:
+def test_settings_take_a_compression_or_network_given_as_text() -> None:
     settings = BuildSettings(
-        RenderOptions(),
-        ContextInputs(),
-        tmp_path,
+        builder=BuilderChoice.BUILDX,
         compression="gzip",  # type: ignore[arg-type]
         network="none",  # type: ignore[arg-type]
     )
@@ -198,10 +159,11 @@ def test_settings_take_a_compression_or_network_given_as_text(tmp_path: Path) ->
 class OkBuilder:
     name = "ok"
 
-    def __init__(self, engine: FakeEngine) -> None:
-        self.engine = engine
+    def __init__(self, engine: FakeEngine, asked: list[BuildRequest]) -> None:
+        self.engine, self.asked = engine, asked
 
     def build(self, request: BuildRequest, on_line: LineSink) -> BuildOutcome:
+        self.asked.append(request)
         image = "sha256:" + "e" * 64
         self.engine.add(request.reference, image, request.labels)
         return BuildOutcome(True, image)
@@ -222,6 +184,7 @@ class Tools:
         self.bad_inputs = bad_inputs
         self.asked: list[str] = []
         self.events: list[Event] = []
+        self.built: list[BuildRequest] = []
 
     def render(self, buildkit: bool) -> tuple[RenderOptions, ContextInputs]:
         self.asked.append(f"render buildkit={buildkit}")
@@ -246,7 +209,7 @@ class Tools:
 
     def builder(self, buildkit: bool) -> Builder:
         self.asked.append(f"builder buildkit={buildkit}")
-        return OkBuilder(self.engine)
+        return OkBuilder(self.engine, self.built)
 
     def tidy(self) -> None:
         self.asked.append("tidy")
@@ -261,10 +224,6 @@ class Tools:
             self.events.append(event)
 
         yield sink
-
-
-def request(**knobs: object) -> BuildCommand:
-    return BuildCommand(Selection(), inputs=RenderInputs(), **knobs)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -283,7 +242,7 @@ def test_auto_on_podman_checks_the_inputs_again_for_the_sdk_builder(
     tmp_path: Path, slim: list[ImagePlan]
 ) -> None:
     tools = Tools(tmp_path, engine(name="podman"))
-    report = build_images(slim, request(builder=BuilderChoice.AUTO), tools)
+    report = build_images(slim, BuildSettings(builder=BuilderChoice.AUTO), tools)
     assert tools.asked == [
         "plugin",
         "render buildkit=True",
@@ -298,12 +257,33 @@ def test_auto_on_podman_checks_the_inputs_again_for_the_sdk_builder(
     assert report.failed == [] and report.root.parent == tmp_path / "results"
 
 
+def test_the_request_s_settings_reach_the_builder_as_they_are(
+    tmp_path: Path, slim: list[ImagePlan]
+) -> None:
+    """`build_images` takes the request's settings as they are: no copy to leave one behind."""
+    tools = Tools(tmp_path, engine(image_store="containerd"))
+    settings = BuildSettings(
+        builder=BuilderChoice.BUILDX,
+        no_cache=True,
+        labels=(("team", "ml"),),
+        cache_from="127.0.0.1:5000/cache/from",
+        network=BuildNetwork.NONE,
+        source_date_epoch=1700000000,
+    )
+    build_images(slim, settings, tools)
+    assert [r.name for r in tools.built] == [p.name for p in slim]
+    for plan, asked in zip(slim, tools.built, strict=True):
+        assert asked.no_cache and asked.labels["team"] == "ml" and asked.network == "none"
+        assert asked.cache_from == f"127.0.0.1:5000/cache/from:{plan.local_tag}"
+        assert asked.build_args["SOURCE_DATE_EPOCH"] == "1700000000"
+
+
 def test_bad_inputs_are_refused_before_the_engine_is_asked(
     tmp_path: Path, slim: list[ImagePlan]
 ) -> None:
     tools = Tools(tmp_path, engine(), bad_inputs=True)
     with pytest.raises(InputError):
-        build_images(slim, request(), tools)
+        build_images(slim, BuildSettings(), tools)
     assert tools.asked == ["render buildkit=False"]
 
 
@@ -312,7 +292,7 @@ def test_buildx_without_buildkit_is_refused_before_anything_is_built(
 ) -> None:
     tools = Tools(tmp_path, engine(name="podman"))
     with pytest.raises(EngineUnavailableError, match="has no BuildKit"):
-        build_images(slim, request(builder=BuilderChoice.BUILDX), tools)
+        build_images(slim, BuildSettings(builder=BuilderChoice.BUILDX), tools)
     assert "tidy" not in tools.asked and "open run" not in tools.asked
 
 
@@ -320,10 +300,10 @@ def test_the_driver_is_asked_only_for_buildkit_options(
     tmp_path: Path, slim: list[ImagePlan]
 ) -> None:
     plain = Tools(tmp_path, engine(image_store="containerd"))
-    build_images(slim, request(builder=BuilderChoice.BUILDX), plain)
+    build_images(slim, BuildSettings(builder=BuilderChoice.BUILDX), plain)
     assert "driver" not in plain.asked
     forced = Tools(tmp_path, engine(image_store="classic"))
-    ask = request(builder=BuilderChoice.BUILDX, compression=Compression.ZSTD)
+    ask = BuildSettings(builder=BuilderChoice.BUILDX, compression=Compression.ZSTD)
     with pytest.raises(EngineUnavailableError, match="--compression needs buildx's docker"):
         build_images(slim, ask, forced)
     assert "driver" in forced.asked and "open run" not in forced.asked

@@ -22,7 +22,8 @@ from imagekit.build.context import ContextInputs
 from imagekit.build.outcome import budget_problem
 from imagekit.build.ports import BuildOutcome, BuildRequest, LineSink
 from imagekit.build.render import RenderOptions
-from imagekit.build.run import BuildRun, BuildSettings
+from imagekit.build.requests import BuildSettings
+from imagekit.build.run import BuildContexts, BuildRun
 from imagekit.build.stream import BuildLog
 from imagekit.cli.views import PlainView
 from imagekit.events import Event
@@ -184,18 +185,13 @@ def run_build(
     no_cache: bool = False,
     pull: bool = False,
 ) -> Outcome:
-    settings = BuildSettings(
-        options=RenderOptions(),
-        inputs=ContextInputs(),
-        contexts_dir=tmp_path / "contexts",
-        jobs=jobs,
-        fail_fast=fail_fast,
-        no_cache=no_cache,
-        pull=pull,
-    )
+    settings = BuildSettings(jobs=jobs, fail_fast=fail_fast, no_cache=no_cache, pull=pull)
+    contexts = BuildContexts(RenderOptions(), ContextInputs(), tmp_path / "contexts")
     run = RunFolder.create(tmp_path / "results")
     events: list[Event] = []
-    results = BuildRun(builder.engine, builder, plans, settings, run, events.append).execute()
+    results = BuildRun(
+        builder.engine, builder, plans, settings, contexts, run, events.append
+    ).execute()
     return Outcome(results, events, run)
 
 
@@ -560,11 +556,12 @@ def test_finished_event_carries_the_build_log_for_github_folding(
     tmp_path: Path, engine: FakeEngine, cpu: list[ImagePlan]
 ) -> None:
     out = io.StringIO()
-    settings = BuildSettings(RenderOptions(), ContextInputs(), tmp_path / "contexts")
+    contexts = BuildContexts(RenderOptions(), ContextInputs(), tmp_path / "contexts")
     run = RunFolder.create(tmp_path / "results")
     view = PlainView(out, github=True)
 
-    BuildRun(engine, FakeBuilder(engine, fail=[CPU_SLIM]), cpu, settings, run, view).execute()
+    failing = FakeBuilder(engine, fail=[CPU_SLIM])
+    BuildRun(engine, failing, cpu, BuildSettings(), contexts, run, view).execute()
 
     lines = out.getvalue().splitlines()
     start = lines.index(f"::group::{CPU_SLIM} build log")

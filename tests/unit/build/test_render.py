@@ -490,10 +490,12 @@ def test_the_plan_file_carries_the_hash_the_build_labels_the_image_with(
     requests: list[BuildRequest] = []
     StopBuilder = stop_builder(requests)
 
-    settings = build.BuildSettings(options, inputs, tmp_path / "contexts")
+    contexts = build.BuildContexts(options, inputs, tmp_path / "contexts")
     # Only the build's own step is run: it needs no more of a results folder than a log path.
     run = SimpleNamespace(log_file=lambda name: tmp_path / f"{name}.log")
-    build_run = build.BuildRun(engine, StopBuilder(), [plan], settings, run, lambda event: None)
+    build_run = build.BuildRun(
+        engine, StopBuilder(), [plan], build.BuildSettings(), contexts, run, lambda event: None
+    )
     hashed = counting_file_sha256(monkeypatch)
     result = build_run._build_one(plan)
     (request,) = requests
@@ -513,6 +515,7 @@ def test_zstd_layers_are_another_input_and_the_buildkit_options_reach_the_builde
     were); the cache repositories become one reference per image, tagged as the image is."""
     from imagekit.adapters.builders import buildx_output
     from imagekit.build import use_case as build
+    from imagekit.build.options import BuilderChoice
     from imagekit.build.ports import BuildRequest
     from tests.fakes import FakeEngine
 
@@ -529,12 +532,13 @@ def test_zstd_layers_are_another_input_and_the_buildkit_options_reach_the_builde
     hashes = {}
     for compression in (None, "gzip", "zstd"):
         settings = build.BuildSettings(
-            options, inputs, tmp_path / str(compression), compression=compression,
+            builder=BuilderChoice.BUILDX, compression=compression,
             cache_from="127.0.0.1:5000/cache/pytorch", cache_to="127.0.0.1:5000/cache/out",
             network="none",
         )  # fmt: skip
+        contexts = build.BuildContexts(options, inputs, tmp_path / str(compression))
         result = build.BuildRun(
-            engine, StopBuilder(), [plan], settings, run, lambda e: None
+            engine, StopBuilder(), [plan], settings, contexts, run, lambda e: None
         )._build_one(plan)
         hashes[compression] = result.input_hash
     _, gzip_request, zstd_request = requests
@@ -928,11 +932,10 @@ def test_each_build_gets_its_parents_time_or_the_callers_as_its_epoch(
     run = SimpleNamespace(log_file=lambda name: tmp_path / f"{name}.log")
     hashes = []
     for n, explicit in enumerate((None, None, 1800000000)):
-        settings = build.BuildSettings(
-            options, inputs, tmp_path / f"{n}", source_date_epoch=explicit
-        )
+        settings = build.BuildSettings(source_date_epoch=explicit)
+        contexts = build.BuildContexts(options, inputs, tmp_path / f"{n}")
         result = build.BuildRun(
-            engine, StopBuilder(), [plan], settings, run, lambda e: None
+            engine, StopBuilder(), [plan], settings, contexts, run, lambda e: None
         )._build_one(plan)
         hashes.append(result.input_hash)
     by_parent, again, by_caller = requests
@@ -947,8 +950,10 @@ def test_each_build_gets_its_parents_time_or_the_callers_as_its_epoch(
     assert "ARG SOURCE_DATE_EPOCH" in render_image(plan, options).dockerfile
     # Built for another platform than the engine's (under qemu): the same epoch.
     engine.facts = EngineInfo(server_version="fake", architecture="aarch64")
-    settings = build.BuildSettings(options, inputs, tmp_path / "emulated")
-    build.BuildRun(engine, StopBuilder(), [plan], settings, run, lambda e: None)._build_one(plan)
+    contexts = build.BuildContexts(options, inputs, tmp_path / "emulated")
+    build.BuildRun(
+        engine, StopBuilder(), [plan], build.BuildSettings(), contexts, run, lambda e: None
+    )._build_one(plan)
     assert requests[-1].build_args["SOURCE_DATE_EPOCH"] == "1700000000"
 
 
@@ -975,9 +980,15 @@ def test_a_full_gets_the_epoch_its_slim_was_built_with_and_every_build_labels_it
     for created in ("2026-12-05T12:00:00Z", "2026-12-06T08:30:00Z"):  # two builds of slim
         labels = {**parent.labels, L.SOURCE_DATE_EPOCH: "1700000000"}
         engine.images[slim] = replace(parent, created=created, labels=labels)
-        settings = build.BuildSettings(options, ContextInputs(), tmp_path / created)
+        contexts = build.BuildContexts(options, ContextInputs(), tmp_path / created)
         build.BuildRun(
-            engine, stop_builder(requests)(), [plan], settings, run, lambda e: None
+            engine,
+            stop_builder(requests)(),
+            [plan],
+            build.BuildSettings(),
+            contexts,
+            run,
+            lambda e: None,
         )._build_one(plan)
     assert [r.build_args["SOURCE_DATE_EPOCH"] for r in requests] == ["1700000000"] * 2
     assert [r.labels[L.SOURCE_DATE_EPOCH] for r in requests] == ["1700000000"] * 2

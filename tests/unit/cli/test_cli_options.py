@@ -25,7 +25,13 @@ import imagekit.cli
 from imagekit.build.distro_packages import PackagesFor
 from imagekit.build.inputs import RenderInputs, RenderRequest
 from imagekit.build.options import BuilderChoice, BuildNetwork, Compression
-from imagekit.build.requests import BakeRequest, BootstrapCommand, BuildCommand, GcRequest
+from imagekit.build.requests import (
+    BakeRequest,
+    BootstrapCommand,
+    BuildCommand,
+    BuildSettings,
+    GcRequest,
+)
 from imagekit.cli import common, options
 from imagekit.doctor.requests import DoctorRequest
 from imagekit.kernel.runtime import GpuChoice, Service
@@ -317,20 +323,22 @@ def case_build(f: Files) -> Line:
         ],
         BuildCommand(
             selection=selection(f),
+            settings=BuildSettings(
+                builder=BuilderChoice.BUILDX,
+                jobs=4,
+                no_cache=True,
+                fail_fast=True,
+                pull=True,
+                labels=(("team", "ml"), ("k", "v")),
+                cache_from="127.0.0.1:5000/cache/from",
+                cache_to="127.0.0.1:5000/cache/to",
+                compression=Compression.ZSTD,
+                network=BuildNetwork.NONE,
+                source_date_epoch=1700000000,
+            ),
             inputs=render_inputs(f),
-            builder=BuilderChoice.BUILDX,
-            jobs=4,
-            no_cache=True,
-            fail_fast=True,
-            pull=True,
-            labels=(("team", "ml"), ("k", "v")),
             results=f.results,
             json=True,
-            cache_from="127.0.0.1:5000/cache/from",
-            cache_to="127.0.0.1:5000/cache/to",
-            compression=Compression.ZSTD,
-            network=BuildNetwork.NONE,
-            source_date_epoch=1700000000,
         ),
         {"SOURCE_DATE_EPOCH": "1700000000"},
     )
@@ -881,7 +889,8 @@ def test_every_request_field_is_set_by_some_case(files: Files) -> None:
 def test_every_dispatched_request_has_a_handler(files: Files) -> None:
     """Each request a command makes has its handler once imagekit.cli is imported."""
     dispatched = cli_request_classes()
-    shared = {Selection, RenderInputs}
+    # Parts of requests: shared by several, or one command's nested settings.
+    shared = {Selection, RenderInputs, BuildSettings}
     defined = {
         value
         for module in REQUEST_MODULES

@@ -20,14 +20,21 @@ from imagekit.serve.requests import RunCommand
 # Fields no option sets: the command fills them (SOURCE_DATE_EPOCH, read from the environment).
 MADE_BY_THE_COMMAND = {
     ("BootstrapCommand", "source_date_epoch"),
-    ("BuildCommand", "source_date_epoch"),
+    ("BuildSettings", "source_date_epoch"),
 }
 
 
 def test_nested_parts_are_flattened_in_field_order() -> None:
     names = [p.name for p in params(BuildCommand)]
     assert names[:6] == ["matrix", "only", "flavour", "platform", "builder", "jobs"]
+    assert names.index("network") + 1 == names.index("wheelhouse")
+    assert names[-2:] == ["results", "json"]
+
+
+def test_after_lists_the_build_settings_around_the_render_inputs_as_help_always_has() -> None:
+    names = [p.name for p in ordered(list(params(BuildCommand)))]
     assert names.index("pull") + 1 == names.index("wheelhouse")
+    assert names[names.index("base_overrides") + 1 :][:3] == ["labels", "results", "json"]
     assert names[-4:] == ["cache_from", "cache_to", "compression", "network"]
 
 

@@ -53,7 +53,8 @@ from imagekit.build.context import (
 from imagekit.build.outcome import platform_mismatch
 from imagekit.build.ports import BuildOutcome, BuildRequest, LineSink
 from imagekit.build.render import RenderOptions, image_labels, render_image
-from imagekit.build.run import BuildRun, BuildSettings
+from imagekit.build.requests import BuildSettings
+from imagekit.build.run import BuildContexts, BuildRun
 from imagekit.cli import app
 from imagekit.errors import InputError
 from imagekit.events import Event
@@ -881,11 +882,10 @@ def run_build(
 ) -> Run:
     small_uv = tmp_path / "uv"
     small_uv.write_bytes(b"uv")
-    settings = BuildSettings(
+    contexts = BuildContexts(
         options=RenderOptions(),
         inputs=ContextInputs(installer=small_uv),
         contexts_dir=tmp_path / "contexts",
-        pull=pull,
     )
     builder = PlatformBuilder(engine)
     events: list[Event] = []
@@ -894,7 +894,8 @@ def run_build(
         events.append(event)
 
     run = RunFolder.create(tmp_path / "results")
-    results = BuildRun(engine, builder, plans, settings, run, sink).execute()
+    settings = BuildSettings(pull=pull)
+    results = BuildRun(engine, builder, plans, settings, contexts, run, sink).execute()
     return Run({r.name: r for r in results}, builder)
 
 

@@ -18,7 +18,7 @@ from imagekit.adapters.results import RunFolder
 from imagekit.build.context import ContextInputs
 from imagekit.build.ports import BuildOutcome, BuildRequest, LineSink
 from imagekit.build.render import RenderOptions, image_labels
-from imagekit.build.use_case import BuildRun, BuildSettings
+from imagekit.build.use_case import BuildContexts, BuildRun, BuildSettings
 from imagekit.kernel.records import ImageRecord, results_schema, results_schema_text
 from imagekit.matrix.compat import load_compat
 from imagekit.matrix.load import load_matrix
@@ -256,9 +256,9 @@ def test_the_records_imagekit_writes_validate_against_the_results_schema(
     engine = FakeEngine()
     engine.add("imagekit-base/debian:bookworm", image_id("base"))
     builder = InstantBuilder(engine, image_labels(slim, RenderOptions()), fail=full.name)
-    settings = BuildSettings(RenderOptions(), ContextInputs(), tmp_path / "contexts")
+    contexts = BuildContexts(RenderOptions(), ContextInputs(), tmp_path / "contexts")
     builds = RunFolder.create(tmp_path / "results", "build")
-    BuildRun(engine, builder, [slim, full], settings, builds, Events()).execute()
+    BuildRun(engine, builder, [slim, full], BuildSettings(), contexts, builds, Events()).execute()
     verifies = RunFolder.create(tmp_path / "results", "verify")
     facts = {"torch": "2.13.0+cpu", "cuda": None, "python": "3.11.2"}
     VerifyRun.of(

@@ -36,7 +36,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
 # They reach the environment and the file system only through the ports, and no adapter imports
 # them.
 USE_CASES: dict[str, tuple[str, ...]] = {
-    "build": ("use_case", "run", "settings", "bake_run"),
+    "build": ("use_case", "run", "bake_run"),
     "verify": ("run", "settings", "hostprobe", "nodes"),
     "publish": ("run", "promote", "index", "log", "attest_run", "attest_verify"),
     "upstream": ("run",),
