@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from imagekit.errors import InputError
+from imagekit.upstream.metadata import CompatSource, read_compat
 from imagekit.upstream.ports import LocalWheel
 from imagekit.upstream.simple_index import ACCEPT, IndexFile, parse_project_page, project_url
 
@@ -171,6 +172,29 @@ class LocalWheelhouse:
                 metadata = wheel_metadata(str(path), stream)
             wheels.append(LocalWheel(path.name, sha256_of(path), metadata))
         return tuple(wheels)
+
+
+def read_input(path: Path) -> str:
+    """An input file's text; a missing or unreadable one is bad input, named."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(
+            f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
+
+
+def compat_source(compat: Path | None) -> CompatSource:
+    """The compatibility data of `--compat` (None: the one imagekit ships), read and checked."""
+    from imagekit.matrix.compat import compat_path
+
+    path = compat or compat_path()
+    return read_compat(read_input(path), str(path))
+
+
+def refresh_sources(matrix: Path, compat: Path | None) -> tuple[tuple[str, str], CompatSource]:
+    """What `matrix refresh` reads: the matrix (file, text) and the compatibility data."""
+    return (str(matrix), read_input(matrix)), compat_source(compat)
 
 
 def write_files(files: tuple[tuple[str, str], ...]) -> None:

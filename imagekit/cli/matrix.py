@@ -127,10 +127,10 @@ def explain(request: ExplainRequest) -> None:
 def refresh(request: RefreshRequest) -> None:
     """Propose (or, with --write, make) the matrix.yaml and compat.yaml lines of the releases
     the indexes hold that the matrix lacks; exit 2, writing nothing, on bad input."""
-    from imagekit.adapters.package_index import HttpPackageIndex, write_files
+    from imagekit.adapters.package_index import HttpPackageIndex, refresh_sources, write_files
     from imagekit.upstream.run import refresh_matrix
 
-    matrix, compat = request.sources()
+    matrix, compat = refresh_sources(request.matrix, request.compat)
     proposal = refresh_matrix(HttpPackageIndex(), request.index_urls, matrix, compat, request.since)
     show(request.json, proposal.document(), proposal.text())
     if request.write:
@@ -141,11 +141,12 @@ def refresh(request: RefreshRequest) -> None:
 @command(compat_app, "verify", CompatVerifyRequest)
 def verify_compat(request: CompatVerifyRequest) -> None:
     """Check the compatibility data against the torch wheels on hand (exit 2 if it disagrees)."""
-    from imagekit.adapters.package_index import LocalWheelhouse
+    from imagekit.adapters.package_index import LocalWheelhouse, compat_source
     from imagekit.errors import ValidationError
     from imagekit.upstream.run import verify_compat
 
-    checked = verify_compat(LocalWheelhouse(), request.wheelhouses, request.source())
+    compat = compat_source(request.compat)
+    checked = verify_compat(LocalWheelhouse(), request.wheelhouses, compat)
     typer.echo("\n".join((*checked.confirmed, *checked.skipped)))
     if checked.problems:
         raise ValidationError(list(checked.problems), "the wheel's METADATA wins")

@@ -77,13 +77,3 @@ class TagsRequest:
     selection: Selection
     registry: Annotated[str | None, Opt("--registry", help="Push to this registry instead.")] = None
     json: Annotated[bool, JSON] = False
-
-
-def read_input(path: Path) -> str:
-    """An input file's text; a missing or unreadable one is bad input, named."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(
-            f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
-        ) from None

@@ -5,25 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from imagekit.errors import InputError
 from imagekit.kernel.options import JSON, MATRIX, Opt
-from imagekit.matrix.requests import read_input
-
-if TYPE_CHECKING:
-    from imagekit.upstream.metadata import CompatSource
-
 
 COMPAT = Opt("--compat", help="The compatibility data file (default: the one imagekit ships).")
-
-
-def _compat_source(compat: Path | None) -> CompatSource:
-    from imagekit.matrix.compat import compat_path
-    from imagekit.upstream.metadata import read_compat
-
-    path = compat or compat_path()
-    return read_compat(read_input(path), str(path))
 
 
 @dataclass(frozen=True)
@@ -63,10 +50,6 @@ class RefreshRequest:
 
         return self.indexes or (PYPI_SIMPLE,)
 
-    def sources(self) -> tuple[tuple[str, str], CompatSource]:
-        """The matrix (file, text) and the compatibility data, read and checked."""
-        return (str(self.matrix), read_input(self.matrix)), _compat_source(self.compat)
-
 
 @dataclass(frozen=True)
 class CompatVerifyRequest:
@@ -77,7 +60,3 @@ class CompatVerifyRequest:
         tuple[Path, ...], Opt("--wheelhouse", help="A folder of wheels (repeatable).")
     ] = ()
     compat: Annotated[Path | None, COMPAT] = None
-
-    def source(self) -> CompatSource:
-        """The compatibility data, read and checked."""
-        return _compat_source(self.compat)
