@@ -154,10 +154,18 @@ def verify_compat(request: CompatVerifyRequest) -> None:
 
 @command(app, "schema", SchemaRequest)
 def schema(request: SchemaRequest) -> None:
-    """Print or write a JSON Schema."""
-    from imagekit.cli.schemas import schema_text
+    """Print or write a JSON Schema: of matrix.yaml, of a results record (--results), or of
+    the verify attestation's predicate (--attestation)."""
+    from imagekit.kernel.records import results_schema_text
+    from imagekit.matrix.schema import json_schema_text
+    from imagekit.publish.attest import predicate_schema_text
 
-    text = schema_text(request.results, request.attestation)
+    if request.results:
+        text = results_schema_text()
+    elif request.attestation:
+        text = predicate_schema_text()
+    else:
+        text = json_schema_text()
     if request.out is None:
         typer.echo(text, nl=False)
     else:

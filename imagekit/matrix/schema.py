@@ -8,6 +8,7 @@ committed copy in step.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -216,3 +217,8 @@ def json_schema() -> dict[str, Any]:
     schema = MatrixFile.model_json_schema()
     schema["title"] = "imagekit matrix"
     return schema
+
+
+def json_schema_text() -> str:
+    """The JSON Schema of matrix.yaml as `imagekit schema` prints it."""
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
