@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 import typer
 
@@ -26,13 +25,12 @@ from imagekit.upstream.requests import CompatVerifyRequest, RefreshRequest
 @command(matrix_app, "matrix", MatrixRequest, callback=True)
 def show_matrix(request: MatrixRequest) -> None:
     """Print the plans as a table, JSON, or a GitHub Actions matrix."""
-    from imagekit.matrix.report import plan_row, plans_table
+    from imagekit.matrix.report import plan_rows, plans_table
 
     github = request.format == MatrixFormat.github
     loaded = request.selection.load()
     plans = request.selection.plans(loaded, allow_empty=github)
-    platforms = Counter((p.repository, p.tag) for p in loaded.plans)
-    rows = [plan_row(p, platforms[(p.repository, p.tag)]) for p in plans]
+    rows = plan_rows(plans, loaded.plans)
     if github:
         # Compact, one line: what $GITHUB_OUTPUT and fromJSON() take.
         typer.echo(json.dumps({"include": rows}, sort_keys=True, separators=(",", ":")))
@@ -47,22 +45,17 @@ def show_matrix(request: MatrixRequest) -> None:
 def check(request: CheckRequest) -> None:
     """Validate the matrix, then lint the legacy and BuildKit render of every image."""
     from imagekit.adapters.lint import lint_plans
-    from imagekit.matrix.report import check_document
+    from imagekit.matrix.report import check_document, lint_refusal
 
     loaded, findings, linted = lint_plans(request.matrix)
     for warning in loaded.warnings:
         say(f"warning: {warning.format()}")
-    failing = [f for f in findings if f.fails]
     for finding in findings:
         say(finding.format())
     if request.json:
         print_json(check_document(str(request.matrix), loaded, findings, linted))
-    if failing:
-        raise InputError(
-            f"hadolint reported {len(failing)} problems in the rendered Dockerfiles",
-            "fix templates/Dockerfile.j2, or ignore a rule with its reason in "
-            "imagekit/data/hadolint.yaml",
-        )
+    if (error := lint_refusal(sum(f.fails for f in findings))) is not None:
+        raise error
     say(
         f"{request.matrix}: ok: {len(loaded.cells)} cells, {len(loaded.plans)} images, "
         f"{linted} Dockerfiles lint clean"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from imagekit.errors import InputError
 from imagekit.kernel.text import table
 from imagekit.matrix.compat import CPU, CompatData
 from imagekit.matrix.plan import ImagePlan
@@ -64,6 +66,13 @@ def plan_row(plan: ImagePlan, platforms: int = 1) -> PlanRow:
         "gpu": cell.cuda is not None,
         "candidate_suffix": f"-{plan.platform.split('/')[1]}" if platforms > 1 else "",
     }
+
+
+def plan_rows(plans: Sequence[ImagePlan], every: Sequence[ImagePlan]) -> list[PlanRow]:
+    """The rows of `plans`, each counting its image's platforms among `every` plan of the
+    matrix (a selection may hold one platform of an image that has two)."""
+    platforms = Counter((p.repository, p.tag) for p in every)
+    return [plan_row(p, platforms[(p.repository, p.tag)]) for p in plans]
 
 
 def plans_table(plans: list[ImagePlan]) -> str:
@@ -167,3 +176,14 @@ def check_document(
         "warnings": [w.format() for w in loaded.warnings],
         "ok": not any(f.fails for f in findings),
     }
+
+
+def lint_refusal(failing: int) -> InputError | None:
+    """Why `imagekit check` fails when `failing` of hadolint's findings fail (None: none)."""
+    if not failing:
+        return None
+    return InputError(
+        f"hadolint reported {failing} problems in the rendered Dockerfiles",
+        "fix templates/Dockerfile.j2, or ignore a rule with its reason in "
+        "imagekit/data/hadolint.yaml",
+    )

@@ -66,7 +66,7 @@ from imagekit.kernel.vocabulary import AMD64, ARM64, WHEEL_MACHINES
 from imagekit.matrix.compat import PYPI_SIMPLE, load_compat
 from imagekit.matrix.load import Matrix, load_matrix, parse_matrix
 from imagekit.matrix.plan import ImagePlan, platform_arch, platform_suffix
-from imagekit.matrix.report import plan_row, plans_table
+from imagekit.matrix.report import lint_refusal, plan_row, plan_rows, plans_table
 from imagekit.matrix.schema import Defaults
 from imagekit.matrix.shape_problems import FIELD_HINTS
 from imagekit.verify.agreement import label_checks
@@ -790,6 +790,21 @@ def test_plan_rows_and_the_table_show_the_platform(local: Matrix) -> None:
         (ARM_SLIM, ARM64),
         (ARM_FULL, ARM64),
     ]
+
+
+def test_a_selected_platform_of_an_image_of_two_still_carries_its_candidate_suffix(
+    local: Matrix,
+) -> None:
+    (row,) = plan_rows([plan_named(local, ARM_SLIM)], local.plans)
+    assert row["candidate_suffix"] == "-arm64"
+    assert plan_rows([plan_named(local, ARM_SLIM)], [])[0]["candidate_suffix"] == ""
+
+
+def test_check_fails_only_on_failing_findings_and_names_where_to_fix_them() -> None:
+    assert lint_refusal(0) is None
+    error = lint_refusal(2)
+    assert error is not None and "hadolint reported 2 problems" in error.format()
+    assert "imagekit/data/hadolint.yaml" in error.format()
 
 
 # Verify: labels against the platform's data ---------------------------------------------
