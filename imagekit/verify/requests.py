@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -12,11 +11,6 @@ from imagekit.kernel.options import GPUS, JSON, NODES, PROBES, RESULTS, TIMEOUT,
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, GpuChoice
 from imagekit.matrix.selection import Selection
 from imagekit.verify.probe_contract import ProbeDevice
-
-
-def record_name(reference: str) -> str:
-    """A file-safe record name for an image reference."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", reference.split("/")[-1]).strip("_") or "image"
 
 
 @dataclass(frozen=True)

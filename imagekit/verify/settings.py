@@ -5,6 +5,7 @@ Made from the request before any engine is reached; `verify/run.py` carries it o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from imagekit.errors import InputError
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, GpuChoice
 from imagekit.matrix.plan import ImagePlan
-from imagekit.verify.requests import VerifyCommand, record_name
+from imagekit.verify.requests import VerifyCommand
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ class VerifySettings:
             nodes=request.nodes,
             step_summary=step_summary,
         )
+
+
+def record_name(reference: str) -> str:
+    """A file-safe record name for an image named on the command line."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", reference.split("/")[-1]).strip("_") or "image"
 
 
 def targets_of(images: Sequence[str], plans: Sequence[ImagePlan]) -> list[Target]:
