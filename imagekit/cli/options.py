@@ -1,6 +1,6 @@
 """Each command's Typer signature, made from its request type, and the request, made from what
-Typer parsed: an option is declared once, on its request field (imagekit/core/requests/; the
-flattening and the conversions are cli/line.py's)."""
+Typer parsed: an option is declared once, on its request field (each feature's requests.py;
+the flattening and the conversions are cli/line.py's)."""
 
 from __future__ import annotations
 
