@@ -464,9 +464,9 @@ def layers(args: argparse.Namespace, client: docker.DockerClient) -> int:
 
 def engine_row(client: docker.DockerClient) -> dict[str, str]:
     """The engine and image store a figure was measured on, for its row."""
-    from imagekit.adapters.engine import engine_info
+    from imagekit.adapters.engine import DockerEngine
 
-    info = engine_info(client)
+    info = DockerEngine(client).info()
     return {"engine": info.describe(), "image_store": info.image_store}
 
 

@@ -43,7 +43,7 @@ import docker
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from imagekit.adapters.engine import DockerEngine, engine_info  # noqa: E402
+from imagekit.adapters.engine import DockerEngine  # noqa: E402
 from tests.integration.engines import (  # noqa: E402
     OtherEngine,
     copy_image,
@@ -155,7 +155,7 @@ BOX_BRIDGE, BOX_SUBNET = "ikt-br5", "10.213.13.1/24"
 
 
 def describe(client: docker.DockerClient) -> dict[str, str]:
-    info = engine_info(client)
+    info = DockerEngine(client).info()
     return {"engine": info.describe(), "image_store": info.image_store}
 
 

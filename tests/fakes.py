@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.results import RunFolder
 from imagekit.errors import GpuUnavailableError, RegistryError
 from imagekit.events import Event
@@ -360,6 +361,11 @@ class FakePushClient:
         self.api = self
         self.streams = list(streams)
         self.pushes = 0
+
+    @property
+    def engine(self) -> DockerEngine:
+        """The engine adapter over this client, as `push` takes it."""
+        return DockerEngine(self)  # type: ignore[arg-type]
 
     def post(self, *args: object, **kwargs: object) -> FakePushResponse:
         self.pushes += 1

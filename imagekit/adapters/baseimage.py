@@ -20,9 +20,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import docker
-
-from imagekit.adapters.engine import engine_errors
+from imagekit.adapters.engine import DockerEngine, engine_errors
 from imagekit.adapters.rootfs_cache import RootfsCache
 from imagekit.build.context import file_sha256
 from imagekit.build.distro_packages import BASE_PACKAGES
@@ -209,7 +207,7 @@ def mmdebstrap_command(request: BootstrapRequest, out_tar: Path) -> list[str]:
 
 
 def bootstrap(
-    client: docker.DockerClient, request: BootstrapRequest, cache: RootfsCache | None = None
+    engine: DockerEngine, request: BootstrapRequest, cache: RootfsCache | None = None
 ) -> str:
     """Make the base image `request.tag` in the engine; returns its image id. With a `cache`,
     a root filesystem made before from the same mirror state is loaded again instead of
@@ -255,7 +253,7 @@ def bootstrap(
         with engine_errors(f"loading {request.tag}"), archive.open("rb") as handle:
             # The engine answers 200 and reports a refused archive as an item of
             # the stream, which docker-py does not raise for: look at every item.
-            for item in client.api.load_image(handle, quiet=True):
+            for item in engine.client.api.load_image(handle, quiet=True):
                 if isinstance(item, dict) and ("error" in item or "errorDetail" in item):
                     detail = item.get("errorDetail") or {}
                     why = str(item.get("error") or detail.get("message") or "load failed")

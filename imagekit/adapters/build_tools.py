@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from imagekit.build.requests import BuildCommand
 
@@ -29,10 +29,10 @@ class DockerBuildTools:
         self,
         request: BuildCommand,
         plans: list[ImagePlan],
-        tidy: Callable[[Any], None],
+        tidy: Callable[[DockerEngine], None],
         view: Callable[[], AbstractContextManager[EventSink]],
     ) -> None:
-        """`tidy(client)`: remove what ended runs left and note the rest; `view()`: where the
+        """`tidy(engine)`: remove what ended runs left and note the rest; `view()`: where the
         events go (both belong to the terminal, so the caller gives them)."""
         from imagekit.adapters import builders, engine, installer, results
 
@@ -54,18 +54,18 @@ class DockerBuildTools:
         self.results.RunFolder.check_writable(self.request.results)
 
     def connect(self) -> Engine:
-        self.engine = self.docker.DockerEngine(self.docker.connect())
+        self.engine = self.docker.open_engine()
         return self.engine
 
     def builder(self, buildkit: bool) -> Builder:
         assert self.engine is not None
         if buildkit:
             return self.builders.BuildxBuilder()
-        return self.builders.SdkBuilder(self.engine.client)
+        return self.builders.SdkBuilder(self.engine)
 
     def tidy(self) -> None:
         assert self.engine is not None
-        self.tidy_up(self.engine.client)
+        self.tidy_up(self.engine)
 
     def open_run(self) -> RunStore:
         assert self.engine is not None

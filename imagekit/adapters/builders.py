@@ -12,7 +12,7 @@ import subprocess
 import docker
 import docker.errors
 
-from imagekit.adapters.engine import engine_errors
+from imagekit.adapters.engine import DockerEngine, engine_errors
 from imagekit.build.ports import BuildOutcome, BuildRequest, LineSink
 from imagekit.build.stream import BuildLog
 
@@ -28,8 +28,8 @@ class SdkBuilder:
 
     name = "sdk"
 
-    def __init__(self, client: docker.DockerClient) -> None:
-        self.client = client
+    def __init__(self, engine: DockerEngine) -> None:
+        self.client = engine.client
 
     def build(self, request: BuildRequest, on_line: LineSink) -> BuildOutcome:
         """Stream the build; an error item in the stream is a failed build."""

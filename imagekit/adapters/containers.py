@@ -24,9 +24,9 @@ from docker.models.containers import Container
 
 from imagekit.adapters.engine import (
     ENGINE_WENT_AWAY,
+    DockerEngine,
     endpoint,
     engine_errors,
-    engine_info,
     engine_went_away,
     without_entrypoint,
 )
@@ -52,20 +52,17 @@ from imagekit.verify.probes import runner_command
 class ContainerProbeRunner:
     """The `ProbeRunner` port: one container per request, removed whatever happens."""
 
-    def __init__(self, client: docker.DockerClient) -> None:
-        self.client = client
-        self._info: EngineInfo | None = None
+    def __init__(self, engine: DockerEngine) -> None:
+        self.engine = engine
 
     @property
     def info(self) -> EngineInfo:
         """The engine's facts: how it hands over GPUs, which limits it needs (read once)."""
-        if self._info is None:
-            self._info = engine_info(self.client)
-        return self._info
+        return self.engine.info()
 
     def run_nodes(self, request: NodesRequest) -> NodesRun:
         """A multi-node probe, one container per node (`NodesInContainers`)."""
-        return NodesInContainers(self.client, self.info).run(request)
+        return NodesInContainers(self.engine).run(request)
 
     def run(self, request: ProbeRequest) -> ProbeRun:
         """Run the request's probes in one container of its image."""
@@ -114,11 +111,11 @@ class ContainerProbeRunner:
             try:
                 # Full images start services by default; probes need none.
                 entrypoint, argv = without_entrypoint(command)
-                container = self.client.containers.create(
+                container = self.engine.client.containers.create(
                     request.image,
                     argv,
                     entrypoint=entrypoint,
-                    user=image_user(self.client, request.image),
+                    user=image_user(self.engine, request.image),
                     labels={**request.labels, L.OWNER: owner()},
                     environment=dict(request.environment),
                     shm_size=request.shm_bytes,

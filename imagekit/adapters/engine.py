@@ -1,7 +1,9 @@
 """Adapter: the Docker engine, through the Docker SDK for Python.
 
-Engine trouble becomes `EngineUnavailableError` (exit 3) with a hint that says
-what to do, never a traceback.
+One door: `open_engine` connects, and the `DockerEngine` it returns holds the connection and
+makes the engine's calls; the other adapters are built from it, and nothing above the adapters
+holds the SDK's client. Engine trouble becomes `EngineUnavailableError` (exit 3) with a hint
+that says what to do, never a traceback.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import docker
 import docker.context
@@ -183,130 +185,10 @@ def _client(timeout_s: int) -> docker.DockerClient:
     )
 
 
-def inspect_image(client: docker.DockerClient, reference: str) -> LocalImage | None:
-    """The image `reference` names, or None when the engine has no such image."""
-    with engine_errors(f"inspecting {reference}"):
-        try:
-            return LocalImage.from_inspect(client.api.inspect_image(reference))
-        except docker.errors.ImageNotFound:
-            return None
-        except docker.errors.APIError as exc:
-            if exc.status_code == 404:
-                return None
-            raise
-
-
-def pull_image(client: docker.DockerClient, reference: str, platform: str | None = None) -> str:
-    """Pull `reference` (for `platform`); "" when it worked, else the engine's reason."""
-    ref = parse(reference)
-    with engine_errors(f"pulling {reference}"):
-        try:
-            # The engine's pull takes a digest in the tag's place, as docker-py's own does.
-            name, tag = ref.familiar_name, ref.reference_in_api
-            stream = client.api.pull(name, tag, stream=True, decode=True, platform=platform)
-            for item in stream:
-                if "error" in item or "errorDetail" in item:
-                    return str((item.get("errorDetail") or {}).get("message") or item["error"])
-        except docker.errors.APIError as exc:
-            return short_error(exc)
-    return ""
-
-
-def history(client: docker.DockerClient, image_id: str) -> list[Layer]:
-    """The image's layers, newest first, as `docker history` shows them."""
-    with engine_errors("reading image history"):
-        items = client.api.history(image_id)
-    return [Layer(str(i.get("CreatedBy", "")), int(i.get("Size") or 0)) for i in items]
-
-
-def engine_info(client: docker.DockerClient) -> EngineInfo:
-    """Engine facts for run.json and doctor: which engine, its image store, its GPU mechanism
-    (an NVIDIA runtime or CDI devices), versions, storage driver, cgroup."""
-    with engine_errors("reading engine facts"):
-        version = client.version()
-        info = client.info()
-    where = endpoint()
-    podman = any(
-        "podman" in str(c.get("Name", "")).lower() for c in version.get("Components") or []
-    )
-    return EngineInfo(
-        server_version=version.get("Version"),
-        api_version=version.get("ApiVersion"),
-        os=info.get("OperatingSystem"),
-        storage_driver=info.get("Driver"),
-        cgroup_version=info.get("CgroupVersion"),
-        runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())),
-        cpus=info.get("NCPU"),
-        memory_bytes=info.get("MemTotal"),
-        name="podman" if podman else "docker",
-        image_store="podman" if podman else image_store(info),
-        cdi_devices=cdi_devices(info, podman=podman, local=where.startswith("unix://")),
-        endpoint=where,
-        architecture=info.get("Architecture"),
-        rootless=rootless(client, info, podman=podman),
-    )
-
-
-def rootless(client: docker.DockerClient, info: Mapping[str, Any], *, podman: bool) -> bool:
-    """Whether the engine runs as a user: Docker says so among its security options; Podman's
-    Docker API does not, its own API does (`host.security.rootless`)."""
-    if any("rootless" in str(option) for option in info.get("SecurityOptions") or []):
-        return True
-    if not podman:
-        return False
-    with contextlib.suppress(Exception):  # an older Podman without it: not known, not rootless
-        answer = client.api.get(f"{client.api.base_url}/v4.0.0/libpod/info", timeout=PING_TIMEOUT_S)
-        if answer.ok:
-            return bool(answer.json().get("host", {}).get("security", {}).get("rootless"))
-    return False
-
-
-def started_container(
-    client: docker.DockerClient,
-    image: str,
-    argv: list[str],
-    *,
-    through_entrypoint: bool = False,
-    **options: Any,
-) -> Container:
-    """A started, detached container running `argv`, by itself or (`through_entrypoint`) as
-    the command of the image's entrypoint. A start the engine refuses removes the container
-    it made: `containers.run` would leave it Created."""
-    if through_entrypoint:
-        container = client.containers.create(image, argv, detach=True, **options)
-    else:
-        entrypoint, command = without_entrypoint(argv)
-        container = client.containers.create(
-            image, command, entrypoint=entrypoint, detach=True, **options
-        )
-    try:
-        container.start()
-    except BaseException:
-        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-            container.remove(force=True, v=True)
-        raise
-    return container
-
-
-def output_of(
-    client: docker.DockerClient,
-    image: str,
-    argv: list[str],
-    *,
-    through_entrypoint: bool = False,
-    **options: Any,
-) -> bytes:
-    """What `argv` prints on stdout in a container of `image` that is gone afterwards, however
-    it ends."""
-    container = started_container(
-        client, image, argv, through_entrypoint=through_entrypoint, **options
-    )
-    try:
-        container.wait()
-        return bytes(container.logs(stdout=True, stderr=False))
-    finally:
-        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-            container.remove(force=True, v=True)
+def open_engine(timeout_s: int = 600, ping_timeout_s: int | None = None) -> DockerEngine:
+    """The engine `endpoint()` names, connected and answering (`connect`): the one door to it
+    that the CLI opens and hands to the adapters it wires."""
+    return DockerEngine(connect(timeout_s, ping_timeout_s))
 
 
 def without_entrypoint(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -317,56 +199,184 @@ def without_entrypoint(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv[:1], argv[1:]
 
 
-# Podman's service lowers its own process limit to this where it may not keep the host's, and
-# a container may not ask for more than the service has; it is ample for probes and services.
-def uncompressed_size(client: docker.DockerClient, reference: str) -> int:
-    """The image's size unpacked, the sum of its layers as `docker history` gives them (on the
-    containerd store, its snapshots' disk usage, a few per cent above the classic store's
-    byte counts). The containerd store's own `Size` is the compressed content, a measure that
-    budgets and benchmarks must not mix with this one."""
-    with engine_errors(f"reading the layers of {reference}"):
-        return sum(int(i.get("Size") or 0) for i in client.api.history(reference))
+class ContainerOptions(TypedDict, total=False):
+    """What a throw-away container is given beside its image and command (docker-py's keyword
+    arguments of `containers.create`)."""
+
+    network_mode: str
+    labels: dict[str, str]
+    environment: dict[str, str]
+    ulimits: list[docker.types.Ulimit]
 
 
 class DockerEngine:
-    """The `Engine` port over the Docker SDK (Docker, either image store, or Podman)."""
+    """One connection to a Docker engine (Docker, either image store, or Podman) and every
+    call imagekit makes of it: the `Engine` port, and what the other adapters of this package
+    build on it (containers, their output). Each call's trouble is translated
+    (`engine_errors`)."""
 
     def __init__(self, client: docker.DockerClient) -> None:
+        # The SDK's client: the adapters of this package reach it for the calls that are
+        # theirs alone (a probe container, a build, a push); nothing above them holds it.
         self.client = client
         self._info: EngineInfo | None = None
 
     def info(self) -> EngineInfo:
         """Which engine, its store, versions, runtimes (read once)."""
         if self._info is None:
-            self._info = engine_info(self.client)
+            self._info = self._read_info()
         return self._info
+
+    def _read_info(self) -> EngineInfo:
+        """Engine facts for run.json and doctor: which engine, its image store, its GPU
+        mechanism (an NVIDIA runtime or CDI devices), versions, storage driver, cgroup."""
+        with engine_errors("reading engine facts"):
+            version = self.client.version()
+            info = self.client.info()
+        where = endpoint()
+        podman = any(
+            "podman" in str(c.get("Name", "")).lower() for c in version.get("Components") or []
+        )
+        return EngineInfo(
+            server_version=version.get("Version"),
+            api_version=version.get("ApiVersion"),
+            os=info.get("OperatingSystem"),
+            storage_driver=info.get("Driver"),
+            cgroup_version=info.get("CgroupVersion"),
+            runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())),
+            cpus=info.get("NCPU"),
+            memory_bytes=info.get("MemTotal"),
+            name="podman" if podman else "docker",
+            image_store="podman" if podman else image_store(info),
+            cdi_devices=cdi_devices(info, podman=podman, local=where.startswith("unix://")),
+            endpoint=where,
+            architecture=info.get("Architecture"),
+            rootless=self._rootless(info, podman=podman),
+        )
+
+    def _rootless(self, info: Mapping[str, Any], *, podman: bool) -> bool:
+        """Whether the engine runs as a user: Docker says so among its security options;
+        Podman's Docker API does not, its own API does (`host.security.rootless`)."""
+        if any("rootless" in str(option) for option in info.get("SecurityOptions") or []):
+            return True
+        if not podman:
+            return False
+        api = self.client.api
+        with contextlib.suppress(Exception):  # an older Podman without it: not known, not rootless
+            answer = api.get(f"{api.base_url}/v4.0.0/libpod/info", timeout=PING_TIMEOUT_S)
+            if answer.ok:
+                return bool(answer.json().get("host", {}).get("security", {}).get("rootless"))
+        return False
+
+    def local_image(self, reference: str) -> LocalImage | None:
+        """The image `reference` names as the engine inspects it, or None when the engine has
+        no such image (its size: the store's own figure, see `inspect_image`)."""
+        with engine_errors(f"inspecting {reference}"):
+            try:
+                return LocalImage.from_inspect(self.client.api.inspect_image(reference))
+            except docker.errors.ImageNotFound:
+                return None
+            except docker.errors.APIError as exc:
+                if exc.status_code == 404:
+                    return None
+                raise
 
     def inspect_image(self, reference: str) -> LocalImage | None:
         """The image `reference` names; None when there is none. Its size is the sum of its
         unpacked layers on every store."""
-        image = inspect_image(self.client, reference)
+        image = self.local_image(reference)
         if image is not None and self.info().image_store == "containerd":
-            image = replace(image, size_bytes=uncompressed_size(self.client, image.id))
+            image = replace(image, size_bytes=self.uncompressed_size(image.id))
         return image
 
+    def uncompressed_size(self, reference: str) -> int:
+        """The image's size unpacked, the sum of its layers as `docker history` gives them (on
+        the containerd store, its snapshots' disk usage, a few per cent above the classic
+        store's byte counts). The containerd store's own `Size` is the compressed content, a
+        measure that budgets and benchmarks must not mix with this one."""
+        with engine_errors(f"reading the layers of {reference}"):
+            return sum(int(i.get("Size") or 0) for i in self.client.api.history(reference))
+
     def history(self, image_id: str) -> list[Layer]:
-        """The image's layers, newest first."""
-        return history(self.client, image_id)
+        """The image's layers, newest first, as `docker history` shows them."""
+        with engine_errors("reading image history"):
+            items = self.client.api.history(image_id)
+        return [Layer(str(i.get("CreatedBy", "")), int(i.get("Size") or 0)) for i in items]
 
     def pull(self, reference: str, platform: str | None = None) -> str:
         """Pull `reference` (for `platform`); "" when it worked, else the engine's reason."""
-        return pull_image(self.client, reference, platform)
+        ref = parse(reference)
+        with engine_errors(f"pulling {reference}"):
+            try:
+                # The engine's pull takes a digest in the tag's place, as docker-py's own does.
+                name, tag = ref.familiar_name, ref.reference_in_api
+                stream = self.client.api.pull(
+                    name, tag, stream=True, decode=True, platform=platform
+                )
+                for item in stream:
+                    if "error" in item or "errorDetail" in item:
+                        return str((item.get("errorDetail") or {}).get("message") or item["error"])
+            except docker.errors.APIError as exc:
+                return short_error(exc)
+        return ""
 
     def tag(self, image_id: str, repository: str, tag: str) -> None:
         """Give `image_id` the name `repository:tag`."""
         with engine_errors(f"tagging {repository}:{tag}"):
             self.client.api.tag(image_id, repository, tag)
 
+    def started_container(
+        self,
+        image: str,
+        argv: list[str],
+        *,
+        through_entrypoint: bool = False,
+        **options: Unpack[ContainerOptions],
+    ) -> Container:
+        """A started, detached container running `argv`, by itself or (`through_entrypoint`)
+        as the command of the image's entrypoint. A start the engine refuses removes the
+        container it made: `containers.run` would leave it Created."""
+        containers = self.client.containers
+        if through_entrypoint:
+            container = containers.create(image, argv, detach=True, **options)
+        else:
+            entrypoint, command = without_entrypoint(argv)
+            container = containers.create(
+                image, command, entrypoint=entrypoint, detach=True, **options
+            )
+        try:
+            container.start()
+        except BaseException:
+            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                container.remove(force=True, v=True)
+            raise
+        return container
+
+    def container_output(
+        self,
+        image: str,
+        argv: list[str],
+        *,
+        through_entrypoint: bool = False,
+        **options: Unpack[ContainerOptions],
+    ) -> bytes:
+        """What `argv` prints on stdout in a container of `image` (`started_container`) that
+        is gone afterwards, however it ends."""
+        container = self.started_container(
+            image, argv, through_entrypoint=through_entrypoint, **options
+        )
+        try:
+            container.wait()
+            return bytes(container.logs(stdout=True, stderr=False))
+        finally:
+            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                container.remove(force=True, v=True)
+
     def output_of(self, image_id: str, argv: list[str]) -> str:
         """What `argv` prints in a throw-away container of the image (no network, removed)."""
         with engine_errors(f"running {argv[0]} in {image_id[:19]}"):
-            output = output_of(
-                self.client, image_id, argv, network_mode="none", **container_limits(self.info())
+            output = self.container_output(
+                image_id, argv, network_mode="none", **container_limits(self.info())
             )
         return output.decode("utf-8", "replace")
 
@@ -375,6 +385,6 @@ def engine_or_why() -> tuple[EngineInfo | None, str]:
     """The engine's facts, or None and why not: `doctor` also runs on GPU nodes with no
     engine, where that is a finding, not a failure."""
     try:
-        return engine_info(connect()), ""
+        return open_engine().info(), ""
     except ImagekitError as exc:
         return None, exc.message

@@ -77,6 +77,8 @@ def gpu_device_requests(info: EngineInfo, device: str = "all") -> list[docker.ty
     return [docker.types.DeviceRequest(device_ids=[device], capabilities=[["gpu"]])]
 
 
+# Podman's service lowers its own process limit to this where it may not keep the host's, and
+# a container may not ask for more than the service has; it is ample for probes and services.
 PODMAN_NPROC = 32768
 
 

@@ -18,12 +18,12 @@ from imagekit.kernel.runtime import docker_arch
 def labels_of(reference: str) -> dict[str, str]:
     """The labels of `reference` (of its image for this host's architecture, when it names
     an index); InputError when the reference is invalid or nobody has the image."""
-    from imagekit.adapters.engine import connect, inspect_image
+    from imagekit.adapters.engine import open_engine
     from imagekit.adapters.registry import registry_auth, remote_config
 
     ref = parse(reference)
     try:
-        local = inspect_image(connect(), reference)
+        local = open_engine().local_image(reference)
         if local is not None:
             return dict(local.labels)
     except EngineUnavailableError:

@@ -9,18 +9,19 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.workstation import owner_of
 from imagekit.kernel import labels as L
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, command_user
 
 
 def user_for_command(
-    client: docker.DockerClient, image: str, workspace: Path, given: str | None, *, rootless: bool
+    engine: DockerEngine, image: str, workspace: Path, given: str | None, *, rootless: bool
 ) -> str | None:
     """docker's `--user` for a shell or command in `image` (`core.runtime.command_user`): a
     full image's entrypoint decides by itself; for others, from this process and the folder."""
     try:
-        labels = client.images.get(image).labels or {}
+        labels = engine.client.images.get(image).labels or {}
     except docker.errors.APIError:  # not here (docker run pulls it): no entrypoint known
         labels = {}
     return command_user(

@@ -12,7 +12,7 @@ from typing import Any
 import docker
 import docker.errors
 
-from imagekit.adapters.engine import engine_errors, short_error
+from imagekit.adapters.engine import DockerEngine, engine_errors, short_error
 from imagekit.kernel import labels as L
 
 
@@ -41,9 +41,10 @@ def _image(i: Mapping[str, Any], name: str) -> Leftover:
     return Leftover(LeftoverKind.IMAGE, i["Id"], name, i["Created"])
 
 
-def leftovers(client: docker.DockerClient, run_id: str | None = None) -> list[Leftover]:
+def leftovers(engine: DockerEngine, run_id: str | None = None) -> list[Leftover]:
     """Containers and dangling images that carry imagekit labels; with `run_id`, only the
     containers of that run (build stages carry no run id, and are the next build's cache)."""
+    client = engine.client
     found: list[Leftover] = []
     with engine_errors("listing leftovers"):
         label = f"{L.RUN_ID}={run_id}" if run_id else L.RUN_ID
@@ -60,8 +61,9 @@ def leftovers(client: docker.DockerClient, run_id: str | None = None) -> list[Le
     return sorted(unique.values(), key=lambda x: (x.kind, x.created_s))
 
 
-def remove(client: docker.DockerClient, item: Leftover) -> str | None:
+def remove(engine: DockerEngine, item: Leftover) -> str | None:
     """Remove one leftover; None when done, else why not."""
+    client = engine.client
     with engine_errors(f"removing {item.kind} {item.id[:12]}"):
         try:
             if item.kind is LeftoverKind.CONTAINER:
@@ -97,12 +99,12 @@ class Tidied:
 
 
 def tidy(
-    client: docker.DockerClient, run_id: str | None, older_than_s: float, *, dry_run: bool
+    engine: DockerEngine, run_id: str | None, older_than_s: float, *, dry_run: bool
 ) -> list[Tidied]:
     """List (`dry_run`) or remove the leftovers of `run_id` (all runs' when None) at least
     `older_than_s` old."""
-    found = [x for x in leftovers(client, run_id) if age_s(x) >= older_than_s]
-    return [Tidied(x, dry_run, None if dry_run else remove(client, x)) for x in found]
+    found = [x for x in leftovers(engine, run_id) if age_s(x) >= older_than_s]
+    return [Tidied(x, dry_run, None if dry_run else remove(engine, x)) for x in found]
 
 
 def tidied_summary(done: list[Tidied], *, dry_run: bool) -> str:
@@ -111,10 +113,10 @@ def tidied_summary(done: list[Tidied], *, dry_run: bool) -> str:
     return f"{len(done) - kept} of {len(done)} leftovers {'listed' if dry_run else 'removed'}"
 
 
-def others_note(client: docker.DockerClient) -> str | None:
+def others_note(engine: DockerEngine) -> str | None:
     """A note for people when containers of other imagekit runs are on the engine: those are
     `imagekit gc`'s to remove, since another run may still be using them; None when none."""
-    left = [x for x in leftovers(client) if x.kind is LeftoverKind.CONTAINER]
+    left = [x for x in leftovers(engine) if x.kind is LeftoverKind.CONTAINER]
     if not left:
         return None
     return (

@@ -13,7 +13,7 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
-from imagekit.adapters.engine import engine_errors, without_entrypoint
+from imagekit.adapters.engine import DockerEngine, engine_errors, without_entrypoint
 from imagekit.adapters.engine_facts import container_limits, gpu_device_requests
 from imagekit.adapters.node_wait import wait_for_nodes
 from imagekit.adapters.orphans import owner
@@ -37,9 +37,13 @@ class NodesInContainers:
     """A multi-node run as containers of one image: one per node, on a network of their own
     (internal: no way out), each running torchrun; the first node keeps the rendezvous."""
 
-    def __init__(self, client: docker.DockerClient, info: EngineInfo) -> None:
-        self.client = client
-        self.info = info
+    def __init__(self, engine: DockerEngine) -> None:
+        self.engine = engine
+
+    @property
+    def info(self) -> EngineInfo:
+        """The engine's facts: how it hands over GPUs, which limits it needs."""
+        return self.engine.info()
 
     def run(self, request: NodesRequest) -> NodesRun:
         """Start every node, wait for all within the time limit, collect their output; the
@@ -51,7 +55,7 @@ class NodesInContainers:
         containers: list[Container] = []
         try:
             with engine_errors(f"creating the network of a {request.nodes}-node probe"):
-                network = self.client.networks.create(
+                network = self.engine.client.networks.create(
                     prefix, driver="bridge", internal=True, labels=dict(request.labels)
                 )
             for node in range(request.nodes):
@@ -103,11 +107,11 @@ class NodesInContainers:
                 memory_bytes=request.memory_bytes,
             )
         )
-        user = image_user(self.client, request.image)
+        user = image_user(self.engine, request.image)
         with engine_errors(f"creating node {node} of {request.image}"):
             try:
                 entrypoint, argv = without_entrypoint(command)
-                container = self.client.containers.create(
+                container = self.engine.client.containers.create(
                     request.image,
                     argv,
                     entrypoint=entrypoint,

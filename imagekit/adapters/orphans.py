@@ -24,7 +24,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from imagekit.adapters.engine import engine_errors
+from imagekit.adapters.engine import DockerEngine, engine_errors
 from imagekit.kernel import labels as L
 
 PROC = Path("/proc")
@@ -72,9 +72,9 @@ def is_failed_build_step(labels: dict[str, str], state: str, exit_code: int) -> 
     return L.STAGE in labels and state in ("exited", "dead") and exit_code != 0
 
 
-def find_orphans(client: docker.DockerClient, host: str | None = None) -> list[Orphan]:
+def find_orphans(engine: DockerEngine, host: str | None = None) -> list[Orphan]:
     """The containers on this engine whose run ended without removing them."""
-    found = []
+    client, found = engine.client, []
     with engine_errors("looking for containers of runs that ended"):
         for c in client.api.containers(all=True, filters={"label": L.OWNER}):
             labels = c.get("Labels") or {}
@@ -90,13 +90,13 @@ def find_orphans(client: docker.DockerClient, host: str | None = None) -> list[O
     return found
 
 
-def remove_orphans(client: docker.DockerClient, host: str | None = None) -> list[Orphan]:
+def remove_orphans(engine: DockerEngine, host: str | None = None) -> list[Orphan]:
     """Remove the orphans `find_orphans` finds; the ones removed (one already gone counts)."""
     removed = []
-    for orphan in find_orphans(client, host):
+    for orphan in find_orphans(engine, host):
         with engine_errors(f"removing container {orphan.id[:12]}"):
             try:
-                client.api.remove_container(orphan.id, force=True, v=True)
+                engine.client.api.remove_container(orphan.id, force=True, v=True)
             except docker.errors.NotFound:
                 pass
             except docker.errors.APIError:

@@ -17,7 +17,7 @@ import docker.errors
 import docker.types
 from docker.models.containers import Container
 
-from imagekit.adapters.engine import engine_errors
+from imagekit.adapters.engine import DockerEngine, engine_errors
 from imagekit.errors import GpuUnavailableError
 from imagekit.kernel import labels as L
 from imagekit.verify.ports import ProbeRequest
@@ -58,10 +58,10 @@ def probes_archive(folder: Path, nonce: str = "") -> bytes:
     return buffer.getvalue()
 
 
-def image_user(client: docker.DockerClient, image: str) -> str:
+def image_user(engine: DockerEngine, image: str) -> str:
     """The user probe containers of `image` run as (see `labels.workload_user`)."""
     with engine_errors(f"inspecting {image}"):
-        attrs = client.images.get(image).attrs
+        attrs = engine.client.images.get(image).attrs
     config = attrs.get("Config") or {}
     return L.workload_user(config.get("User") or "", config.get("Labels") or {})
 

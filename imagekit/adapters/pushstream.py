@@ -19,10 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import docker
 import docker.auth
 import docker.errors
 import requests
+
+from imagekit.adapters.engine import DockerEngine
 
 # The statuses that end a layer's push well.
 DONE = frozenset({"Pushed", "Layer already exists", "Mounted from"})
@@ -55,10 +56,12 @@ class PushProgress:
         ]
 
 
-def _auth_header(client: docker.DockerClient, repository: str, auth: Any) -> dict[str, str]:
+def _auth_header(
+    engine: DockerEngine, repository: str, auth: Mapping[str, str] | None
+) -> dict[str, str]:
     if auth is None:
         registry, _ = docker.auth.resolve_repository_name(repository)
-        header = docker.auth.get_config_header(client.api, registry)
+        header = docker.auth.get_config_header(engine.client.api, registry)
         return {"X-Registry-Auth": header.decode()} if header else {}
     return {"X-Registry-Auth": docker.auth.encode_header(auth).decode()}
 
@@ -77,10 +80,10 @@ def _shut(response: requests.Response) -> None:
 
 
 def push_within(
-    client: docker.DockerClient,
+    engine: DockerEngine,
     repository: str,
     tag: str,
-    auth: Any,
+    auth: Mapping[str, str] | None,
     left_s: float | None,
 ) -> str | None:
     """Push `repository:tag` through the engine; None when it worked, else what went wrong.
@@ -89,14 +92,14 @@ def push_within(
     names the layers that were still moving. Engine trouble (no engine, a refusal) raises as
     docker-py does; the caller translates it.
     """
-    api = client.api
+    api = engine.client.api
     # The request docker-py's push makes, with the response kept to shut it down.
     name = urllib.parse.quote(repository, safe="/:")
     # Without credentials, engines before API 1.42 read them from the body: an empty object.
     response = api.post(
         f"{api.base_url}/v{api.api_version}/images/{name}/push",
         data=b"{}",
-        headers={"Content-Type": "application/json", **_auth_header(client, repository, auth)},
+        headers={"Content-Type": "application/json", **_auth_header(engine, repository, auth)},
         params={"tag": tag},
         stream=True,
     )

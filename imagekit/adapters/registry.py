@@ -18,15 +18,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-import docker
 import docker.errors
 import requests.exceptions
 
-from imagekit.adapters.engine import engine_errors
+from imagekit.adapters.engine import DockerEngine, engine_errors
 from imagekit.adapters.pushstream import push_within
 from imagekit.errors import InputError, RegistryError
 from imagekit.kernel.reference import DOCKER_HUB_HOSTS, LEGACY_DOCKER_HUB, ImageReference, parse
@@ -105,13 +104,17 @@ def registry_auth(host: str, environ: dict[str, str] | None = None) -> dict[str,
 
 
 def _push_once(
-    client: docker.DockerClient, repository: str, tag: str, auth: Any, left_s: float | None
+    engine: DockerEngine,
+    repository: str,
+    tag: str,
+    auth: Mapping[str, str] | None,
+    left_s: float | None,
 ) -> str | None:
     """One push, within `left_s` seconds when given; None when it worked, else the error the
     stream (or the engine) reported, or the deadline that stopped it."""
     with engine_errors(f"pushing {repository}:{tag}"):
         try:
-            return push_within(client, repository, tag, auth, left_s)
+            return push_within(engine, repository, tag, auth, left_s)
         except docker.errors.APIError as exc:
             return str(exc.explanation or exc)
         except requests.exceptions.RequestException as exc:
@@ -119,13 +122,13 @@ def _push_once(
 
 
 def push(
-    client: docker.DockerClient,
+    engine: DockerEngine,
     reference: str,
     *,
     attempts: int = 4,
     backoff_s: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
-    auth: Any = None,
+    auth: Mapping[str, str] | None = None,
     deadline_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> PushOutcome:
@@ -141,7 +144,7 @@ def push(
     while True:
         attempt += 1
         left_s = None if deadline_s is None else max(1.0, deadline_s - backoff.elapsed_s())
-        error = _push_once(client, repository, tag, auth, left_s)
+        error = _push_once(engine, repository, tag, auth, left_s)
         if error is None:
             return PushOutcome(True, attempt, errors=tuple(errors))
         errors.append(error)
@@ -329,7 +332,7 @@ class HttpRegistry:
 
     def __init__(
         self,
-        client: docker.DockerClient | None,
+        engine: DockerEngine | None,
         *,
         attempts: int,
         backoff_s: float,
@@ -337,7 +340,7 @@ class HttpRegistry:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.client = client
+        self.engine = engine
         self.attempts = attempts
         self.backoff_s = backoff_s
         self.sleep = sleep
@@ -383,10 +386,10 @@ class HttpRegistry:
 
     def push(self, reference: str) -> PushOutcome:
         """Push the local `reference`, retrying transient failures."""
-        if self.client is None:
+        if self.engine is None:
             raise ValueError("pushing needs an engine; this registry was made without one")
         return push(
-            self.client,
+            self.engine,
             reference,
             attempts=self.attempts,
             backoff_s=self.backoff_s,

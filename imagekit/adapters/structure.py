@@ -22,7 +22,7 @@ from typing import Any
 import docker
 import docker.errors
 
-from imagekit.adapters.engine import engine_errors, engine_info, output_of, started_container
+from imagekit.adapters.engine import DockerEngine, engine_errors
 from imagekit.adapters.engine_facts import ContainerLimits, container_limits
 from imagekit.adapters.orphans import owner
 from imagekit.errors import EngineError
@@ -58,16 +58,13 @@ EXEC_TRIES = 3
 class DockerInspector:
     """The `Inspector` port: testinfra's docker backend on a throw-away container."""
 
-    def __init__(self, client: docker.DockerClient) -> None:
-        self.client = client
-        self._limits: ContainerLimits | None = None
+    def __init__(self, engine: DockerEngine) -> None:
+        self.engine = engine
 
     @property
     def limits(self) -> ContainerLimits:
-        """The limits this engine's containers need (Podman's; read once)."""
-        if self._limits is None:
-            self._limits = container_limits(engine_info(self.client))
-        return self._limits
+        """The limits this engine's containers need (Podman's)."""
+        return container_limits(self.engine.info())
 
     def structure(
         self, image_id: str, labels: Mapping[str, str], labels_run: Mapping[str, str]
@@ -76,12 +73,11 @@ class DockerInspector:
         import testinfra  # imported here: only verify needs it
 
         with engine_errors(f"starting a structure-check container of {image_id[:19]}"):
-            attrs = self.client.images.get(image_id).attrs
+            attrs = self.engine.client.images.get(image_id).attrs
             platform = f"{attrs.get('Os', '')}/{attrs.get('Architecture', '')}"
             # Under emulation, as the probes run: on the CPU the image is for (QEMU_CPU).
-            emulation = emulation_for(platform, self.client.info().get("Architecture"))
-            container = started_container(
-                self.client,
+            emulation = emulation_for(platform, self.engine.info().architecture)
+            container = self.engine.started_container(
                 image_id,
                 ["sleep", "600"],
                 network_mode="none",
@@ -125,8 +121,7 @@ class DockerInspector:
         if labels.flavour != "full":
             return []
         with engine_errors(f"starting an entrypoint-check container of {image_id[:19]}"):
-            out = output_of(
-                self.client,
+            out = self.engine.container_output(
                 image_id,
                 ["id", "-u"],
                 through_entrypoint=True,

@@ -27,7 +27,7 @@ import docker.errors
 import docker.types
 from docker.models.containers import Container
 
-from imagekit.adapters.engine import engine_errors
+from imagekit.adapters.engine import DockerEngine, engine_errors
 from imagekit.adapters.engine_facts import container_limits, gpu_device_requests
 from imagekit.adapters.orphans import owner
 from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError, InputError
@@ -174,7 +174,7 @@ def _first_line(text: str) -> str:
 
 
 @contextlib.contextmanager
-def started(client: docker.DockerClient, request: RunRequest) -> Iterator[Container]:
+def started(engine: DockerEngine, request: RunRequest) -> Iterator[Container]:
     """The started container of `request` (detached), removed when the block ends, however it
     ends: a start the engine refuses, an error, a stop signal at any point after the create.
     One owner from create to removal leaves no moment in which a signal could orphan it."""
@@ -182,7 +182,7 @@ def started(client: docker.DockerClient, request: RunRequest) -> Iterator[Contai
     container = None
     try:
         with signals_held():
-            container = _create(client, request)
+            container = _create(engine, request)
         _start(container, request)
         yield container
     finally:
@@ -205,7 +205,7 @@ def check(request: RunRequest) -> None:
         )
 
 
-def _create(client: docker.DockerClient, request: RunRequest) -> Container:
+def _create(engine: DockerEngine, request: RunRequest) -> Container:
     """Create (not start) the container, labelled and named after the run."""
     port, host_port = request.ports
     environment = {}
@@ -220,7 +220,7 @@ def _create(client: docker.DockerClient, request: RunRequest) -> Container:
     device_requests = gpu_device_requests(request.engine) if request.gpus else []
     with engine_errors(f"creating a container of {request.image}"):
         try:
-            return client.containers.create(
+            return engine.client.containers.create(
                 request.image,
                 [request.service],
                 name=request.container_name,
@@ -321,7 +321,7 @@ def remove(container: Container) -> None:
 
 
 def serve(
-    client: docker.DockerClient,
+    engine: DockerEngine,
     request: RunRequest,
     on_ready: Callable[[str], None],
     on_log: Callable[[str], object],
@@ -331,7 +331,7 @@ def serve(
     answers, hand `on_ready` how to reach it; return when the container stops. The container is
     removed however this ends (Ctrl-C included); a service that stops by itself is a
     ServiceFailedError."""
-    with started(client, request) as container:
+    with started(engine, request) as container:
         streaming = threading.Thread(
             target=_stream_log, args=(container, on_log), name="imagekit-run-log", daemon=True
         )

@@ -84,13 +84,13 @@ def _host_arch() -> str:
 def bootstrap(request: BootstrapCommand) -> None:
     """Bootstrap the base and load it into the engine; prints its image id."""
     from imagekit.adapters import baseimage
-    from imagekit.adapters.engine import connect
+    from imagekit.adapters.engine import open_engine
     from imagekit.adapters.installer import base_cache
 
-    client, cache = connect(), base_cache()
+    engine, cache = open_engine(), base_cache()
     took = "about a minute" if request.arch == _host_arch() else "several minutes: emulated"
     say(f"bootstrapping {request.suite} {request.arch} into {request.tag} ({took})")
-    image_id = baseimage.bootstrap(client, baseimage.BootstrapRequest.of(request), cache)
+    image_id = baseimage.bootstrap(engine, baseimage.BootstrapRequest.of(request), cache)
     typer.echo(image_id)
     reused = f" (root filesystem reused, {request.suite}'s index unchanged: {cache.reused})"
     say(f"{request.tag} is {image_id}" + (reused if cache.reused else ""))
@@ -99,10 +99,10 @@ def bootstrap(request: BootstrapCommand) -> None:
 @command(app, "gc", GcRequest)
 def gc(request: GcRequest) -> None:
     """List or remove what imagekit left behind."""
-    from imagekit.adapters.engine import connect
+    from imagekit.adapters.engine import open_engine
     from imagekit.adapters.leftovers import tidied_summary, tidy
 
-    done = tidy(connect(), request.run_id, request.older_than_s, dry_run=request.dry_run)
+    done = tidy(open_engine(), request.run_id, request.older_than_s, dry_run=request.dry_run)
     for tidied in done:
         typer.echo(tidied.line())
     say(tidied_summary(done, dry_run=request.dry_run))

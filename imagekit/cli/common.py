@@ -11,15 +11,16 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from imagekit import __version__
-from imagekit.errors import (
-    ExitCode,
-    ImagekitError,
-)
+from imagekit.errors import ExitCode, ImagekitError
+
+if TYPE_CHECKING:
+    from imagekit.adapters.engine import DockerEngine
+    from imagekit.events import EventSink
 
 app = typer.Typer(
     name="imagekit",
@@ -144,24 +145,24 @@ def dispatch(make: Callable[[], object]) -> None:
         HANDLERS[type(request)](request)
 
 
-def remove_orphans(client: Any) -> None:
+def remove_orphans(engine: DockerEngine) -> None:
     """Remove the containers of runs on this machine that ended without removing them (a run
     killed with -9, an engine that died under a probe or a build step), saying so."""
     from imagekit.adapters.orphans import remove_orphans as remove
     from imagekit.adapters.orphans import removed_line
 
-    if line := removed_line(remove(client)):
+    if line := removed_line(remove(engine)):
         say(line)
 
 
-def note_leftovers(client: Any) -> None:
+def note_leftovers(engine: DockerEngine) -> None:
     """`remove_orphans`, then say so when containers of other runs are still on the engine:
     those are `imagekit gc`'s to remove, not this run's, since another run may still be
     using them."""
     from imagekit.adapters.leftovers import others_note
 
-    remove_orphans(client)
-    if note := others_note(client):
+    remove_orphans(engine)
+    if note := others_note(engine):
         say(note)
 
 
@@ -180,7 +181,7 @@ def show(as_json: bool, data: object, text: str | Callable[[], str]) -> None:
 
 
 @contextmanager
-def event_view() -> Iterator[Any]:
+def event_view() -> Iterator[EventSink]:
     """A live table on a terminal, plain lines otherwise."""
     from imagekit.cli.views import LiveView, PlainView
 
@@ -191,7 +192,7 @@ def event_view() -> Iterator[Any]:
         yield PlainView()
 
 
-def plain_view() -> Any:
+def plain_view() -> EventSink:
     from imagekit.cli.views import PlainView
 
     return PlainView()

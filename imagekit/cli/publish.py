@@ -60,7 +60,7 @@ def _ports(
 ) -> tuple[PublishPorts, Engine | None]:
     """The adapters the request's mode works through, and its engine (none for a promotion,
     which works inside the registry); the run folder made, its run.json written."""
-    from imagekit.adapters.engine import DockerEngine, connect
+    from imagekit.adapters.engine import open_engine
     from imagekit.adapters.registry import HttpRegistry
     from imagekit.adapters.results import RunFacts, RunFolder, results_key, verify_evidence
     from imagekit.adapters.sbom import CycloneDx
@@ -68,15 +68,14 @@ def _ports(
     from imagekit.publish.run import PublishPorts
 
     signer = _signer(request)
-    client = connect() if settings.mode.needs_engine else None
-    engine = DockerEngine(client) if client is not None else None
-    if client is not None:
-        note_leftovers(client)
+    engine = open_engine() if settings.mode.needs_engine else None
+    if engine is not None:
+        note_leftovers(engine)
     run = RunFolder.create(request.results)
     about = RunFacts(registry=request.registry, force=request.force, signed=signer is not None)
     run.write_run("publish", engine.info() if engine is not None else EngineInfo(), about)
     registry = HttpRegistry(
-        client,
+        engine,
         attempts=request.attempts,
         backoff_s=request.backoff_s,
         deadline_s=request.deadline_s,

@@ -15,6 +15,7 @@ from imagekit.kernel.runtime import Service
 from imagekit.serve.requests import RunCommand
 
 if TYPE_CHECKING:
+    from imagekit.adapters.engine import DockerEngine
     from imagekit.adapters.workstation import RunRequest
     from imagekit.kernel.engine import EngineInfo
 
@@ -36,15 +37,15 @@ def run(request: RunCommand) -> None:
     """Serve until Ctrl-C, SIGTERM or SIGHUP (the container goes with it); a shell or a command
     replaces this process with `docker run`."""
     from imagekit.adapters import workstation
-    from imagekit.adapters.engine import connect, engine_info
+    from imagekit.adapters.engine import open_engine
     from imagekit.serve.decide import INTERACTIVE, run_gpus
 
-    client = connect()
-    remove_orphans(client)
-    info = engine_info(client)
+    engine = open_engine()
+    remove_orphans(engine)
+    info = engine.info()
     gpus = run_gpus(request.image, request.workspace, request.gpus, info)
     if request.service in INTERACTIVE:
-        _exec_docker_run(request, gpus, info.gpu_mechanism, client, info.rootless)
+        _exec_docker_run(request, gpus, engine)
     service = _service(request, gpus, info)
     workstation.check(service)  # a port taken, no key: said before "starting"
     say(
@@ -56,7 +57,7 @@ def run(request: RunCommand) -> None:
         typer.echo(how)
         say("Ctrl-C stops and removes the container")
 
-    workstation.serve(client, service, ready, sys.stderr.write)
+    workstation.serve(engine, service, ready, sys.stderr.write)
 
 
 def _service(request: RunCommand, gpus: bool, info: EngineInfo) -> RunRequest:
@@ -78,9 +79,7 @@ def _service(request: RunCommand, gpus: bool, info: EngineInfo) -> RunRequest:
     )
 
 
-def _exec_docker_run(
-    request: RunCommand, gpus: bool, gpu_mechanism: str, client: Any, rootless: bool
-) -> None:
+def _exec_docker_run(request: RunCommand, gpus: bool, engine: DockerEngine) -> None:
     """Interactive runs belong to the docker CLI, which owns the terminal; replace this process."""
     import shutil
 
@@ -90,11 +89,12 @@ def _exec_docker_run(
     if docker_cli is None:
         raise InputError("--shell and -- CMD need the docker CLI on PATH")
     args = ["shell"] if request.service is Service.SHELL else list(request.command)
+    info = engine.info()
     user = interactive.user_for_command(
-        client, request.image, request.workspace, request.user, rootless=rootless
+        engine, request.image, request.workspace, request.user, rootless=info.rootless
     )
     argv = interactive.docker_run_argv(
         docker_cli, request.image, args, request.workspace, gpus, sys.stdin.isatty(),
-        gpu_mechanism, user,
+        info.gpu_mechanism, user,
     )  # fmt: skip
     os.execvp(docker_cli, argv)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -35,9 +35,8 @@ def verify(request: VerifyCommand) -> None:
     targets = vs.targets_of(request.images, [] if request.images else request.selection.plans())
     folder = vs.probes_folder(request.probes_dir, bundled_probes())
     settings = vs.VerifySettings.of(request, folder, step_summary_file())
-    client, engine, run = _open_run(request.results, [t.reference for t in targets])
-    inspector = DockerInspector(client)
-    runner = ContainerProbeRunner(client)
+    engine, run = _open_run(request.results, [t.reference for t in targets])
+    inspector, runner = DockerInspector(engine), ContainerProbeRunner(engine)
     verifier = VerifyRun.of(engine, runner, inspector, run, settings, plain_view(), load_compat())
     for note in verifier.notes():
         say(f"note: {note}")
@@ -59,20 +58,19 @@ def step_summary_file() -> Path | None:
     return Path(value) if value else None
 
 
-def _open_run(results: Path, images: list[str]) -> tuple[Any, DockerEngine, RunFolder]:
+def _open_run(results: Path, images: list[str]) -> tuple[DockerEngine, RunFolder]:
     """The engine and a new run folder for `images` under `results`, its run.json written."""
-    from imagekit.adapters.engine import DockerEngine, connect
+    from imagekit.adapters.engine import open_engine
     from imagekit.adapters.results import RunFacts, RunFolder, results_key
 
     RunFolder.check_writable(results)
-    client = connect()
-    engine = DockerEngine(client)
-    note_leftovers(client)
+    engine = open_engine()
+    note_leftovers(engine)
     key = results_key()
     run = RunFolder.create(results, seal_key=key)
     facts = RunFacts(images=images, sealed_with_key=key is not None)
     run.write_run("verify", engine.info(), facts)
-    return client, engine, run
+    return engine, run
 
 
 def summary(images: Records) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from imagekit.adapters.engine import engine_info
+from imagekit.adapters.engine import DockerEngine
 from tests.integration.conftest import ROOT, TEST_LABEL, TEST_LABELS, Session, imagekit
 
 pytestmark = [pytest.mark.integration, pytest.mark.cuda]
@@ -205,7 +205,7 @@ def test_doctor_reads_the_labels_of_the_built_image(cuda_run: CudaRun, nvidia_sm
     ok = imagekit("doctor", "--image", image, "--nvidia-smi", str(good))
     # The image runs on this (faked) GPU and driver. Whether doctor passes also depends on the
     # engine: one without the NVIDIA runtime or CDI devices hands no GPU over, and says so.
-    handover = engine_info(docker.from_env(version="auto")).gpu_mechanism != "none"
+    handover = DockerEngine(docker.from_env(version="auto")).info().gpu_mechanism != "none"
     assert ok.code == (0 if handover else 7), ok.stderr
     assert f"{image}: runs" in ok.stdout
     assert "GPU 0 (NVIDIA H200, sm_90) is compiled in" in ok.stdout

@@ -41,7 +41,7 @@ import docker
 import docker.errors
 import pytest
 
-from imagekit.adapters.engine import engine_info
+from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.engine_facts import container_limits
 from imagekit.build.venv_layers import STAGING, venv_slots
 from imagekit.errors import ImagekitError
@@ -134,7 +134,7 @@ def host_twin(name: str) -> str | None:
     if name not in BOXED_STORES:
         return None
     try:
-        info = engine_info(docker.from_env(version="auto", timeout=30))
+        info = DockerEngine(docker.from_env(version="auto", timeout=30)).info()
     except (docker.errors.DockerException, ImagekitError):
         return None
     if info.server_version.split(".")[0] != "26" or info.image_store != BOXED_STORES[name]:
@@ -350,7 +350,7 @@ def test_a_slim_without_compile_says_so_in_its_label_and_at_its_first_compile(
         container = client.containers.run(
             image.id, ["python3", "-c", code], detach=True, shm_size="2g", labels=TEST_LABELS,
             # Podman's default nofile (1048576) is above what its service may grant here.
-            **container_limits(engine_info(client)),
+            **container_limits(DockerEngine(client).info()),
         )  # fmt: skip
         try:
             container.wait(timeout=300)
@@ -407,7 +407,7 @@ def test_the_venv_layers_build_where_slots_are_unused(contract: Contract, tmp_pa
             tag, ["ls", "/opt/venv/.imagekit-unused-layers", f"{SITE}/demo"], remove=True,
             labels=TEST_LABELS,
             # Podman's default nofile (1048576) is above what its service may grant here.
-            **container_limits(engine_info(client)),
+            **container_limits(DockerEngine(client).info()),
         ).decode()  # fmt: skip
     finally:
         with contextlib.suppress(docker.errors.ImageNotFound):

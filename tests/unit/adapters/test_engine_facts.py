@@ -180,25 +180,26 @@ class _Client:
 def test_a_start_the_engine_refuses_leaves_no_created_container_behind() -> None:
     import docker.errors
 
-    from imagekit.adapters.engine import output_of, started_container
+    from imagekit.adapters.engine import DockerEngine
 
     client = _Client(refuse=True)
     with pytest.raises(docker.errors.APIError):
-        started_container(client, "img:1", ["sleep", "600"])  # type: ignore[arg-type]
+        DockerEngine(client).started_container("img:1", ["sleep", "600"])  # type: ignore[arg-type]
     assert client.container.removed
     ok = _Client(refuse=False)
-    assert output_of(ok, "img:1", ["id", "-u"]) == b"1000\n"  # type: ignore[arg-type]
+    assert DockerEngine(ok).container_output("img:1", ["id", "-u"]) == b"1000\n"  # type: ignore[arg-type]
     assert ok.container.removed
 
 
 def test_a_command_runs_as_it_is_whatever_the_images_entrypoint() -> None:
     # Podman's Docker API takes an empty entrypoint for "not set" and runs the image's own.
-    from imagekit.adapters.engine import output_of
+    from imagekit.adapters.engine import DockerEngine
 
     client = _Client(refuse=False)
-    output_of(client, "img:1", ["python3", "-c", "1"])  # type: ignore[arg-type]
+    engine = DockerEngine(client)  # type: ignore[arg-type]
+    engine.container_output("img:1", ["python3", "-c", "1"])
     command, options = client.made[0]
     assert options["entrypoint"] == ["python3"] and command == ["-c", "1"]
-    output_of(client, "img:1", ["id", "-u"], through_entrypoint=True)  # type: ignore[arg-type]
+    engine.container_output("img:1", ["id", "-u"], through_entrypoint=True)
     command, options = client.made[1]
     assert "entrypoint" not in options and command == ["id", "-u"]

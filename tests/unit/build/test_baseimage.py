@@ -31,6 +31,7 @@ from imagekit.adapters.baseimage import (
     image_config,
     mmdebstrap_command,
 )
+from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.rootfs_cache import RootfsCache, release_url, rootfs_key
 from imagekit.errors import InputError
 
@@ -269,7 +270,7 @@ def test_bootstrap_loads_the_archive_and_returns_its_image_id(
     api = FakeApi([{"stream": f"Loaded image: {TAG}\n"}])
     request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000)
 
-    image_id = bootstrap(SimpleNamespace(api=api), request)  # type: ignore[arg-type]
+    image_id = bootstrap(DockerEngine(SimpleNamespace(api=api)), request)  # type: ignore[arg-type]
 
     config_id, config = loaded_config(api, tmp_path)
     assert image_id == config_id
@@ -286,7 +287,7 @@ def test_bootstrap_twice_with_the_same_epoch_gives_the_same_image_id(
     request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000)
 
     ids = {
-        bootstrap(SimpleNamespace(api=FakeApi([])), request)  # type: ignore[arg-type]
+        bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), request)  # type: ignore[arg-type]
         for _ in range(2)
     }
 
@@ -299,7 +300,7 @@ def test_bootstrap_without_mmdebstrap_says_how_to_install_it(
     monkeypatch.setattr(baseimage.shutil, "which", lambda name: None)
 
     with pytest.raises(InputError, match="mmdebstrap is not installed") as caught:
-        bootstrap(SimpleNamespace(api=FakeApi([])), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]
+        bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]
 
     assert "apt-get install mmdebstrap" in caught.value.hint
 
@@ -312,7 +313,7 @@ def test_bootstrap_failure_of_mmdebstrap_shows_its_last_lines(
     api = FakeApi([])
 
     with pytest.raises(BootstrapError) as caught:
-        bootstrap(SimpleNamespace(api=api), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]
+        bootstrap(DockerEngine(SimpleNamespace(api=api)), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]
 
     message = caught.value.message
     assert message.startswith("mmdebstrap failed for bookworm (exit 25):")
@@ -331,7 +332,7 @@ def test_bootstrap_fails_when_the_engine_refuses_the_archive(
     api = FakeApi([{"errorDetail": {"message": refused}, "error": refused}])
 
     with pytest.raises(BootstrapError, match=refused):
-        bootstrap(SimpleNamespace(api=api), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]
+        bootstrap(DockerEngine(SimpleNamespace(api=api)), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]
 
 
 # The root filesystem cache: mmdebstrap runs once per mirror state --------------------------
@@ -352,10 +353,10 @@ def test_a_second_bootstrap_from_the_same_mirror_state_runs_no_mmdebstrap(
     cache = cache_with(tmp_path / "bases", {INDEX: b"Date: Sat, 05 Dec 2026\n"})
     request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000)
 
-    first = bootstrap(SimpleNamespace(api=FakeApi([])), request, cache)  # type: ignore[arg-type]
+    first = bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), request, cache)  # type: ignore[arg-type]
     assert cache.reused is None and len(calls) == 1
     second_api = FakeApi([])
-    second = bootstrap(SimpleNamespace(api=second_api), request, cache)  # type: ignore[arg-type]
+    second = bootstrap(DockerEngine(SimpleNamespace(api=second_api)), request, cache)  # type: ignore[arg-type]
 
     assert len(calls) == 1  # the kept tar, not a second install
     assert cache.reused is not None and cache.reused.parent == tmp_path / "bases"
@@ -376,7 +377,7 @@ def test_a_new_mirror_state_or_other_inputs_run_mmdebstrap_again(
     indexes: dict[str, bytes | None] = {INDEX: b"Date: Sat, 05 Dec 2026\n"}
     cache = cache_with(tmp_path, indexes)
     request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000)
-    bootstrap(SimpleNamespace(api=FakeApi([])), request, cache)  # type: ignore[arg-type]
+    bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), request, cache)  # type: ignore[arg-type]
 
     if change == "index":  # a point release, a fix in the suite
         indexes[INDEX] = b"Date: Sun, 06 Dec 2026\n"
@@ -386,7 +387,7 @@ def test_a_new_mirror_state_or_other_inputs_run_mmdebstrap_again(
         request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_800_000_000)
     else:
         request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000, arch="arm64")
-    bootstrap(SimpleNamespace(api=FakeApi([])), request, cache)  # type: ignore[arg-type]
+    bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), request, cache)  # type: ignore[arg-type]
 
     assert len(calls) == 2 and cache.reused is None
     assert len(list(tmp_path.glob("*.tar"))) == 2
@@ -403,7 +404,7 @@ def test_a_mirror_whose_index_cannot_be_read_is_never_cached(
     request = BootstrapRequest("bookworm", TAG, mirror=mirror)
 
     for _ in range(2):
-        bootstrap(SimpleNamespace(api=FakeApi([])), request, cache)  # type: ignore[arg-type]
+        bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), request, cache)  # type: ignore[arg-type]
 
     assert len(calls) == 2 and list(tmp_path.iterdir()) == []
 
@@ -413,7 +414,9 @@ def test_a_failed_mmdebstrap_keeps_nothing(tmp_path: Path, monkeypatch: pytest.M
     cache = cache_with(tmp_path / "bases", {INDEX: b"index"})
 
     with pytest.raises(BootstrapError):
-        bootstrap(SimpleNamespace(api=FakeApi([])), BootstrapRequest("bookworm", TAG), cache)  # type: ignore[arg-type]
+        bootstrap(
+            DockerEngine(SimpleNamespace(api=FakeApi([]))), BootstrapRequest("bookworm", TAG), cache
+        )  # type: ignore[arg-type]
 
     assert not (tmp_path / "bases").exists() or list((tmp_path / "bases").iterdir()) == []
 
@@ -427,7 +430,9 @@ def test_the_cache_keeps_the_most_recently_used_tars(
 
     def made(n: int) -> None:
         indexes[INDEX] = f"state {n}".encode()
-        bootstrap(SimpleNamespace(api=FakeApi([])), BootstrapRequest("bookworm", TAG), cache)  # type: ignore[arg-type]
+        bootstrap(
+            DockerEngine(SimpleNamespace(api=FakeApi([]))), BootstrapRequest("bookworm", TAG), cache
+        )  # type: ignore[arg-type]
 
     made(1)
     made(2)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from imagekit.adapters.engine import pull_image
+from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.registry import auth_keys, registry_auth, remote_config, split_reference
 from imagekit.errors import InputError
 from imagekit.kernel.reference import ImageReference, has_registry_host, parse
@@ -283,5 +283,5 @@ def test_a_pull_asks_the_engine_for_the_name_and_the_tag_or_digest(
     reference: str, asked: tuple[str, str]
 ) -> None:
     client = PullClient()
-    assert pull_image(client, reference) == ""  # type: ignore[arg-type]
+    assert DockerEngine(client).pull(reference) == ""  # type: ignore[arg-type]
     assert client.pulls == [asked]

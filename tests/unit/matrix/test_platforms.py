@@ -40,6 +40,7 @@ from imagekit.adapters.baseimage import (
     image_config,
     mmdebstrap_command,
 )
+from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.installer import cache_root, foreign_installers, uv_for
 from imagekit.adapters.results import RunFolder
 from imagekit.build.bake import bake_file, target_name
@@ -1284,14 +1285,14 @@ def test_bootstrap_of_an_arm64_base_under_emulation_loads_an_arm64_image(
     api = FakeApi()
     request = BootstrapRequest("bookworm", TAG, arch="arm64", source_date_epoch=1_700_000_000)
 
-    arm_id = bootstrap(SimpleNamespace(api=api), request)  # type: ignore[arg-type]
+    arm_id = bootstrap(DockerEngine(SimpleNamespace(api=api)), request)  # type: ignore[arg-type]
 
     assert asked == ["arm64"]
     ((command,),) = [[c for c in cmd if c.startswith("--architectures")] for cmd in commands]
     assert command == "--architectures=arm64"
     config = loaded_config(api)
     assert (config["architecture"], config["variant"]) == ("arm64", "v8")
-    amd_id = bootstrap(SimpleNamespace(api=FakeApi()), replace(request, arch="amd64"))  # type: ignore[arg-type]
+    amd_id = bootstrap(DockerEngine(SimpleNamespace(api=FakeApi())), replace(request, arch="amd64"))  # type: ignore[arg-type]
     assert amd_id != arm_id
 
 
@@ -1300,7 +1301,10 @@ def test_bootstrap_refuses_an_unknown_architecture_before_running_anything(
 ) -> None:
     commands = fake_mmdebstrap(monkeypatch)
     with pytest.raises(InputError) as caught:
-        bootstrap(SimpleNamespace(api=FakeApi()), BootstrapRequest("bookworm", TAG, arch="s390x"))  # type: ignore[arg-type]
+        bootstrap(
+            DockerEngine(SimpleNamespace(api=FakeApi())),
+            BootstrapRequest("bookworm", TAG, arch="s390x"),
+        )  # type: ignore[arg-type]
     assert caught.value.message == "unknown architecture 's390x'"
     assert caught.value.hint == "known: amd64, arm64"
     assert commands == []
@@ -1313,7 +1317,10 @@ def test_bootstrap_without_emulation_says_how_to_enable_it(
     why = "this x86_64 machine cannot run arm64 programs: /proc/... is not enabled"
     monkeypatch.setattr(baseimage, "emulation_problem", lambda arch: why)
     with pytest.raises(InputError) as caught:
-        bootstrap(SimpleNamespace(api=FakeApi()), BootstrapRequest("bookworm", TAG, arch="arm64"))  # type: ignore[arg-type]
+        bootstrap(
+            DockerEngine(SimpleNamespace(api=FakeApi())),
+            BootstrapRequest("bookworm", TAG, arch="arm64"),
+        )  # type: ignore[arg-type]
     assert caught.value.message == why
     assert "qemu-user-static" in caught.value.hint and "binfmt-support" in caught.value.hint
     assert commands == []

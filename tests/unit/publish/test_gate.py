@@ -204,7 +204,7 @@ def test_an_error_item_in_the_push_stream_is_a_failure_even_though_nothing_raise
             ]
         ]
     )
-    outcome = push(client, "r.example/a/b:t", sleep=lambda s: None)  # type: ignore[arg-type]
+    outcome = push(client.engine, "r.example/a/b:t", sleep=lambda s: None)
     assert not outcome.ok and outcome.kind == "permanent" and outcome.attempts == 1
 
 
@@ -212,10 +212,10 @@ def test_transient_failures_are_retried_with_backoff_a_bounded_number_of_times()
     failing = [{"error": "received unexpected HTTP status: 503 Service Unavailable"}]
     waits: list[float] = []
     client = FakePushClient([failing, failing, [{"status": "pushed"}]])
-    outcome = push(client, "r/a:t", backoff_s=1.0, sleep=waits.append)  # type: ignore[arg-type]
+    outcome = push(client.engine, "r/a:t", backoff_s=1.0, sleep=waits.append)
     assert outcome.ok and outcome.attempts == 3 and waits == [1.0, 2.0]
     client = FakePushClient([failing] * 4)
-    outcome = push(client, "r/a:t", attempts=4, sleep=waits.append)  # type: ignore[arg-type]
+    outcome = push(client.engine, "r/a:t", attempts=4, sleep=waits.append)
     assert not outcome.ok and outcome.attempts == 4 and outcome.kind == "transient"
 
 

@@ -130,7 +130,7 @@ def test_a_push_stops_retrying_when_the_deadline_would_pass() -> None:
     )
     clock = Clock()
     outcome = push(
-        client,  # type: ignore[arg-type]
+        client.engine,
         "r.example/a/b:t",
         attempts=10,
         backoff_s=2.0,
@@ -176,7 +176,7 @@ def test_a_push_still_running_at_the_deadline_is_cancelled_and_its_layer_named()
     client = FakePushClient([[]])
     client.post = lambda *args, **kwargs: response  # type: ignore[method-assign]
     started = time.monotonic()
-    outcome = push(client, "r.example/a/b:t", deadline_s=1.0)  # type: ignore[arg-type]
+    outcome = push(client.engine, "r.example/a/b:t", deadline_s=1.0)
     assert time.monotonic() - started < 10
     assert response.closed.is_set()  # the connection is closed: the engine cancels the push
     assert not outcome.ok and outcome.kind == "permanent" and outcome.attempts == 1

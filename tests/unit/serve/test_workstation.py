@@ -15,6 +15,7 @@ import docker.errors
 import pytest
 
 from imagekit.adapters import interactive, workstation
+from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.orphans import owner
 from imagekit.adapters.workstation import RunRequest, ServiceFailedError
 from imagekit.cli.signals import Stopped
@@ -135,7 +136,7 @@ def sigterm_now() -> None:
 
 def start(client: FakeClient, request: RunRequest) -> None:
     """Start the container of `request` through `started`, whose block ends at once."""
-    with workstation.started(client, request):  # type: ignore[arg-type]
+    with workstation.started(DockerEngine(client), request):  # type: ignore[arg-type]
         pass
 
 
@@ -143,7 +144,7 @@ def test_the_container_is_named_labelled_and_removed_when_the_block_ends(
     request_: RunRequest,
 ) -> None:
     client = FakeClient()
-    with workstation.started(client, request_) as container:  # type: ignore[arg-type]
+    with workstation.started(DockerEngine(client), request_) as container:  # type: ignore[arg-type]
         # The owner lets the next run remove it should this process die with the engine.
         assert container.labels == {
             L.RUN_ID: request_.run_id,
@@ -181,7 +182,7 @@ def test_a_stop_signal_while_the_container_starts_removes_it(request_: RunReques
 @pytest.mark.usefixtures("stop_handler")
 def test_a_stop_signal_while_it_serves_removes_it(request_: RunRequest) -> None:
     client = FakeClient()
-    with pytest.raises(Stopped), workstation.started(client, request_):  # type: ignore[arg-type]
+    with pytest.raises(Stopped), workstation.started(DockerEngine(client), request_):  # type: ignore[arg-type]
         sigterm_now()
     assert client.made == []
 
@@ -284,7 +285,7 @@ def test_serve_streams_the_log_from_the_first_line_and_a_stop_ends_it(
 
     monkeypatch.setattr(FakeContainer, "logs", lambda self, **kw: logs(**kw), raising=False)
     with pytest.raises(ServiceFailedError):  # the log ended: the container stopped
-        workstation.serve(client, request_, seen.append, seen.append)  # type: ignore[arg-type]
+        workstation.serve(DockerEngine(client), request_, seen.append, seen.append)  # type: ignore[arg-type]
     assert seen[0].startswith("imagekit: running as root")
     assert any(s.startswith("http://127.0.0.1:8888/lab?token=") for s in seen)
     assert client.made == []
@@ -329,7 +330,7 @@ def test_services_start_without_user_so_the_entrypoint_becomes_the_workspace_own
     request_: RunRequest,
 ) -> None:
     client = FakeClient()
-    with workstation.started(client, request_):  # type: ignore[arg-type]
+    with workstation.started(DockerEngine(client), request_):  # type: ignore[arg-type]
         pass
     assert client.kwargs["user"] == ""
     assert "IMAGEKIT_ALLOW_ROOT" not in client.kwargs["environment"]
@@ -391,8 +392,8 @@ def test_the_podman_engine_gives_service_containers_explicit_limits(tmp_path: Pa
     client = type("Client", (), {"containers": Containers()})()
     podman = EngineInfo(name="podman", image_store="podman")
     request = RunRequest("img:1", "jupyter", tmp_path, False, {8888: 18888}, engine=podman)
-    workstation._create(client, request)  # type: ignore[arg-type]
+    workstation._create(DockerEngine(client), request)  # type: ignore[arg-type]
     assert {u["Name"] for u in made["ulimits"]} >= {"nofile"}
     made.clear()
-    workstation._create(client, replace(request, engine=EngineInfo()))  # type: ignore[arg-type]
+    workstation._create(DockerEngine(client), replace(request, engine=EngineInfo()))  # type: ignore[arg-type]
     assert "ulimits" not in made

@@ -438,13 +438,13 @@ def test_containers_left_by_other_runs_are_named_with_how_to_remove_them(
 ) -> None:
     from types import SimpleNamespace
 
+    from imagekit.adapters.engine import DockerEngine
     from imagekit.cli.common import note_leftovers
 
-    note_leftovers(SimpleNamespace(api=_LeftoverApi()))
+    note_leftovers(DockerEngine(SimpleNamespace(api=_LeftoverApi())))  # type: ignore[arg-type]
     assert "1 containers of other imagekit runs" in capsys.readouterr().err
-    note_leftovers(
-        SimpleNamespace(api=SimpleNamespace(containers=lambda **_: [], images=lambda **_: []))
-    )
+    api = SimpleNamespace(containers=lambda **_: [], images=lambda **_: [])
+    note_leftovers(DockerEngine(SimpleNamespace(api=api)))  # type: ignore[arg-type]
     assert capsys.readouterr().err == ""
 
 
