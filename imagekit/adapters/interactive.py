@@ -16,10 +16,11 @@ from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, command_user
 
 
 def user_for_command(
-    engine: DockerEngine, image: str, workspace: Path, given: str | None, *, rootless: bool
+    engine: DockerEngine, image: str, workspace: Path, given: str | None
 ) -> str | None:
-    """docker's `--user` for a shell or command in `image` (`core.runtime.command_user`): a
-    full image's entrypoint decides by itself; for others, from this process and the folder."""
+    """docker's `--user` for a shell or command in `image` (`kernel.runtime.command_user`): a
+    full image's entrypoint decides by itself; for others, from this process, the folder and
+    whether the engine runs as a user."""
     try:
         labels = engine.client.images.get(image).labels or {}
     except docker.errors.APIError:  # not here (docker run pulls it): no entrypoint known
@@ -27,7 +28,7 @@ def user_for_command(
     return command_user(
         given,
         entrypoint=labels.get(L.FLAVOUR) == "full",
-        rootless=rootless,
+        rootless=engine.info().rootless,
         me=(os.getuid(), os.getgid()),
         owner=owner_of(workspace),
     )

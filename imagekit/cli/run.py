@@ -89,12 +89,9 @@ def _exec_docker_run(request: RunCommand, gpus: bool, engine: DockerEngine) -> N
     if docker_cli is None:
         raise InputError("--shell and -- CMD need the docker CLI on PATH")
     args = ["shell"] if request.service is Service.SHELL else list(request.command)
-    info = engine.info()
-    user = interactive.user_for_command(
-        engine, request.image, request.workspace, request.user, rootless=info.rootless
-    )
+    user = interactive.user_for_command(engine, request.image, request.workspace, request.user)
     argv = interactive.docker_run_argv(
         docker_cli, request.image, args, request.workspace, gpus, sys.stdin.isatty(),
-        info.gpu_mechanism, user,
+        engine.info().gpu_mechanism, user,
     )  # fmt: skip
     os.execvp(docker_cli, argv)
