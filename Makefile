@@ -215,7 +215,7 @@ goldens: $(STAMP)
 	rm -rf $(GOLDEN)/docker $(GOLDEN)/buildkit
 	$(BIN)/imagekit render --matrix $(GOLDEN)/matrix.yaml --out $(GOLDEN)/docker --no-ca-cert
 	$(BIN)/imagekit render --matrix $(GOLDEN)/matrix.yaml --out $(GOLDEN)/buildkit --no-ca-cert --buildkit
-	$(BIN)/python -c 'import sys, pathlib, imagekit.build.context as c; \
+	$(BIN)/python -c 'import sys, pathlib, imagekit.adapters.contexts as c; \
 		[c.swap_static_for_manifest(pathlib.Path(d)) for d in sys.argv[1:]]' \
 		$(GOLDEN)/docker $(GOLDEN)/buildkit
 

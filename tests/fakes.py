@@ -16,6 +16,7 @@ from typing import Any
 
 from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.results import RunFolder
+from imagekit.build.ports import ContextWriter
 from imagekit.errors import GpuUnavailableError, RegistryError
 from imagekit.events import Event
 from imagekit.kernel.engine import Engine, EngineInfo, Layer, LocalImage
@@ -28,7 +29,7 @@ from imagekit.kernel.records import (
     Timings,
     VerifyRecord,
 )
-from imagekit.kernel.store import RunStore
+from imagekit.kernel.store import ContextFile, RunStore
 from imagekit.publish.ports import (
     AttestationReader,
     Attested,
@@ -443,6 +444,19 @@ class Events:
         self.seen.append(event)
 
 
+@dataclass
+class FakeContexts:
+    """Build contexts kept by image name, as they were asked to be written; each one's folder
+    is `root/<name>`, which holds nothing."""
+
+    root: Path = Path("/contexts")
+    written: dict[str, dict[str, ContextFile]] = field(default_factory=dict)
+
+    def write_context(self, name: str, files: Mapping[str, ContextFile]) -> Path:
+        self.written[name] = dict(files)
+        return self.root / name
+
+
 def store(tmp_path: Path) -> RunFolder:
     """A real run folder under `tmp_path` (it is plain files; no fake needed)."""
     return RunFolder.create(tmp_path / "results")
@@ -469,3 +483,5 @@ _sbom: SbomMaker = FakeSbom()
 _signer: Signer = FakeSigner()
 _reader: AttestationReader = FakeAttestationReader(FakeSigner())
 _store: RunStore = RunFolder(Path("results"), "run")
+_contexts: ContextWriter = FakeContexts()
+_run_contexts: ContextWriter = _store

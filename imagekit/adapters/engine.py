@@ -23,7 +23,12 @@ import requests.exceptions
 import urllib3.exceptions
 from docker.models.containers import Container
 
-from imagekit.adapters.engine_facts import cdi_devices, container_limits, image_store
+from imagekit.adapters.engine_facts import (
+    cdi_devices,
+    container_limits,
+    image_from_inspect,
+    image_store,
+)
 from imagekit.errors import EngineError, EngineUnavailableError, ImagekitError
 from imagekit.kernel.engine import EngineInfo, Layer, LocalImage
 from imagekit.kernel.reference import parse
@@ -273,7 +278,7 @@ class DockerEngine:
         no such image (its size: the store's own figure, see `inspect_image`)."""
         with engine_errors(f"inspecting {reference}"):
             try:
-                return LocalImage.from_inspect(self.client.api.inspect_image(reference))
+                return image_from_inspect(self.client.api.inspect_image(reference))
             except docker.errors.ImageNotFound:
                 return None
             except docker.errors.APIError as exc:

@@ -1,6 +1,7 @@
-"""Adapter: what an engine's `info` says about it (its image store, its CDI devices), and what
-the containers it runs are given because of it (GPU device requests, resource limits). Reads
-only the engine's answers and this machine's CDI spec folders; calls no engine itself."""
+"""Adapter: what an engine's `info` says about it (its image store, its CDI devices) and what
+its `image inspect` says of an image, and what the containers it runs are given because of it
+(GPU device requests, resource limits). Reads only the engine's answers and this machine's CDI
+spec folders; calls no engine itself."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any, TypedDict
 import docker.types
 import yaml
 
-from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.engine import EngineInfo, LocalImage
 
 # Where CDI specs live when the engine does not say (Podman's and the CDI spec's defaults).
 CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
@@ -65,6 +66,22 @@ def spec_devices(folder: Path) -> set[str]:
             if isinstance(device, dict) and device.get("name"):
                 found.add(f"{spec['kind']}={device['name']}")
     return found
+
+
+def image_from_inspect(attrs: Mapping[str, Any]) -> LocalImage:
+    """The image `docker image inspect` describes (`attrs`, its output)."""
+    config = attrs.get("Config") or {}
+    parts = [attrs.get("Os") or "", attrs.get("Architecture") or "", attrs.get("Variant")]
+    return LocalImage(
+        id=attrs["Id"],
+        tags=tuple(attrs.get("RepoTags") or ()),
+        labels=dict(config.get("Labels") or {}),
+        size_bytes=int(attrs.get("Size") or 0),
+        layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
+        created=str(attrs.get("Created", "")),
+        env=dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e),
+        platform="/".join(p for p in parts if p) if parts[0] and parts[1] else "",
+    )
 
 
 def gpu_device_requests(info: EngineInfo, device: str = "all") -> list[docker.types.DeviceRequest]:

@@ -24,6 +24,7 @@ from imagekit import __version__
 from imagekit.errors import InputError
 from imagekit.kernel.engine import EngineInfo
 from imagekit.kernel.records import Evidence, ImageRecord, PublishRecord
+from imagekit.kernel.store import ContextFile
 from imagekit.site.page import RunRecords
 from imagekit.verify.integrity import KEY_ENV, seal, seal_problem
 
@@ -234,6 +235,14 @@ class RunFolder:
         path = self.root / name
         write_json(path, data)
         return path
+
+    def write_context(self, name: str, files: Mapping[str, ContextFile]) -> Path:
+        """Write image `name`'s build context to `contexts/<name>/` of the run, replacing any
+        earlier one whole; the folder."""
+        # Imported here: the render's modules load for a build, not for every reader of results.
+        from imagekit.adapters.contexts import write_folder
+
+        return write_folder(self.root / "contexts", name, files)
 
 
 def _read_record(path: Path) -> ImageRecord:

@@ -1,4 +1,4 @@
-"""Write rendered images to build-context folders and hash what goes into each build.
+"""What a rendered image's build context holds, and the hash of what goes into each build.
 
 The input hash covers the Dockerfile, every file of the context (wheelhouse and
 CA bundle included) and the build arguments, so two builds with the same hash
@@ -7,20 +7,20 @@ Probe files are not part of any context: they are copied in at verify time.
 
 Each external file (wheel, CA bundle) is hashed once per call: a wheelhouse can
 hold gigabytes. A build that already has the hash (with its engine inputs) hands
-it to `write_context`, so the plan file and the image's label carry one value.
+it to `context_files`, so the plan file and the image's label carry one value.
 
-Golden folders (tests/golden/) keep only what is rendered; the static files that
-come verbatim from templates/ are listed by sha256 in a `static.sha256` manifest
-instead (see `swap_static_for_manifest` and `compare_tree`).
+Nothing here writes: a context is a set of `ContextFile`s, which the run store writes into
+`results/<run-id>/contexts/` (`RunStore.write_context`) and `adapters/contexts.py` into a
+folder of the user's (`render --out`, `bake --contexts`). Golden folders (tests/golden/) keep
+only what is rendered; the static files that come verbatim from templates/ are listed by
+sha256 in a `static.sha256` manifest instead (`static_manifest_text`).
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +36,7 @@ from imagekit.build.render import (
     render_image,
 )
 from imagekit.errors import InputError
+from imagekit.kernel.store import ContextFile
 from imagekit.kernel.vocabulary import WHEEL_MACHINES
 from imagekit.matrix.plan import ImagePlan
 
@@ -165,58 +166,46 @@ def input_hash(
     return _hash(rendered, _file_digests(_external_files(inputs)), engine_inputs)
 
 
-def _safe_child(root: Path, name: str) -> Path:
-    """`root/name`, refusing any name that would land outside `root`."""
-    target = (root / name).resolve()
-    if root.resolve() not in target.parents:
-        raise InputError(f"image name {name!r} would write outside {root}")
-    return target
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(source, target)  # wheels are big: share them when the filesystem allows
-    except OSError:
-        shutil.copy2(source, target)
-
-
-def write_context(
-    rendered: RenderedImage,
-    out_dir: Path,
-    inputs: ContextInputs | None = None,
-    *,
-    input_hash: str | None = None,
-) -> Path:
-    """Write one image's build context to `out_dir/<image name>/` and return that folder.
+def context_files(
+    rendered: RenderedImage, inputs: ContextInputs | None = None, *, input_hash: str | None = None
+) -> dict[str, ContextFile]:
+    """One image's build context, its files by their path in it.
 
     `input_hash` is the hash the build computed (engine inputs included) and labels
     the image with; the plan file records that same value. Without it, the hash is
-    computed here, without engine inputs. The folder is replaced whole, so no stale
-    file from an earlier render remains.
+    computed here, without engine inputs.
     """
     files = _external_files(inputs or ContextInputs())
     digest = input_hash if input_hash is not None else _hash(rendered, _file_digests(files), None)
-    return _write_context(rendered, out_dir, files, digest)
+    return _context_files(rendered, files, digest)
 
 
-def _write_context(
-    rendered: RenderedImage, out_dir: Path, external: dict[str, Path], digest: str
-) -> Path:
-    folder = _safe_child(out_dir, rendered.plan.name)
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    (folder / "Dockerfile").write_text(rendered.dockerfile, encoding="utf-8")
+def _context_files(
+    rendered: RenderedImage, external: dict[str, Path], digest: str
+) -> dict[str, ContextFile]:
+    files = {"Dockerfile": ContextFile(rendered.dockerfile)}
     for name, text in rendered.files.items():
-        path = folder / name
-        path.write_text(text, encoding="utf-8")
         # COPY keeps the mode a context file has: scripts must arrive executable.
-        path.chmod(0o755 if name.endswith(".sh") else 0o644)
+        files[name] = ContextFile(text, mode=0o755 if name.endswith(".sh") else 0o644)
     for name, path in _needed_by(rendered, external).items():
-        _link_or_copy(path, folder / name)
-    (folder / PLAN_FILE).write_text(_plan_json(rendered, digest), encoding="utf-8")
-    return folder
+        files[name] = ContextFile(source=path)
+    files[PLAN_FILE] = ContextFile(_plan_json(rendered, digest))
+    return files
+
+
+def rendered_contexts(
+    plans: list[ImagePlan], options: RenderOptions, inputs: ContextInputs
+) -> list[tuple[RenderedImage, dict[str, ContextFile]]]:
+    """Each plan rendered, with its build context; the external files are hashed once for all
+    plans, not once per plan."""
+    external = _external_files(inputs)
+    digests = _file_digests(external)
+    contexts = []
+    for plan in plans:
+        rendered = render_image(plan, options)
+        digest = _hash(rendered, digests, None)
+        contexts.append((rendered, _context_files(rendered, external, digest)))
+    return contexts
 
 
 def _plan_json(rendered: RenderedImage, digest: str) -> str:
@@ -335,113 +324,6 @@ def check_wheelhouse(folder: Path, option: str = "--wheelhouse") -> None:
     raise InputError(f"{option} {folder} has no wheels (*.whl)", fill)
 
 
-def render_tree(
-    plans: list[ImagePlan], options: RenderOptions, inputs: ContextInputs, out_dir: Path
-) -> list[Path]:
-    """Render and write the build context of every plan; the folders written.
-
-    The external files are hashed once for all plans, not once per plan.
-    """
-    external = _external_files(inputs)
-    digests = _file_digests(external)
-    folders = []
-    for plan in plans:
-        rendered = render_image(plan, options)
-        folders.append(_write_context(rendered, out_dir, external, _hash(rendered, digests, None)))
-    return folders
-
-
-def compare_tree(
-    plans: list[ImagePlan],
-    options: RenderOptions,
-    inputs: ContextInputs,
-    out_dir: Path,
-    *,
-    static_manifest: bool | None = None,
-) -> list[str]:
-    """Differences between a fresh render of `plans` and what `out_dir` holds (none: equal).
-
-    The static files (`STATIC_FILES`, verbatim from templates/) are compared as files
-    when `static_manifest` is False, and by sha256 against each folder's
-    `static.sha256` when it is True (a golden folder: a missing manifest is a
-    difference). None, the default, uses the manifest where a folder has one, so
-    `imagekit render --check` works on a rendered out dir and on the goldens alike.
-    """
-    digests = _file_digests(_external_files(inputs))
-    differences = []
-    for plan in plans:
-        rendered = render_image(plan, options)
-        folder = out_dir / plan.name
-        manifest = folder / STATIC_MANIFEST
-        by_hash = manifest.is_file() if static_manifest is None else static_manifest
-        expected = {"Dockerfile": rendered.dockerfile, **rendered.files}
-        expected[PLAN_FILE] = _plan_json(rendered, _hash(rendered, digests, None))
-        if by_hash:
-            static = {n: t for n, t in expected.items() if n in STATIC_FILES}
-            expected = {n: t for n, t in expected.items() if n not in STATIC_FILES}
-            differences += _compare_manifest(manifest, static)
-        for name, text in sorted(expected.items()):
-            path = folder / name
-            if not path.is_file():
-                differences.append(f"{path}: missing")
-                continue
-            current = path.read_text(encoding="utf-8")
-            if current != text:
-                diff = difflib.unified_diff(
-                    current.splitlines(), text.splitlines(), str(path), "fresh render", lineterm=""
-                )
-                differences.append("\n".join(diff))
-    return differences
-
-
 def static_manifest_text(files: dict[str, str]) -> str:
     """`<sha256>  <name>` lines (sha256sum's format), sorted by name, for static files."""
     return "".join(f"{_text_sha256(files[name])}  {name}\n" for name in sorted(files))
-
-
-def read_static_manifest(path: Path) -> dict[str, str]:
-    """A `static.sha256` manifest as {name: sha256}."""
-    entries = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            sha, _, name = line.partition("  ")
-            entries[name.strip()] = sha.strip()
-    return entries
-
-
-def _compare_manifest(manifest: Path, static: dict[str, str]) -> list[str]:
-    """Differences between a folder's static manifest and the fresh render's static files."""
-    if not manifest.is_file():
-        return [f"{manifest}: missing"] if static else []
-    listed = read_static_manifest(manifest)
-    differences = []
-    for name in sorted(static.keys() | listed.keys()):
-        if name not in listed:
-            differences.append(f"{manifest}: {name} is rendered but not listed")
-        elif name not in static:
-            differences.append(f"{manifest}: {name} is listed but not rendered")
-        elif listed[name] != (fresh := _text_sha256(static[name])):
-            differences.append(f"{manifest}: {name} is {listed[name]}, fresh render {fresh}")
-    return differences
-
-
-def swap_static_for_manifest(out_dir: Path) -> list[Path]:
-    """In each rendered image folder of `out_dir`, replace the static files by a
-    `static.sha256` manifest and drop the installer binary (how tests/golden/ is stored;
-    `make goldens` calls this after `imagekit render`). The manifests written."""
-    written = []
-    for folder in sorted(p.parent for p in out_dir.glob(f"*/{PLAN_FILE}")):
-        static = {
-            p.name: p.read_text(encoding="utf-8")
-            for p in sorted(folder.iterdir())
-            if p.name in STATIC_FILES and p.is_file()
-        }
-        manifest = folder / STATIC_MANIFEST
-        manifest.write_text(static_manifest_text(static), encoding="utf-8")
-        for name in static:
-            (folder / name).unlink()
-        # The installer binary is an input like a wheel, not rendered text: its digest is in
-        # the plan file's input hash.
-        (folder / INSTALLER).unlink(missing_ok=True)
-        written.append(manifest)
-    return written

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from imagekit.build.stream import BuildLog
+from imagekit.kernel.store import ContextFile
 
 LineSink = Callable[[BuildLog, str], None]
 
@@ -44,6 +45,15 @@ class BuildOutcome:
     image_id: str | None
     message: str = ""
     log: BuildLog = field(default_factory=BuildLog)
+
+
+class ContextWriter(Protocol):
+    """Where build contexts are written, one folder per image: a run's (`RunStore`) or one of
+    the user's (`imagekit bake --contexts`)."""
+
+    def write_context(self, name: str, files: Mapping[str, ContextFile]) -> Path:
+        """Write image `name`'s context `files`, replacing any earlier one whole; its folder."""
+        ...
 
 
 class Builder(Protocol):

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from imagekit.build.context import ContextInputs, input_hash, write_context
+from imagekit.build.context import ContextInputs, context_files, input_hash
 from imagekit.build.outcome import budget_problem, missing_parent, platform_mismatch, summary
 from imagekit.build.ports import Builder, BuildRequest, LineSink
 from imagekit.build.render import RenderedImage, RenderOptions, render_image
@@ -167,7 +167,8 @@ class BuildRun:
         """The builder's request: the context written, the labels, the cache references, the
         epoch the build stamps into the image."""
         s, made = self.settings, self.contexts
-        folder = write_context(rendered, made.contexts_dir, made.inputs, input_hash=digest)
+        files = context_files(rendered, made.inputs, input_hash=digest)
+        folder = self.run.write_context(plan.name, files)
         # io.imagekit.managed is in the Dockerfile's labels (build/render.py).
         labels = {L.INPUT_HASH: digest, **dict(s.labels)}
         build_args = dict(rendered.build_args)

@@ -148,10 +148,9 @@ def dispatch(make: Callable[[], object]) -> None:
 def remove_orphans(engine: DockerEngine) -> None:
     """Remove the containers of runs on this machine that ended without removing them (a run
     killed with -9, an engine that died under a probe or a build step), saying so."""
-    from imagekit.adapters.orphans import remove_orphans as remove
-    from imagekit.adapters.orphans import removed_line
+    from imagekit.adapters import orphans
 
-    if line := removed_line(remove(engine)):
+    if line := orphans.removed_line(orphans.remove_orphans(engine)):
         say(line)
 
 

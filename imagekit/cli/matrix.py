@@ -65,8 +65,8 @@ def check(request: CheckRequest) -> None:
 @command(app, "render", RenderRequest)
 def render(request: RenderRequest) -> None:
     """Write the build contexts, or compare them with what `--out` holds."""
+    from imagekit.adapters.contexts import compare_tree, render_tree
     from imagekit.adapters.installer import rendering
-    from imagekit.build.context import compare_tree, render_tree
 
     plans = request.selection.plans()
     options, inputs = rendering(request.inputs, plans, buildkit=request.buildkit)

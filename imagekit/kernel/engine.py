@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypedDict
+from typing import Protocol, TypedDict
 
 from imagekit.kernel.labels import ImageLabels
 
@@ -21,22 +21,6 @@ class LocalImage:
     created: str
     env: Mapping[str, str] = field(default_factory=dict)
     platform: str = ""  # linux/amd64 (os/architecture[/variant]); "" when the engine is silent
-
-    @classmethod
-    def from_inspect(cls, attrs: Mapping[str, Any]) -> LocalImage:
-        """From `docker image inspect` output."""
-        config = attrs.get("Config") or {}
-        parts = [attrs.get("Os") or "", attrs.get("Architecture") or "", attrs.get("Variant")]
-        return cls(
-            id=attrs["Id"],
-            tags=tuple(attrs.get("RepoTags") or ()),
-            labels=dict(config.get("Labels") or {}),
-            size_bytes=int(attrs.get("Size") or 0),
-            layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
-            created=str(attrs.get("Created", "")),
-            env=dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e),
-            platform="/".join(p for p in parts if p) if parts[0] and parts[1] else "",
-        )
 
     @property
     def imagekit(self) -> ImageLabels:

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from imagekit.kernel.records import ImageRecord, PublishRecord
+
+
+@dataclass(frozen=True)
+class ContextFile:
+    """One file of a build context to write: rendered `text`, or the bytes of a `source` file
+    outside (a wheel, the CA bundle, uv), linked where the filesystem allows: wheels are big."""
+
+    text: str | None = None
+    source: Path | None = None
+    mode: int | None = None  # None: what the umask leaves a new file
 
 
 class RunStore(Protocol):
@@ -52,4 +64,8 @@ class RunStore(Protocol):
 
     def write_artifact(self, name: str, data: Any) -> Path:
         """Another JSON file of the run (a package list, an SBOM); its path."""
+        ...
+
+    def write_context(self, name: str, files: Mapping[str, ContextFile]) -> Path:
+        """Write image `name`'s build context to the run's `contexts/<name>/`, whole; its path."""
         ...

@@ -12,6 +12,7 @@ import urllib3.exceptions
 
 from imagekit.adapters.containers import ran_over
 from imagekit.adapters.engine import connect, engine_errors
+from imagekit.adapters.engine_facts import image_from_inspect
 from imagekit.cli.common import guard
 from imagekit.errors import EngineUnavailableError, ExitCode
 from imagekit.kernel.engine import LocalImage
@@ -66,7 +67,7 @@ def test_connect_to_a_missing_socket_names_docker_host_and_says_how_to_start_one
 
 
 def test_local_image_from_a_recorded_inspect() -> None:
-    image = LocalImage.from_inspect(INSPECT)
+    image = image_from_inspect(INSPECT)
 
     assert image == LocalImage(
         id=INSPECT["Id"],
@@ -93,7 +94,7 @@ def test_local_image_from_a_recorded_inspect() -> None:
     ids=["missing", "null", "null-inside"],
 )
 def test_local_image_of_a_dangling_image_with_nothing_set(attrs: dict[str, Any]) -> None:
-    image = LocalImage.from_inspect(attrs)
+    image = image_from_inspect(attrs)
 
     assert (image.id, image.tags, image.labels, image.size_bytes, image.layers) == (
         "sha256:abc",

@@ -11,8 +11,10 @@ import pytest
 
 from imagekit.adapters import results
 from imagekit.adapters.results import RunFolder, new_run_id, write_atomic, write_json
+from imagekit.errors import InputError
 from imagekit.kernel.engine import EngineInfo
 from imagekit.kernel.records import BuildRecord, ImageRecord, PlanRecord
+from imagekit.kernel.store import ContextFile
 from imagekit.verify.integrity import seal
 from tests.fakes import passing, verify_record
 
@@ -180,3 +182,28 @@ def test_write_run_records_the_command_engine_and_extras(tmp_path: Path) -> None
     assert data["engine"] == EngineInfo(server_version="28.0.1").to_json()
     assert data["matrix"] == "matrix.yaml"
     assert set(data["host"]) == {"hostname", "platform", "python"}
+
+
+def test_a_build_context_is_written_whole_into_the_runs_contexts_folder(tmp_path: Path) -> None:
+    run = RunFolder.create(tmp_path, "run")
+    wheel = tmp_path / "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    wheel.write_bytes(b"wheel")
+    files = {
+        "Dockerfile": ContextFile("FROM scratch\n"),
+        "layer.sh": ContextFile("#!/bin/sh\n", mode=0o755),
+        "wheelhouse/torch.whl": ContextFile(source=wheel),
+    }
+    first = run.write_context("slim", {**files, "stale.txt": ContextFile("old\n")})
+    folder = run.write_context("slim", files)
+    assert folder == first == (tmp_path / "run" / "contexts" / "slim").resolve()
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) == [
+        "Dockerfile",
+        "layer.sh",
+        "wheelhouse",
+        "wheelhouse/torch.whl",
+    ]
+    assert (folder / "Dockerfile").read_text() == "FROM scratch\n"
+    assert (folder / "layer.sh").stat().st_mode & 0o777 == 0o755
+    assert (folder / "wheelhouse" / "torch.whl").read_bytes() == b"wheel"
+    with pytest.raises(InputError, match="would write outside"):
+        run.write_context("../escape", files)

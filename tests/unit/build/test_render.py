@@ -7,10 +7,16 @@ import json
 import re
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+from imagekit.adapters.contexts import (
+    compare_tree,
+    read_static_manifest,
+    render_tree,
+    swap_static_for_manifest,
+    write_folder,
+)
 from imagekit.adapters.lint import lint
 from imagekit.build import context
 from imagekit.build.context import (
@@ -19,19 +25,16 @@ from imagekit.build.context import (
     STATIC_MANIFEST,
     ContextInputs,
     check_wheelhouse,
-    compare_tree,
+    context_files,
     input_hash,
-    read_static_manifest,
-    render_tree,
     resolve_ca_bundle,
-    swap_static_for_manifest,
-    write_context,
 )
 from imagekit.build.render import (
     FULL_FILES,
     LAYER_SCRIPT,
     PRUNE_SCRIPT,
     SITE_FILES,
+    RenderedImage,
     RenderOptions,
     render_image,
 )
@@ -56,6 +59,18 @@ def golden_matrix() -> Matrix:
 
 def plan_named(matrix: Matrix, name: str) -> ImagePlan:
     return next(p for p in matrix.plans if p.name == name)
+
+
+def write_context(
+    rendered: RenderedImage,
+    out: Path,
+    inputs: ContextInputs | None = None,
+    *,
+    input_hash: str | None = None,
+) -> Path:
+    """One image's context written to `out/<name>/`, as a build or `render --out` writes it."""
+    files = context_files(rendered, inputs, input_hash=input_hash)
+    return write_folder(out, rendered.plan.name, files)
 
 
 def stages(dockerfile: str) -> list[str]:
@@ -479,7 +494,7 @@ def test_the_plan_file_carries_the_hash_the_build_labels_the_image_with(
     from imagekit.build import use_case as build
     from imagekit.build.ports import BuildRequest
     from imagekit.kernel import labels as L
-    from tests.fakes import FakeEngine
+    from tests.fakes import FakeEngine, store
 
     plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
     options = RenderOptions(wheelhouse=True, ca_bundle=True)
@@ -491,8 +506,7 @@ def test_the_plan_file_carries_the_hash_the_build_labels_the_image_with(
     StopBuilder = stop_builder(requests)
 
     contexts = build.BuildContexts(options, inputs, tmp_path / "contexts")
-    # Only the build's own step is run: it needs no more of a results folder than a log path.
-    run = SimpleNamespace(log_file=lambda name: tmp_path / f"{name}.log")
+    run = store(tmp_path)  # the context is written into the run's folder, as a build does
     build_run = build.BuildRun(
         engine, StopBuilder(), [plan], build.BuildSettings(), contexts, run, lambda event: None
     )
@@ -517,7 +531,7 @@ def test_zstd_layers_are_another_input_and_the_buildkit_options_reach_the_builde
     from imagekit.build import use_case as build
     from imagekit.build.options import BuilderChoice
     from imagekit.build.ports import BuildRequest
-    from tests.fakes import FakeEngine
+    from tests.fakes import FakeEngine, store
 
     plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
     options = RenderOptions(buildkit=True)
@@ -528,7 +542,7 @@ def test_zstd_layers_are_another_input_and_the_buildkit_options_reach_the_builde
     requests: list[BuildRequest] = []
     StopBuilder = stop_builder(requests)
 
-    run = SimpleNamespace(log_file=lambda name: tmp_path / f"{name}.log")
+    run = store(tmp_path)
     hashes = {}
     for compression in (None, "gzip", "zstd"):
         settings = build.BuildSettings(
@@ -915,7 +929,7 @@ def test_each_build_gets_its_parents_time_or_the_callers_as_its_epoch(
     from imagekit.adapters.builders import buildx_output
     from imagekit.build import use_case as build
     from imagekit.build.ports import BuildRequest
-    from tests.fakes import FakeEngine
+    from tests.fakes import FakeEngine, store
 
     plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
     options = RenderOptions(buildkit=True)
@@ -929,7 +943,7 @@ def test_each_build_gets_its_parents_time_or_the_callers_as_its_epoch(
     engine.images[base] = replace(parent, created="2023-11-14T22:13:20.123456789Z")
     requests: list[BuildRequest] = []
     StopBuilder = stop_builder(requests)
-    run = SimpleNamespace(log_file=lambda name: tmp_path / f"{name}.log")
+    run = store(tmp_path)
     hashes = []
     for n, explicit in enumerate((None, None, 1800000000)):
         settings = build.BuildSettings(source_date_epoch=explicit)
@@ -968,7 +982,7 @@ def test_a_full_gets_the_epoch_its_slim_was_built_with_and_every_build_labels_it
     from imagekit.build import use_case as build
     from imagekit.build.ports import BuildRequest
     from imagekit.kernel import labels as L
-    from tests.fakes import FakeEngine
+    from tests.fakes import FakeEngine, store
 
     plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-full")
     options = RenderOptions()
@@ -976,7 +990,7 @@ def test_a_full_gets_the_epoch_its_slim_was_built_with_and_every_build_labels_it
     slim = render_image(plan, options).build_args["SLIM_IMAGE"]
     parent = engine.add(slim, "sha256:" + "c" * 64)
     requests: list[BuildRequest] = []
-    run = SimpleNamespace(log_file=lambda name: tmp_path / f"{name}.log")
+    run = store(tmp_path)
     for created in ("2026-12-05T12:00:00Z", "2026-12-06T08:30:00Z"):  # two builds of slim
         labels = {**parent.labels, L.SOURCE_DATE_EPOCH: "1700000000"}
         engine.images[slim] = replace(parent, created=created, labels=labels)

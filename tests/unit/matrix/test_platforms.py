@@ -40,6 +40,7 @@ from imagekit.adapters.baseimage import (
     image_config,
     mmdebstrap_command,
 )
+from imagekit.adapters.contexts import write_folder
 from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.installer import cache_root, foreign_installers, uv_for
 from imagekit.adapters.results import RunFolder
@@ -47,9 +48,9 @@ from imagekit.build.bake import bake_file, target_name
 from imagekit.build.context import (
     PLAN_FILE,
     ContextInputs,
+    context_files,
     input_hash,
     wheel_runs_on,
-    write_context,
 )
 from imagekit.build.outcome import platform_mismatch
 from imagekit.build.ports import BuildOutcome, BuildRequest, LineSink
@@ -678,7 +679,8 @@ def two_machines(tmp_path: Path) -> TwoMachines:
 
 
 def context_of(plan: ImagePlan, out: Path, inputs: ContextInputs) -> Path:
-    return write_context(render_image(plan, RenderOptions(wheelhouse=True)), out, inputs)
+    rendered = render_image(plan, RenderOptions(wheelhouse=True))
+    return write_folder(out, plan.name, context_files(rendered, inputs))
 
 
 def wheelhouse_of(folder: Path) -> list[str]:
