@@ -69,9 +69,10 @@ class DockerBuildTools:
 
     def open_run(self) -> RunStore:
         assert self.engine is not None
-        run = self.results.RunFolder.create(self.request.results)
-        run.write_run("build", self.engine.info(), {"matrix": str(self.request.selection.matrix)})
-        return run
+        facts = self.results.RunFacts(matrix=str(self.request.selection.matrix))
+        return self.results.RunFolder.begin(
+            self.request.results, "build", self.engine.info(), facts
+        )
 
     def view(self) -> AbstractContextManager[EventSink]:
         return self.make_view()

@@ -114,6 +114,22 @@ class RunFolder:
             ) from None
         return cls(root, rid, seal_key)
 
+    @classmethod
+    def begin(
+        cls,
+        results_dir: Path,
+        command: str,
+        engine: EngineInfo | None,
+        facts: RunFacts,
+        *,
+        seal_key: bytes | None = None,
+    ) -> RunFolder:
+        """A new run's folder under `results_dir` (`create`), its run.json written: a run folder
+        always says who ran what where (`engine` None: a run without one, a promotion)."""
+        run = cls.create(results_dir, seal_key=seal_key)
+        run.write_run(command, engine or EngineInfo(), facts)
+        return run
+
     @staticmethod
     def check_writable(results_dir: Path) -> None:
         """InputError, before anything runs, when run folders cannot be made under

@@ -64,16 +64,14 @@ def _ports(
     from imagekit.adapters.registry import HttpRegistry
     from imagekit.adapters.results import RunFacts, RunFolder, results_key, verify_evidence
     from imagekit.adapters.sbom import CycloneDx
-    from imagekit.kernel.engine import EngineInfo
     from imagekit.publish.run import PublishPorts
 
     signer = _signer(request)
     engine = open_engine() if settings.mode.needs_engine else None
     if engine is not None:
         note_leftovers(engine)
-    run = RunFolder.create(request.results)
     about = RunFacts(registry=request.registry, force=request.force, signed=signer is not None)
-    run.write_run("publish", engine.info() if engine is not None else EngineInfo(), about)
+    run = RunFolder.begin(request.results, "publish", engine.info() if engine else None, about)
     registry = HttpRegistry(
         engine,
         attempts=request.attempts,

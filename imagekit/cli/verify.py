@@ -18,6 +18,7 @@ from imagekit.verify.requests import ProbeCommand, ReportRequest, VerifyCommand
 if TYPE_CHECKING:
     from imagekit.adapters.engine import DockerEngine
     from imagekit.adapters.results import RunFolder
+    from imagekit.verify.settings import Target
     from imagekit.verify.summary import Records
 
 
@@ -35,7 +36,7 @@ def verify(request: VerifyCommand) -> None:
     targets = vs.targets_of(request.images, [] if request.images else request.selection.plans())
     folder = vs.probes_folder(request.probes_dir, bundled_probes())
     settings = vs.VerifySettings.of(request, folder, step_summary_file())
-    engine, run = _open_run(request.results, [t.reference for t in targets])
+    engine, run = _open_run(request.results, targets)
     inspector, runner = DockerInspector(engine), ContainerProbeRunner(engine)
     verifier = VerifyRun.of(engine, runner, inspector, run, settings, plain_view(), load_compat())
     for note in verifier.notes():
@@ -58,19 +59,19 @@ def step_summary_file() -> Path | None:
     return Path(value) if value else None
 
 
-def _open_run(results: Path, images: list[str]) -> tuple[DockerEngine, RunFolder]:
-    """The engine and a new run folder for `images` under `results`, its run.json written."""
+def _open_run(results: Path, targets: list[Target]) -> tuple[DockerEngine, RunFolder]:
+    """The engine and a run folder (run.json written) once the engine holds one of `targets`."""
     from imagekit.adapters.engine import open_engine
     from imagekit.adapters.results import RunFacts, RunFolder, results_key
+    from imagekit.verify.settings import check_present
 
     RunFolder.check_writable(results)
     engine = open_engine()
     note_leftovers(engine)
+    check_present(targets, engine)
     key = results_key()
-    run = RunFolder.create(results, seal_key=key)
-    facts = RunFacts(images=images, sealed_with_key=key is not None)
-    run.write_run("verify", engine.info(), facts)
-    return engine, run
+    facts = RunFacts(images=[t.reference for t in targets], sealed_with_key=key is not None)
+    return engine, RunFolder.begin(results, "verify", engine.info(), facts, seal_key=key)
 
 
 def summary(images: Records) -> str:

@@ -1,6 +1,7 @@
 """What `imagekit verify` is asked to do: the images (targets) and how to verify them.
 
-Made from the request before any engine is reached; `verify/run.py` carries it out.
+Made from the request before any engine is reached; `verify/run.py` carries it out, once
+`check_present` has seen that the engine holds something to verify.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagekit.errors import InputError
+from imagekit.kernel.engine import Engine
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, GpuChoice
 from imagekit.matrix.plan import ImagePlan
 from imagekit.verify.requests import VerifyCommand
@@ -66,6 +68,24 @@ def targets_of(images: Sequence[str], plans: Sequence[ImagePlan]) -> list[Target
     if images:
         return [Target(record_name(ref), ref) for ref in images]
     return [Target(p.name, p.reference, p.required_probes, p.nodes) for p in plans]
+
+
+def check_present(targets: Sequence[Target], engine: Engine) -> None:
+    """InputError when none of `targets` is in the engine: a run that could record nothing is
+    bad input, refused before its run folder is made. Where some are there, each missing one
+    is recorded as not verified (`VerifyRun`) and the others go on."""
+    if not targets or any(engine.inspect_image(t.reference) is not None for t in targets):
+        return
+    if len(targets) == 1:
+        raise InputError(
+            f"image {targets[0].reference} is not in the engine",
+            "build it first (imagekit build) or pull it",
+        )
+    raise InputError(
+        f"none of the {len(targets)} images is in the engine: "
+        + ", ".join(t.reference for t in targets),
+        "build them first (imagekit build) or pull them",
+    )
 
 
 def probes_folder(asked: Path | None, bundled: Path) -> Path:

@@ -184,6 +184,22 @@ def test_write_run_records_the_command_engine_and_extras(tmp_path: Path) -> None
     assert set(data["host"]) == {"hostname", "platform", "python"}
 
 
+def test_a_run_begins_with_its_run_json_written(tmp_path: Path) -> None:
+    built = RunFolder.begin(tmp_path, "build", EngineInfo(server_version="28.0.1"), {"matrix": "m"})
+    promoted = RunFolder.begin(tmp_path, "publish", None, {"registry": None}, seal_key=b"k")
+
+    assert built.root.parent == promoted.root.parent == tmp_path and promoted.seal_key == b"k"
+    data = json.loads((built.root / "run.json").read_text(encoding="utf-8"))
+    assert (data["command"], data["engine"]["server_version"], data["matrix"]) == (
+        "build",
+        "28.0.1",
+        "m",
+    )
+    # A promotion has no engine: run.json says so with an engine of unknown facts.
+    data = json.loads((promoted.root / "run.json").read_text(encoding="utf-8"))
+    assert data["engine"] == EngineInfo().to_json()
+
+
 def test_a_build_context_is_written_whole_into_the_runs_contexts_folder(tmp_path: Path) -> None:
     run = RunFolder.create(tmp_path, "run")
     wheel = tmp_path / "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl"
