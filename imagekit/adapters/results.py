@@ -78,7 +78,9 @@ class RunFacts(TypedDict, total=False):
 class RunFolder:
     """One run's folder: it writes typed records atomically and reads back what it wrote.
 
-    The one reader of `results/<run-id>/`: report, publish and verify all go through it.
+    The one reader and writer of `results/<run-id>/` (the `RunStore` port): build (its records
+    and contexts), verify, publish and report all go through it; a builder streams its log into
+    the file `log_file` names.
     """
 
     root: Path
