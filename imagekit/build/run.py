@@ -12,7 +12,6 @@ import queue
 import threading
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from imagekit.build.context import ContextInputs, context_files, input_hash
 from imagekit.build.outcome import budget_problem, missing_parent, platform_mismatch, summary
@@ -37,12 +36,11 @@ LARGEST_LAYERS = 5
 @dataclass(frozen=True)
 class BuildContexts:
     """How each image's build context is made, which no option gives: the render options and
-    the files from outside the render, resolved for the builder `build_images` chose, and the
-    folder the contexts are written under."""
+    the files from outside the render, resolved for the builder `build_images` chose. The run
+    store places the contexts (`RunStore.write_context`)."""
 
     options: RenderOptions
     inputs: ContextInputs
-    contexts_dir: Path
 
 
 @dataclass(frozen=True)

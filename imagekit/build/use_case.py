@@ -133,7 +133,7 @@ def build_images(plans: list[ImagePlan], settings: BuildSettings, tools: BuildTo
         options, inputs = tools.render(buildx)
     tools.tidy()
     run = tools.open_run()
-    contexts = BuildContexts(options, inputs, run.root / "contexts")
+    contexts = BuildContexts(options, inputs)
     builder = tools.builder(buildx)
     with tools.view() as view:
         results = BuildRun(engine, builder, plans, settings, contexts, run, view).execute()

@@ -186,7 +186,7 @@ def run_build(
     pull: bool = False,
 ) -> Outcome:
     settings = BuildSettings(jobs=jobs, fail_fast=fail_fast, no_cache=no_cache, pull=pull)
-    contexts = BuildContexts(RenderOptions(), ContextInputs(), tmp_path / "contexts")
+    contexts = BuildContexts(RenderOptions(), ContextInputs())
     run = RunFolder.create(tmp_path / "results")
     events: list[Event] = []
     results = BuildRun(
@@ -556,7 +556,7 @@ def test_finished_event_carries_the_build_log_for_github_folding(
     tmp_path: Path, engine: FakeEngine, cpu: list[ImagePlan]
 ) -> None:
     out = io.StringIO()
-    contexts = BuildContexts(RenderOptions(), ContextInputs(), tmp_path / "contexts")
+    contexts = BuildContexts(RenderOptions(), ContextInputs())
     run = RunFolder.create(tmp_path / "results")
     view = PlainView(out, github=True)
 

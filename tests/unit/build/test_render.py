@@ -505,7 +505,7 @@ def test_the_plan_file_carries_the_hash_the_build_labels_the_image_with(
     requests: list[BuildRequest] = []
     StopBuilder = stop_builder(requests)
 
-    contexts = build.BuildContexts(options, inputs, tmp_path / "contexts")
+    contexts = build.BuildContexts(options, inputs)
     run = store(tmp_path)  # the context is written into the run's folder, as a build does
     build_run = build.BuildRun(
         engine, StopBuilder(), [plan], build.BuildSettings(), contexts, run, lambda event: None
@@ -550,7 +550,7 @@ def test_zstd_layers_are_another_input_and_the_buildkit_options_reach_the_builde
             cache_from="127.0.0.1:5000/cache/pytorch", cache_to="127.0.0.1:5000/cache/out",
             network="none",
         )  # fmt: skip
-        contexts = build.BuildContexts(options, inputs, tmp_path / str(compression))
+        contexts = build.BuildContexts(options, inputs)
         result = build.BuildRun(
             engine, StopBuilder(), [plan], settings, contexts, run, lambda e: None
         )._build_one(plan)
@@ -945,9 +945,9 @@ def test_each_build_gets_its_parents_time_or_the_callers_as_its_epoch(
     StopBuilder = stop_builder(requests)
     run = store(tmp_path)
     hashes = []
-    for n, explicit in enumerate((None, None, 1800000000)):
+    for explicit in (None, None, 1800000000):
         settings = build.BuildSettings(source_date_epoch=explicit)
-        contexts = build.BuildContexts(options, inputs, tmp_path / f"{n}")
+        contexts = build.BuildContexts(options, inputs)
         result = build.BuildRun(
             engine, StopBuilder(), [plan], settings, contexts, run, lambda e: None
         )._build_one(plan)
@@ -964,7 +964,7 @@ def test_each_build_gets_its_parents_time_or_the_callers_as_its_epoch(
     assert "ARG SOURCE_DATE_EPOCH" in render_image(plan, options).dockerfile
     # Built for another platform than the engine's (under qemu): the same epoch.
     engine.facts = EngineInfo(server_version="fake", architecture="aarch64")
-    contexts = build.BuildContexts(options, inputs, tmp_path / "emulated")
+    contexts = build.BuildContexts(options, inputs)
     build.BuildRun(
         engine, StopBuilder(), [plan], build.BuildSettings(), contexts, run, lambda e: None
     )._build_one(plan)
@@ -994,7 +994,7 @@ def test_a_full_gets_the_epoch_its_slim_was_built_with_and_every_build_labels_it
     for created in ("2026-12-05T12:00:00Z", "2026-12-06T08:30:00Z"):  # two builds of slim
         labels = {**parent.labels, L.SOURCE_DATE_EPOCH: "1700000000"}
         engine.images[slim] = replace(parent, created=created, labels=labels)
-        contexts = build.BuildContexts(options, ContextInputs(), tmp_path / created)
+        contexts = build.BuildContexts(options, ContextInputs())
         build.BuildRun(
             engine,
             stop_builder(requests)(),

@@ -903,7 +903,6 @@ def run_build(
     contexts = BuildContexts(
         options=RenderOptions(),
         inputs=ContextInputs(installer=small_uv),
-        contexts_dir=tmp_path / "contexts",
     )
     builder = PlatformBuilder(engine)
     events: list[Event] = []

@@ -256,7 +256,7 @@ def test_the_records_imagekit_writes_validate_against_the_results_schema(
     engine = FakeEngine()
     engine.add("imagekit-base/debian:bookworm", image_id("base"))
     builder = InstantBuilder(engine, image_labels(slim, RenderOptions()), fail=full.name)
-    contexts = BuildContexts(RenderOptions(), ContextInputs(), tmp_path / "contexts")
+    contexts = BuildContexts(RenderOptions(), ContextInputs())
     builds = RunFolder.create(tmp_path / "results", "build")
     BuildRun(engine, builder, [slim, full], BuildSettings(), contexts, builds, Events()).execute()
     verifies = RunFolder.create(tmp_path / "results", "verify")
