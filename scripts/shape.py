@@ -172,7 +172,10 @@ def vocabulary_values(root: Path) -> set[str]:
 
 def string_compares(tree: ast.AST, values: set[str]) -> list[int]:
     """The lines where a vocabulary value is compared as text: `x == "slim"`, `x != "cpu"`,
-    `x in ("slim", "full")`. The enum member says the same and a typo in it is an error."""
+    `x in ("slim", "full")`. The enum member says the same and a typo in it is an error.
+
+    A text left of `in` is a key or a substring looked for (`"error" in item`, `"podman" in
+    name`), not a value compared: it is not counted."""
 
     def texts(node: ast.expr) -> list[str]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -184,9 +187,13 @@ def string_compares(tree: ast.AST, values: set[str]) -> list[int]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
-            operands = [node.left, *node.comparators]
-            if any(v in values for o in operands for v in texts(o)):
-                found.append(node.lineno)
+            lefts = [node.left, *node.comparators[:-1]]
+            for left, op, right in zip(lefts, node.ops, node.comparators, strict=True):
+                membership = isinstance(op, ast.In | ast.NotIn)
+                operands = [right] if membership else [left, right]
+                if any(v in values for o in operands for v in texts(o)):
+                    found.append(node.lineno)
+                    break
     return found
 
 

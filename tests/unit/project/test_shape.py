@@ -89,12 +89,15 @@ def test_a_vocabulary_value_compared_as_text_is_counted(tmp_path: Path) -> None:
         "    b = q in ('full', 'other')\n"
         "    c = p.name == 'slim-ish'\n"
         "    d = p.flavour == Flavour.SLIM\n"
-        "    return a, b, c, d\n"
+        "    e = 'slim' in p.labels or 'full' not in p.name\n"
+        "    f = p.flavour != 'other' != 'full'\n"
+        "    return a, b, c, d, e, f\n"
     )
     figures = shape.measure(
         _plant(tmp_path, {"imagekit/kernel/vocabulary.py": vocabulary, "imagekit/a.py": code})
     )
-    assert figures["vocabulary_string_compares"].where == ["imagekit/a.py:2", "imagekit/a.py:3"]
+    where = figures["vocabulary_string_compares"].where
+    assert where == ["imagekit/a.py:2", "imagekit/a.py:3", "imagekit/a.py:7"]
 
 
 def test_any_is_counted_as_a_name_in_code_only(tmp_path: Path) -> None:
