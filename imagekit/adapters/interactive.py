@@ -13,6 +13,7 @@ from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.workstation import owner_of
 from imagekit.kernel import labels as L
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, command_user
+from imagekit.kernel.vocabulary import Flavour
 
 
 def user_for_command(
@@ -27,7 +28,7 @@ def user_for_command(
         labels = {}
     return command_user(
         given,
-        entrypoint=labels.get(L.FLAVOUR) == "full",
+        entrypoint=labels.get(L.FLAVOUR) == Flavour.FULL,
         rootless=engine.info().rootless,
         me=(os.getuid(), os.getgid()),
         owner=owner_of(workspace),

@@ -13,6 +13,7 @@ from typing import NotRequired, TypedDict
 
 from imagekit.build.render import RenderedImage
 from imagekit.kernel import labels as L
+from imagekit.kernel.vocabulary import Flavour
 from imagekit.matrix.plan import ImagePlan, platform_suffix
 
 
@@ -51,7 +52,7 @@ def bake_file(images: list[tuple[RenderedImage, Path]], ca_bundle: Path | None =
     """The bake definition for rendered images and their context folders."""
     targets: dict[str, BakeTarget] = {}
     slim_targets = {
-        r.plan.reference: target_name(r.plan) for r, _ in images if r.plan.flavour == "slim"
+        r.plan.reference: target_name(r.plan) for r, _ in images if r.plan.flavour is Flavour.SLIM
     }
     for rendered, folder in images:
         plan = rendered.plan
@@ -66,20 +67,15 @@ def bake_file(images: list[tuple[RenderedImage, Path]], ca_bundle: Path | None =
             "args": dict(sorted(rendered.build_args.items())),
             "labels": {L.MANAGED: "true"},
         }
-        if plan.flavour == "full" and plan.slim_reference in slim_targets:
+        if plan.flavour is Flavour.FULL and plan.slim_reference in slim_targets:
             target["contexts"] = {
                 plan.slim_reference: f"target:{slim_targets[plan.slim_reference]}"
             }
         if ca_bundle is not None:
             target["secret"] = [f"id=ca,src={ca_bundle}"]
         targets[target_name(plan)] = target
-    groups: dict[str, BakeGroup] = {
-        "default": {"targets": sorted(targets)},
-        "slim": {
-            "targets": sorted(target_name(r.plan) for r, _ in images if r.plan.flavour == "slim")
-        },
-        "full": {
-            "targets": sorted(target_name(r.plan) for r, _ in images if r.plan.flavour == "full")
-        },
-    }
+    groups: dict[str, BakeGroup] = {"default": {"targets": sorted(targets)}}
+    for flavour in Flavour:  # a group per flavour: `docker buildx bake slim`
+        of_it = (target_name(r.plan) for r, _ in images if r.plan.flavour is flavour)
+        groups[flavour.value] = {"targets": sorted(of_it)}
     return {"group": groups, "target": dict(sorted(targets.items()))}

@@ -7,7 +7,7 @@ carries these packages builds with no package mirror at all: `imagekit base boot
 
 from __future__ import annotations
 
-from enum import StrEnum
+from imagekit.kernel.vocabulary import Flavour
 
 # The user-space RDMA stack NCCL needs for InfiniBand/RoCE.
 RDMA_PACKAGES = ("ibverbs-providers", "libibverbs1", "rdma-core")
@@ -28,13 +28,6 @@ WORKSTATION_PACKAGES = (
 )
 
 
-class PackagesFor(StrEnum):
-    """Whose distribution packages a bootstrapped base carries (`--packages-for`)."""
-
-    slim = "slim"
-    full = "full"
-
-
 def slim_packages(python: str, *, compile: bool, rdma: bool = False) -> tuple[str, ...]:
     """What slim's runtime stage installs: a C++ compiler and Python's headers where
     torch.compile must work (openssl: inductor hashes its precompiled header with `openssl
@@ -48,11 +41,11 @@ def full_packages(python: str, *, rdma: bool = False) -> tuple[str, ...]:
     return (*WORKSTATION_PACKAGES, f"python{python}-dev") + (RDMA_PACKAGES if rdma else ())
 
 
-def packages_for(flavour: PackagesFor) -> tuple[str, ...]:
+def packages_for(flavour: Flavour) -> tuple[str, ...]:
     """The packages a base for `flavour` carries besides its own, so that every step of that
     flavour (and of slim under a full) finds them installed. `python3-dev` is the suite's
     default Python's: it brings `python3.X-dev`, the name the template asks dpkg about."""
     wanted = slim_packages("3", compile=True)
-    if flavour is PackagesFor.full:
+    if flavour is Flavour.FULL:
         wanted += full_packages("3")
     return tuple(dict.fromkeys(p for p in wanted if p not in BASE_PACKAGES))

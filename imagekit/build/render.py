@@ -22,6 +22,7 @@ from imagekit.build.venv_layers import (
     venv_slots,
 )
 from imagekit.kernel import labels as L
+from imagekit.kernel.vocabulary import Flavour
 from imagekit.matrix.compat import PYPI_SIMPLE
 from imagekit.matrix.plan import ImagePlan
 from imagekit.resources import templates_dir
@@ -76,7 +77,7 @@ def _environment() -> jinja2.Environment:
 def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
     """The OCI and imagekit labels of an image, sorted by key."""
     cell = plan.cell
-    base = plan.slim_reference if plan.flavour == "full" else _base_image(plan, options)
+    base = plan.slim_reference if plan.flavour is Flavour.FULL else _base_image(plan, options)
     oci = "org.opencontainers.image."
     labels = {
         f"{oci}version": plan.tag,
@@ -138,7 +139,7 @@ def _pip_args(
 def requirements(plan: ImagePlan) -> dict[str, str]:
     """The pip requirement files of an image's build context."""
     cell = plan.cell
-    if plan.flavour == "slim":
+    if plan.flavour is Flavour.SLIM:
         lines = [f"torch=={cell.torch}", *plan.packages]
         # Without numpy every `import torch` warns "Failed to initialize NumPy", and
         # `.numpy()` fails: slim carries it, at the version pip resolves with torch's own
@@ -178,7 +179,7 @@ def _requirements_text(lines: list[str], what: str) -> str:
 
 def runtime_packages(plan: ImagePlan) -> list[str]:
     """The distribution packages slim's runtime stage makes sure of (build/distro_packages.py)."""
-    if plan.flavour != "slim":
+    if plan.flavour is not Flavour.SLIM:
         return []
     return list(slim_packages(plan.cell.python, compile=plan.compile, rdma=plan.rdma))
 
@@ -188,13 +189,13 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
     options = options or RenderOptions()
     cell = plan.cell
     files = requirements(plan)
-    if plan.flavour == "full":
+    if plan.flavour is Flavour.FULL:
         files |= full_files()
     files[PRUNE_SCRIPT] = (templates_dir() / PRUNE_SCRIPT).read_text(encoding="utf-8")
     files[LAYER_SCRIPT] = (templates_dir() / LAYER_SCRIPT).read_text(encoding="utf-8")
-    if plan.flavour == "slim":
+    if plan.flavour is Flavour.SLIM:
         files |= {n: (templates_dir() / n).read_text(encoding="utf-8") for n in SITE_FILES}
-    slim_extra = (PYPI_INDEX_URL,) if plan.packages and plan.flavour == "slim" else ()
+    slim_extra = (PYPI_INDEX_URL,) if plan.packages and plan.flavour is Flavour.SLIM else ()
     labels = image_labels(plan, options)
     what = f"CUDA {cell.cuda}" if cell.cuda else "CPU"
     context = {
@@ -222,7 +223,7 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
     dockerfile = _environment().get_template("Dockerfile.j2").render(context)
     # Macros leave runs of blank lines behind; one blank line is enough.
     dockerfile = re.sub(r"\n{3,}", "\n\n", dockerfile).rstrip("\n") + "\n"
-    if plan.flavour == "slim":
+    if plan.flavour is Flavour.SLIM:
         build_args = {"BASE_IMAGE": _base_image(plan, options)}
     else:
         build_args = {"SLIM_IMAGE": plan.slim_reference}

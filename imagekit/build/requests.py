@@ -6,11 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
-from imagekit.build.distro_packages import BASE_PACKAGES, PackagesFor, packages_for
+from imagekit.build.distro_packages import BASE_PACKAGES, packages_for
 from imagekit.build.inputs import RenderInputs
 from imagekit.build.options import BuilderChoice, BuildkitAsk, BuildNetwork, Compression
 from imagekit.errors import InputError
 from imagekit.kernel.options import JSON, RESULTS, Opt, comma_separated
+from imagekit.kernel.vocabulary import Flavour
 from imagekit.matrix.selection import Selection, pairs
 
 
@@ -173,7 +174,7 @@ class BootstrapCommand:
         ),
     ] = BASE_PACKAGES
     packages_for: Annotated[
-        PackagesFor | None,
+        Flavour | None,
         Opt(
             "--packages-for",
             help="Also carry the distribution packages that flavour's build steps install "

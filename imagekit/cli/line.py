@@ -63,7 +63,7 @@ class Param:
         if self.spec.parse is not None:
             return self.spec.parse(given)
         if self.spec.choices is not None and given is not None:
-            return given.value
+            return self.spec.choices(given)
         return given
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from imagekit.errors import InputError
 from imagekit.kernel.options import FLAVOUR, JSON, ONLY, PLATFORM, Opt
+from imagekit.kernel.vocabulary import Flavour, Platform
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,8 @@ class DoctorRequest:
         Path | None, Opt("--matrix", "-m", help="Check every image this matrix would build.")
     ] = None
     only: Annotated[tuple[str, ...], ONLY] = ()
-    flavour: Annotated[str | None, FLAVOUR] = None
-    platform: Annotated[str | None, PLATFORM] = None
+    flavour: Annotated[Flavour | None, FLAVOUR] = None
+    platform: Annotated[Platform | None, PLATFORM] = None
     nvidia_smi: Annotated[
         Path | None, Opt("--nvidia-smi", help="The nvidia-smi to ask (default: the one on PATH).")
     ] = None

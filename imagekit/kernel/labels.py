@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from imagekit.kernel.vocabulary import Flavour
+
 PREFIX = "io.imagekit."
 
 # What an image says about its contents (written by render, read by verify, gate and doctor).
@@ -67,7 +69,7 @@ class ImageLabels:
 
     torch: str = ""
     python: str = ""
-    flavour: str = ""
+    flavour: Flavour | None = None  # None: absent, or no flavour imagekit knows
     cell: str = ""
     os: str = ""
     glibc_floor: str = ""
@@ -93,7 +95,7 @@ class ImageLabels:
         return cls(
             torch=get(TORCH, ""),
             python=get(PYTHON, ""),
-            flavour=get(FLAVOUR, ""),
+            flavour=next((f for f in Flavour if f == get(FLAVOUR)), None),
             cell=get(CELL, ""),
             os=get(OS, ""),
             glibc_floor=get(GLIBC_FLOOR, ""),
@@ -128,7 +130,7 @@ def content_labels(
     variant: str,
     python: str,
     os: str,
-    flavour: str,
+    flavour: Flavour,
     user: str,
     glibc_floor: str,
     cuda: str | None,

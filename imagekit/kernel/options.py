@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
+from imagekit.kernel.vocabulary import Flavour, Platform
+
 NOT_SET: Any = object()
 
 
@@ -58,16 +60,6 @@ class Flags:
         self.flags: Mapping[str, Opt] = flags
 
 
-class FlavourChoice(StrEnum):
-    slim = "slim"
-    full = "full"
-
-
-class PlatformChoice(StrEnum):
-    amd64 = "linux/amd64"
-    arm64 = "linux/arm64"
-
-
 class MatrixFormat(StrEnum):
     table = "table"
     json = "json"
@@ -83,10 +75,8 @@ def comma_separated(text: str | None) -> tuple[str, ...]:
 
 MATRIX = Opt("--matrix", "-m", help="The matrix file.")
 ONLY = Opt("--only", help="Pick images by name, cell id or tag prefix (repeatable).")
-FLAVOUR = Opt("--flavour", help="Only this flavour.", choices=FlavourChoice)
-PLATFORM = Opt(
-    "--platform", help="Only the images of this Docker platform.", choices=PlatformChoice
-)
+FLAVOUR = Opt("--flavour", help="Only this flavour.", choices=Flavour)
+PLATFORM = Opt("--platform", help="Only the images of this Docker platform.", choices=Platform)
 JSON = Opt("--json", help="Print machine-readable JSON on stdout.")
 RESULTS = Opt(
     "--results", help="Folder that receives results/<run-id>/.", envvar="IMAGEKIT_RESULTS"

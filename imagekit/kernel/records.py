@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from imagekit.kernel.vocabulary import Flavour
+
 SHA256 = r"^sha256:[0-9a-f]{64}$"
 METRIC_NAME = r"_(ms|s|tflops|gbps|bytes|error|count)$"
 
@@ -82,6 +84,10 @@ class Verdict(StrEnum):
 # The schema of a verdict as it was when the field was a Literal: the enum changes no JSON.
 VerdictField = Annotated[
     Verdict, WithJsonSchema({"enum": ["pass", "fail"], "title": "Status", "type": "string"})
+]
+FlavourField = Annotated[
+    Flavour,
+    WithJsonSchema({"enum": [f.value for f in Flavour], "title": "Flavour", "type": "string"}),
 ]
 
 
@@ -239,7 +245,7 @@ class BuildRecord(Record):
     # one type from the build to the file, built once when the image's outcome is known.
     name: str
     reference: str
-    flavour: Literal["slim", "full"]
+    flavour: FlavourField
     # Inlined in the schema as the enum of its values, as it was before it was a StrEnum.
     status: Annotated[
         BuildStatus,
@@ -270,7 +276,7 @@ class PlanRecord(Record):
     reference: str
     tag: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_][a-z0-9_.-]{0,127}$")]
     aliases: tuple[str, ...] = ()
-    flavour: Literal["slim", "full"]
+    flavour: FlavourField
     cell: dict[str, Any]
     required_probes: tuple[str, ...] = ()
     size_budget_bytes: int | None = None

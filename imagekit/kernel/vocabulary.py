@@ -7,7 +7,24 @@ than a silent mismatch. Pure.
 
 from __future__ import annotations
 
-# The Docker platforms imagekit builds for, and the machine name their wheels carry.
-AMD64 = "linux/amd64"
-ARM64 = "linux/arm64"
-WHEEL_MACHINES = {AMD64: "x86_64", ARM64: "aarch64"}
+from enum import StrEnum
+
+
+class Platform(StrEnum):
+    """The Docker platforms imagekit builds for: the two PyTorch ships Linux wheels for."""
+
+    AMD64 = "linux/amd64"
+    ARM64 = "linux/arm64"
+
+
+# The machine name each platform's wheels carry (`torch-...-manylinux_2_28_aarch64.whl`);
+# keyed by text, so that a platform read from anywhere can be looked up.
+WHEEL_MACHINES: dict[str, str] = {Platform.AMD64: "x86_64", Platform.ARM64: "aarch64"}
+
+
+class Flavour(StrEnum):
+    """What an image is for: `slim` the runtime only, FROM the base; `full` the workstation
+    (compilers, Jupyter, sshd), FROM the slim of its cell. Listed in build order."""
+
+    SLIM = "slim"
+    FULL = "full"

@@ -16,7 +16,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from imagekit.errors import InputError
-from imagekit.kernel.vocabulary import AMD64, ARM64
+
+# Docker's platforms; this module's own `Platform` is a manylinux platform of the wheels.
+from imagekit.kernel.vocabulary import Platform as DockerPlatform
 
 CPU = "cpu"
 PYPI_SIMPLE = "https://pypi.org/simple"
@@ -194,11 +196,12 @@ class CompatData(_Frozen):
             return None
         return f"torch {torch} has no CUDA {cuda} build; it has {self.variant_choices(torch)}"
 
-    def platforms_of(self, torch: str, cuda: str | None) -> list[str]:
+    def platforms_of(self, torch: str, cuda: str | None) -> list[DockerPlatform]:
         """The Docker platforms a known torch/CUDA build has wheels for, amd64 first."""
+        amd64, arm64 = DockerPlatform.AMD64, DockerPlatform.ARM64
         if cuda is None:
-            return [AMD64]
-        return [AMD64] + ([ARM64] if self.torch[torch].variants[cuda].arm64 else [])
+            return [amd64]
+        return [amd64] + ([arm64] if self.torch[torch].variants[cuda].arm64 else [])
 
     def check_platform(self, torch: str, cuda: str | None, platform: str) -> str | None:
         """None when a known torch/CUDA build has wheels for `platform`; else why not."""
@@ -218,7 +221,7 @@ class CompatData(_Frozen):
     def archs_for(self, torch: str, cuda: str, platform: str) -> tuple[str, ...]:
         """The GPU architectures compiled into a build's wheels for `platform`."""
         variant = self.torch[torch].variants[cuda]
-        if platform != ARM64:
+        if platform != DockerPlatform.ARM64:
             return variant.archs
         if variant.arm64 is None:
             raise ValueError(f"torch {torch} CUDA {cuda} has no {platform} wheels")
@@ -226,7 +229,7 @@ class CompatData(_Frozen):
 
     def index_url_on(self, cuda: str | None, platform: str, torch: str) -> str:
         """Where a build's wheels for `platform` are published."""
-        if cuda is not None and platform == ARM64:
+        if cuda is not None and platform == DockerPlatform.ARM64:
             build = self.torch[torch].variants[cuda].arm64
             if build is not None and build.index == "pypi":
                 return PYPI_SIMPLE

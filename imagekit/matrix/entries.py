@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imagekit.kernel.vocabulary import AMD64
+from imagekit.kernel.vocabulary import Platform
 from imagekit.matrix.checks import Findings, bases_hint, unknown_os
 from imagekit.matrix.compat import CPU, CompatData, version_key
 from imagekit.matrix.schema import Entry, MatrixFile
@@ -32,7 +32,7 @@ class Combo:
     cuda: str | None
     python: str
     path: Path
-    platform: str = AMD64
+    platform: str = Platform.AMD64
 
 
 class EntryCheck:
@@ -187,7 +187,7 @@ class EntryCheck:
             built = self.compat.archs_for(entry.torch, cuda, platform)
             missing = [a for a in archs if a not in built]
             if missing:
-                on = f" ({platform})" if platform != AMD64 else ""
+                on = f" ({platform})" if platform != Platform.AMD64 else ""
                 self.report.fail(
                     path,
                     f"torch {entry.torch} with CUDA {cuda}{on} is not compiled for "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from imagekit.kernel.vocabulary import AMD64
+from imagekit.kernel.vocabulary import Flavour, Platform
 from imagekit.matrix.checks import Findings
 from imagekit.matrix.compat import CPU, CompatData, variant_tag, version_key
 from imagekit.matrix.entries import Combo, EntryCheck
@@ -35,7 +35,7 @@ def expand_cells(spec: MatrixFile, compat: CompatData, report: Findings) -> list
         for combo in check.approve(i, entry):
             cell = _make_cell(combo, spec, compat)
             if cell.id in seen:
-                if cell.platform != AMD64 and cell.shared_id in seen:
+                if cell.platform is not Platform.AMD64 and cell.shared_id in seen:
                     continue  # this combination's duplicate is reported once, not per platform
                 line, col = report.source.position(seen[cell.id])
                 report.fail(
@@ -72,7 +72,7 @@ def _make_cell(combo: Combo, spec: MatrixFile, compat: CompatData) -> Cell:
         cuda_home=cuda_facts.cuda_home if cuda_facts else None,
         experimental=bool(variant and variant.experimental),
         flavours=tuple(f for f in FLAVOURS if f in entry.flavours),
-        platform=platform,
+        platform=Platform(platform),
     )
 
 
@@ -115,14 +115,14 @@ class Planner:
             self.report.fail(("releases",), "every image is excluded; nothing would be built")
         return plans
 
-    def exclusion_for(self, cell: Cell, flavour: str) -> int | None:
+    def exclusion_for(self, cell: Cell, flavour: Flavour) -> int | None:
         """The index of the first exclusion that takes `cell` in `flavour`, if any."""
         for i, ex in enumerate(self.spec.exclude):
             if _selects(ex, cell) and ex.flavour in (None, flavour):
                 return i
         return None
 
-    def plan(self, cell: Cell, flavour: str, tag: str) -> ImagePlan:
+    def plan(self, cell: Cell, flavour: Flavour, tag: str) -> ImagePlan:
         spec = self.spec
         fspec = getattr(spec.flavours, flavour)
         return ImagePlan(
@@ -193,7 +193,7 @@ class Tags:
         self.prefix = prefix
         self.report = report
 
-    def versioned(self, cell: Cell, flavour: str) -> str | None:
+    def versioned(self, cell: Cell, flavour: Flavour) -> str | None:
         tag = cell.versioned_tag(flavour, self.prefix)
         # The engine holds each platform's image under the tag plus its suffix: that too
         # must be a valid tag.
@@ -214,7 +214,7 @@ class Tags:
         latest_plans = [p for p in plans if p.cell.shared_id == latest.shared_id]
         # An exclusion may drop the latest cell's `full`; `latest` then goes to its
         # other images, not to nobody.
-        latest_owners = [p for p in latest_plans if p.flavour == "full"] or latest_plans
+        latest_owners = [p for p in latest_plans if p.flavour is Flavour.FULL] or latest_plans
         out = []
         for plan in plans:
             aliases = [a for a, p in owner.items() if _owns(p, plan)]

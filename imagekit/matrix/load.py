@@ -24,6 +24,7 @@ from pathlib import Path as FsPath
 import pydantic
 
 from imagekit.errors import InputError, Problem, ValidationError
+from imagekit.kernel.vocabulary import Flavour, Platform
 from imagekit.matrix.checks import Findings, check_settings
 from imagekit.matrix.compat import CompatData, load_compat
 from imagekit.matrix.expand import Planner, Tags, expand_cells, pick_latest
@@ -51,9 +52,9 @@ class Matrix:
     def select(
         self,
         only: list[str] | None = None,
-        flavour: str | None = None,
+        flavour: Flavour | None = None,
         *,
-        platform: str | None = None,
+        platform: Platform | None = None,
         allow_empty: bool = False,
     ) -> list[ImagePlan]:
         """The plans picked by `--only` selectors, `--flavour` and `--platform`; an error if

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from imagekit.kernel.reference import has_registry_host
-from imagekit.kernel.vocabulary import AMD64
+from imagekit.kernel.vocabulary import Flavour, Platform
 from imagekit.matrix.compat import variant_tag
 
 # Docker's grammar (distribution/reference): tags are at most 128 characters.
@@ -26,7 +26,7 @@ IMAGE_REF_RE = re.compile(
     r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
     r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
 )
-FLAVOURS = ("slim", "full")
+FLAVOURS = tuple(Flavour)
 
 
 def tag_problem(tag: str) -> str | None:
@@ -60,7 +60,7 @@ def platform_arch(platform: str) -> str:
 def platform_suffix(platform: str) -> str:
     """What a cell id and a local tag get for `platform`: nothing for linux/amd64 (the
     default, so single-platform matrices keep their names), `-arm64` for linux/arm64."""
-    return "" if platform == AMD64 else f"-{platform_arch(platform)}"
+    return "" if platform == Platform.AMD64 else f"-{platform_arch(platform)}"
 
 
 def retarget(repository: str, registry: str | None) -> str:
@@ -96,9 +96,9 @@ class Cell:
     compiler_packages: tuple[str, ...]
     cuda_home: str | None
     experimental: bool
-    flavours: tuple[str, ...]
+    flavours: tuple[Flavour, ...]
     # The Docker platform this cell is built for; its id carries `platform_suffix`.
-    platform: str = AMD64
+    platform: Platform = Platform.AMD64
 
     @property
     def shared_id(self) -> str:
@@ -125,7 +125,7 @@ class Cell:
         """ "9" for cuDNN 9.10.2.21."""
         return self.cudnn.split(".")[0] if self.cudnn else None
 
-    def versioned_tag(self, flavour: str, prefix: str = "") -> str:
+    def versioned_tag(self, flavour: Flavour, prefix: str = "") -> str:
         """The immutable tag of this cell in `flavour` (README.md, Publishing)."""
         if self.cuda is None:
             return f"{prefix}{self.torch}-cpu-py{self.python}-{flavour}"
@@ -134,7 +134,7 @@ class Cell:
             f"-py{self.python}-{flavour}"
         )
 
-    def alias_tag(self, flavour: str, prefix: str = "") -> str:
+    def alias_tag(self, flavour: Flavour, prefix: str = "") -> str:
         """The floating `{torch major.minor}-cuda{cuda}-{flavour}` alias."""
         kind = "cpu" if self.cuda is None else f"cuda{self.cuda}"
         return f"{prefix}{self.torch_minor}-{kind}-{flavour}"
@@ -145,7 +145,7 @@ class ImagePlan:
     """One image to build: a cell in a flavour, with its tags and budget."""
 
     cell: Cell
-    flavour: str
+    flavour: Flavour
     repository: str
     tag: str
     aliases: tuple[str, ...]
@@ -167,7 +167,7 @@ class ImagePlan:
         return f"{self.cell.id}-{self.flavour}"
 
     @property
-    def platform(self) -> str:
+    def platform(self) -> Platform:
         """The Docker platform of this image (`linux/amd64`)."""
         return self.cell.platform
 
@@ -186,7 +186,7 @@ class ImagePlan:
     @property
     def slim_reference(self) -> str:
         """The slim image of the same cell and platform (what `full` is built FROM)."""
-        slim = self.tag.removesuffix(self.flavour) + "slim"
+        slim = self.tag.removesuffix(self.flavour) + Flavour.SLIM
         return f"{self.repository}:{slim}{platform_suffix(self.platform)}"
 
 

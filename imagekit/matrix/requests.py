@@ -17,7 +17,9 @@ class MatrixRequest:
     """List the images the matrix expands to."""
 
     selection: Selection
-    format: Annotated[str, Opt("--format", help="Output format.", choices=MatrixFormat)] = "table"
+    format: Annotated[
+        MatrixFormat, Opt("--format", help="Output format.", choices=MatrixFormat)
+    ] = MatrixFormat.table
 
 
 @dataclass(frozen=True)

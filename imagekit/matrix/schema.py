@@ -22,13 +22,18 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from imagekit.kernel.vocabulary import Flavour
+
 SCHEMA_VERSION = 1
 
 TorchVersion = Annotated[StrictStr, Field(pattern=r"^\d+\.\d+\.\d+$", examples=["2.8.0"])]
 PythonVersion = Annotated[StrictStr, Field(pattern=r"^3\.\d+$", examples=["3.12"])]
 CudaOrCpu = Annotated[StrictStr, Field(pattern=r"^(\d+\.\d+|cpu)$", examples=["12.8", "cpu"])]
 GpuArch = Annotated[StrictStr, Field(pattern=r"^sm_\d+[a-z]?$", examples=["sm_90"])]
-Flavour = Literal["slim", "full"]
+# The enum, with the schema it had as a Literal (no `$ref`): matrix.schema.json is unchanged.
+FlavourName = Annotated[
+    Flavour, WithJsonSchema({"enum": [f.value for f in Flavour], "type": "string"})
+]
 # Docker's platform names of the two architectures PyTorch ships Linux wheels for.
 DockerPlatform = Annotated[
     StrictStr, Field(pattern=r"^linux/(amd64|arm64)$", examples=["linux/amd64", "linux/arm64"])
@@ -146,8 +151,8 @@ class Entry(_Strict):
     cuda: Annotated[list[CudaOrCpu], Field(min_length=1)]
     python: PythonList | None = None
     os: Text | None = None
-    flavours: Annotated[list[Flavour], Field(min_length=1)] = Field(
-        default_factory=lambda: list[Flavour](("slim", "full"))
+    flavours: Annotated[list[FlavourName], Field(min_length=1)] = Field(
+        default_factory=lambda: list(Flavour)
     )
     allow_experimental: StrictBool = False
     name: Text | None = Field(
@@ -179,7 +184,7 @@ class Latest(Selector):
 class Exclusion(Selector):
     """Images not to build, each with the reason why."""
 
-    flavour: Flavour | None = None
+    flavour: FlavourName | None = Field(default=None, title="Flavour")  # as the Literal had it
     reason: Text
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from imagekit.errors import InputError
 from imagekit.kernel.options import FLAVOUR, MATRIX, ONLY, PLATFORM
+from imagekit.kernel.vocabulary import Flavour, Platform
 
 if TYPE_CHECKING:  # imported lazily: `imagekit probe` must not load jinja2
     from imagekit.matrix.load import Matrix
@@ -21,8 +22,8 @@ class Selection:
 
     matrix: Annotated[Path, MATRIX] = Path("matrix.yaml")
     only: Annotated[tuple[str, ...], ONLY] = ()
-    flavour: Annotated[str | None, FLAVOUR] = None
-    platform: Annotated[str | None, PLATFORM] = None
+    flavour: Annotated[Flavour | None, FLAVOUR] = None
+    platform: Annotated[Platform | None, PLATFORM] = None
 
     def load(self) -> Matrix:
         """The matrix, or every problem of the matrix file at once."""

@@ -20,7 +20,7 @@ from typing import Any
 from imagekit.kernel import labels as L
 from imagekit.kernel.labels import ImageLabels
 from imagekit.kernel.records import Check
-from imagekit.kernel.vocabulary import AMD64
+from imagekit.kernel.vocabulary import Platform
 from imagekit.matrix.compat import CompatData, version_key
 from imagekit.matrix.plan import Cell, nvidia_require_cuda
 
@@ -112,7 +112,7 @@ def label_checks(
 
     cuda = labels.get(L.CUDA)
     torch = labels.get(L.TORCH, "")
-    platform = "/".join(platform.split("/")[:2]) or AMD64  # linux/arm64/v8 -> linux/arm64
+    platform = "/".join(platform.split("/")[:2]) or Platform.AMD64  # linux/arm64/v8 -> linux/arm64
     # An unknown torch or CUDA is reported below, on its own; a known build on a platform it
     # has no wheels for (a CPU torch on arm64, say) is reported here.
     known = torch in data.torch

@@ -20,6 +20,7 @@ import pydantic
 
 from imagekit.errors import InputError
 from imagekit.kernel.records import LEVELS, Level, ProbeResult, Status, Verdict
+from imagekit.kernel.vocabulary import Flavour
 from imagekit.verify.probe_contract import ProbeDevice, ProbeExpectations
 
 DEFAULT_PROBES = (
@@ -44,7 +45,7 @@ class ProbeSpec:
     name: str
     needs_gpu: bool
     timeout_s: float
-    flavours: tuple[str, ...]
+    flavours: tuple[Flavour, ...]
     shm_bytes: int = 0
     level: Level = Level.CPU
     # Memory the probe's process needs at most (a container's limit is the largest of its
@@ -77,12 +78,18 @@ def read_spec(path: Path) -> ProbeSpec:
                     f"{', '.join(LEVELS)}",
                     "static: inspects without a workload; cpu: runs on a CPU; gpu: needs a GPU",
                 )
+            flavours = data.get("flavours", list(Flavour))
+            if unknown := [f for f in flavours if f not in set(Flavour)]:
+                raise InputError(
+                    f"{path}:{node.lineno}: PROBE flavours {unknown} are not among "
+                    f"{', '.join(Flavour)}"
+                )
             return ProbeSpec(
                 name=path.stem,
                 needs_gpu=needs_gpu,
                 level=Level(level),
                 timeout_s=float(data.get("timeout_s", 120)),
-                flavours=tuple(data.get("flavours", ("slim", "full"))),
+                flavours=tuple(Flavour(f) for f in flavours),
                 shm_bytes=int(data.get("shm_bytes", 0)),
                 memory_bytes=int(data.get("memory_bytes", DEFAULT_MEMORY_BYTES)),
                 nodes=int(data.get("nodes", 1)),

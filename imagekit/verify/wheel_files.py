@@ -32,6 +32,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from imagekit.kernel.records import Check
+from imagekit.kernel.vocabulary import Flavour
 
 CHECK_NAME = "the venv holds every file its wheels installed"
 # The script the structure checks copy into the container (templates/), and the prune
@@ -220,7 +221,7 @@ class Verdict:
         return not self.failures and self.distributions > 0
 
 
-def judge(facts: WheelFacts, flavour: str) -> Verdict:
+def judge(facts: WheelFacts, flavour: Flavour | None) -> Verdict:
     """Every entry of every distribution, and the left-out ones: absent from slim, back in
     full at the version slim left out."""
     pruned = Pruned.of(facts.reports.get(name) for name in (SLIM_REPORT, FULL_REPORT))
@@ -245,22 +246,22 @@ def judge(facts: WheelFacts, flavour: str) -> Verdict:
     return Verdict(
         held=dict(held),
         removed={k: tuple(v) for k, v in removed.items()},
-        left_out=facts.left_out if flavour == "slim" else (),
+        left_out=facts.left_out if flavour is Flavour.SLIM else (),
         failures=tuple(failures),
         entries=sum(len(d.entries) for d in facts.distributions),
         distributions=len(facts.distributions),
     )
 
 
-def _left_out_problems(facts: WheelFacts, flavour: str) -> list[str]:
+def _left_out_problems(facts: WheelFacts, flavour: Flavour | None) -> list[str]:
     installed = {normalised(d.name): d.version for d in facts.distributions}
     problems = []
     for pin in facts.left_out:
         name, _, version = pin.partition("==")
         there = installed.get(normalised(name))
-        if flavour == "slim" and there is not None:
+        if flavour is Flavour.SLIM and there is not None:
             problems.append(f"{pin}: left out of slim, yet {name} {there} is installed")
-        elif flavour == "full" and there != version:
+        elif flavour is Flavour.FULL and there != version:
             seen = f"{name} {there} is installed" if there else "it is not installed"
             problems.append(f"{pin}: full installs what slim left out back, and {seen}")
     return problems
@@ -296,7 +297,7 @@ def _otherwise(verdict: Verdict) -> str:
     return f" ({'; '.join(said)})" if said else ""
 
 
-def wheel_files_check(facts: WheelFacts, flavour: str) -> Check:
+def wheel_files_check(facts: WheelFacts, flavour: Flavour | None) -> Check:
     """The check of one image's venv, its detail saying what held, what was removed on purpose
     (named) and what failed (named, distribution and file)."""
     verdict = judge(facts, flavour)

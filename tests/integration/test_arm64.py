@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from imagekit.kernel.vocabulary import ARM64
+from imagekit.kernel.vocabulary import Platform
 from imagekit.matrix.compat import load_compat
 from tests.integration.conftest import ROOT, Session, imagekit
 from tests.integration.engines import running_registry
@@ -117,7 +117,7 @@ def test_both_arm64_images_reach_the_cpu_level_under_emulation(arm64_run: Arm64R
         record = arm64_run.verify[name]
         assert record["status"] == "pass", name
         assert record["levels"] == {"static": "pass", "cpu": "pass", "gpu": "not run"}, name
-        assert record["platform"].startswith(ARM64) and record["emulated"] is True
+        assert record["platform"].startswith(Platform.ARM64) and record["emulated"] is True
     for name in (AMD_SLIM, AMD_FULL):
         assert arm64_run.verify[name]["emulated"] is False
         assert arm64_run.verify[name]["platform"] == "linux/amd64"
@@ -145,14 +145,14 @@ def test_the_arm64_cuda_stack_is_the_sbsa_build_for_grace_hopper_and_blackwell(
     assert facts["cudnn_wheel"] == "nvidia-cudnn-cu13==9.24.0.43"
     assert facts["nccl_wheel"] == "nvidia-nccl-cu13==2.30.7"
     # GH200 is sm_90 and GB200 sm_100; what the binary carries is what the data says.
-    archs = load_compat().archs_for("2.14.1", "13.0", ARM64)
+    archs = load_compat().archs_for("2.14.1", "13.0", Platform.ARM64)
     assert {"sm_90", "sm_100"} <= set(facts["arch_flags"])
     assert set(facts["arch_flags"]) == set(archs)
     checks = arm64_run.verify[ARM_SLIM]["labels_agree"]
     assert all(c["ok"] for c in checks), checks
     labels = arm64_run.verify[ARM_SLIM]["labels"]
     assert labels["io.imagekit.cuda-archs"].split() == list(archs)
-    assert labels["io.imagekit.platform"] == ARM64
+    assert labels["io.imagekit.platform"] == Platform.ARM64
 
 
 def test_one_tag_per_image_names_an_index_of_both_platforms(arm64_run: Arm64Run) -> None:

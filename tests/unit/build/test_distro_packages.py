@@ -17,7 +17,6 @@ import pytest
 
 from imagekit.build.distro_packages import (
     BASE_PACKAGES,
-    PackagesFor,
     full_packages,
     packages_for,
     slim_packages,
@@ -25,6 +24,7 @@ from imagekit.build.distro_packages import (
 from imagekit.build.render import render_image
 from imagekit.build.requests import BootstrapCommand
 from imagekit.build.stream import FAILURE_MARKER, BuildLog
+from imagekit.kernel.vocabulary import Flavour
 from imagekit.matrix.load import load_matrix
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -43,7 +43,7 @@ def install_blocks(dockerfile: str) -> list[str]:
 
 
 def test_full_carries_slims_packages_and_neither_repeats_the_base() -> None:
-    slim, full = packages_for(PackagesFor.slim), packages_for(PackagesFor.full)
+    slim, full = packages_for(Flavour.SLIM), packages_for(Flavour.FULL)
     assert slim == ("g++", "openssl", "python3-dev")
     assert set(slim) < set(full) and "openssh-server" in full and "tini" in full
     assert not set(full) & set(BASE_PACKAGES) and len(set(full)) == len(full)
@@ -54,7 +54,7 @@ def test_packages_for_adds_to_include_and_the_default_adds_nothing() -> None:
     assert plain.packages == BASE_PACKAGES
     made = BootstrapCommand(
         suite="bookworm", tag="b/debian:bookworm", include=("python3", "git"),
-        packages_for=PackagesFor.full,
+        packages_for=Flavour.FULL,
     )  # fmt: skip
     assert made.packages[:2] == ("python3", "git") and "openssh-server" in made.packages
     assert made.packages.count("git") == 1
@@ -172,7 +172,7 @@ class SlimRoot:
         return Ran(0)  # every `command -v` finds its compiler
 
 
-FULL_BASE = ",".join((*BASE_PACKAGES, *packages_for(PackagesFor.full)))
+FULL_BASE = ",".join((*BASE_PACKAGES, *packages_for(Flavour.FULL)))
 
 
 @pytest.mark.parametrize("base", ["", FULL_BASE], ids=["other-base", "base-for-full"])
@@ -192,9 +192,7 @@ def test_slim_passes_with_sshd_and_compilers_only_when_its_base_brought_them(bas
 def test_the_bootstrap_installs_them_and_leaves_no_ssh_host_key_in_the_base() -> None:
     from imagekit.adapters.baseimage import BootstrapRequest, mmdebstrap_command
 
-    command = BootstrapCommand(
-        suite="bookworm", tag="b/debian:bookworm", packages_for=PackagesFor.full
-    )
+    command = BootstrapCommand(suite="bookworm", tag="b/debian:bookworm", packages_for=Flavour.FULL)
     argv = mmdebstrap_command(BootstrapRequest.of(command), Path("r.tar"))
     (include,) = [a for a in argv if a.startswith("--include=")]
     assert include == "--include=" + ",".join(command.packages)

@@ -22,7 +22,6 @@ import typer.main
 from typer.testing import CliRunner
 
 import imagekit.cli
-from imagekit.build.distro_packages import PackagesFor
 from imagekit.build.inputs import RenderInputs, RenderRequest
 from imagekit.build.options import BuilderChoice, BuildNetwork, Compression
 from imagekit.build.requests import (
@@ -34,7 +33,9 @@ from imagekit.build.requests import (
 )
 from imagekit.cli import common, options
 from imagekit.doctor.requests import DoctorRequest
+from imagekit.kernel.options import MatrixFormat
 from imagekit.kernel.runtime import GpuChoice, Service
+from imagekit.kernel.vocabulary import Flavour, Platform
 from imagekit.matrix.requests import (
     CheckRequest,
     CompatRequest,
@@ -168,13 +169,15 @@ def select_args(f: Files, flavour: str = "full") -> list[str]:
 
 
 def selection(f: Files, flavour: str = "full") -> Selection:
-    return Selection(matrix=f.matrix, only=("a", "b"), flavour=flavour, platform="linux/arm64")
+    return Selection(
+        matrix=f.matrix, only=("a", "b"), flavour=Flavour(flavour), platform=Platform.ARM64
+    )
 
 
 def case_matrix(f: Files) -> Line:
     return Line(
         ["matrix", *select_args(f), "--format", "json"],
-        MatrixRequest(selection=selection(f), format="json"),
+        MatrixRequest(selection=selection(f), format=MatrixFormat.json),
     )
 
 
@@ -390,7 +393,7 @@ def case_base_bootstrap(f: Files) -> Line:
             tag="imagekit-base/debian:bookworm",
             mirror="http://snapshot.debian.org/archive/debian/20250101T000000Z",
             include=("python3", "curl"),
-            packages_for=PackagesFor.full,
+            packages_for=Flavour.FULL,
             variant="apt",
             docs=True,
             source_date_epoch=1700000000,
@@ -656,11 +659,11 @@ def case_doctor(f: Files) -> Line:
             images=("ghcr.io/acme/pytorch:a", "local/b:1"),
             matrix=f.matrix,
             only=("a", "b"),
-            flavour="slim",
+            flavour=Flavour.SLIM,
             nvidia_smi=f.nvidia_smi,
             json=True,
             key=str(f.keys),
-            platform="linux/arm64",
+            platform=Platform.ARM64,
         ),
     )
 

@@ -12,7 +12,8 @@ from imagekit.build.inputs import RenderRequest
 from imagekit.build.requests import BuildCommand
 from imagekit.cli.line import ordered, params, request_of
 from imagekit.cli.options import COMMANDS
-from imagekit.kernel.options import Flags, FlavourChoice, Opt
+from imagekit.kernel.options import Flags, Opt
+from imagekit.kernel.vocabulary import Flavour
 from imagekit.matrix.requests import MatrixRequest
 from imagekit.matrix.selection import Selection
 from imagekit.serve.requests import RunCommand
@@ -52,8 +53,8 @@ def test_repeatable_options_are_lists_on_the_line_and_tuples_in_the_request() ->
 
 def test_a_choice_is_its_enum_on_the_line_and_its_value_in_the_request() -> None:
     flavour = next(p for p in params(MatrixRequest) if p.name == "flavour")
-    assert flavour.line_type == FlavourChoice | None
-    assert flavour.value(FlavourChoice.full) == "full" and flavour.value(None) is None
+    assert flavour.line_type == Flavour | None
+    assert flavour.value(Flavour.FULL) is Flavour.FULL and flavour.value(None) is None
     fmt = next(p for p in params(MatrixRequest) if p.name == "format")
     assert fmt.line_default.value == "table" and fmt.value(fmt.line_default) == "table"
 

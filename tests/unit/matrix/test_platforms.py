@@ -64,7 +64,7 @@ from imagekit.kernel import labels as L
 from imagekit.kernel.engine import EngineInfo, LocalImage
 from imagekit.kernel.records import BuildRecord, BuildStatus
 from imagekit.kernel.runtime import EMULATION_SLOWDOWN, NATIVE, Emulation, emulation_for
-from imagekit.kernel.vocabulary import AMD64, ARM64, WHEEL_MACHINES
+from imagekit.kernel.vocabulary import WHEEL_MACHINES, Platform
 from imagekit.matrix.compat import PYPI_SIMPLE, load_compat
 from imagekit.matrix.load import Matrix, load_matrix, parse_matrix
 from imagekit.matrix.plan import ImagePlan, platform_arch, platform_suffix
@@ -78,6 +78,7 @@ from tests.matrixdoc import FILE, at, one_problem, problems, where
 
 BUILT, FAILED, SKIPPED = BuildStatus.BUILT, BuildStatus.FAILED, BuildStatus.SKIPPED
 ROOT = Path(__file__).resolve().parents[3]
+AMD64, ARM64 = Platform.AMD64, Platform.ARM64
 CUDA_LOCAL = ROOT / "examples" / "cuda-local.yaml"
 CPU_EXAMPLE = ROOT / "examples" / "cpu.yaml"
 DIGEST = "@sha256:" + "0123456789abcdef" * 4

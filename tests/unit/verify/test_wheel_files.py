@@ -19,6 +19,7 @@ import pytest
 
 from imagekit.adapters.structure import _wheel_files_checks
 from imagekit.kernel.labels import ImageLabels
+from imagekit.kernel.vocabulary import Flavour
 from imagekit.verify.wheel_files import (
     CHECK_NAME,
     FULL_REPORT,
@@ -189,7 +190,7 @@ NVIDIA = dist("nvidia-cuda-cupti", "13.0.85", entry(STATIC, kind="missing"))
 
 
 def test_a_venv_as_installed_passes_and_says_what_the_build_changed() -> None:
-    check = wheel_files_check(facts(TORCH, NVIDIA), "slim")
+    check = wheel_files_check(facts(TORCH, NVIDIA), Flavour.SLIM)
     assert check.name == CHECK_NAME and check.ok, check.detail
     assert check.detail == (
         "6 files of 2 distributions as their wheels installed them (1 stripped of debug "
@@ -201,7 +202,7 @@ def test_a_venv_as_installed_passes_and_says_what_the_build_changed() -> None:
 
 def test_a_failure_names_the_distribution_and_the_file() -> None:
     broken = dist("numpy", "2.4.6", entry(f"{SITE}/numpy/core.so", seen=C), entry(kind="missing"))
-    check = wheel_files_check(facts(TORCH, broken), "slim")
+    check = wheel_files_check(facts(TORCH, broken), Flavour.SLIM)
     assert not check.ok
     assert check.detail.startswith("2 not as the wheels installed them, in 7 files of 2 ")
     # One failure from the next by "; ": a failure's own text has commas.
@@ -215,23 +216,23 @@ def test_a_file_two_wheels_ship_holds_with_either_ones_content() -> None:
     shared = f"{SITE}/nvidia/cu13/__init__.py"
     first = dist("nvidia-cublas", "13.1.0", entry(shared, hash=A, seen=B))
     second = dist("nvidia-cudnn-cu13", "9.13.0", entry(shared, hash=B, seen=B))
-    verdict = judge(facts(first, second), "slim")
+    verdict = judge(facts(first, second), Flavour.SLIM)
     assert verdict.ok and verdict.held == {"installed over": 1, "installed": 1}
     stranger = dist("other", "1.0", entry(shared, hash=A, seen=C))
-    assert not judge(facts(stranger, second), "slim").ok
+    assert not judge(facts(stranger, second), Flavour.SLIM).ok
 
 
 def test_private_keys_the_build_deleted_are_named() -> None:
     tornado = dist("tornado", "6.6.1", entry(KEY, kind="missing"))
-    check = wheel_files_check(facts(tornado, full=True), "full")
+    check = wheel_files_check(facts(tornado, full=True), Flavour.FULL)
     assert check.ok and f"1 removed as private keys: {KEY}" in check.detail
 
 
 def test_what_slim_leaves_out_is_named_and_must_be_absent() -> None:
-    check = wheel_files_check(facts(TORCH, left_out=("triton==3.8.0",)), "slim")
+    check = wheel_files_check(facts(TORCH, left_out=("triton==3.8.0",)), Flavour.SLIM)
     assert check.ok and "left out of slim: triton==3.8.0" in check.detail
     triton = dist("triton", "3.8.0", entry(f"{SITE}/triton/__init__.py"))
-    verdict = judge(facts(TORCH, triton, left_out=("triton==3.8.0",)), "slim")
+    verdict = judge(facts(TORCH, triton, left_out=("triton==3.8.0",)), Flavour.SLIM)
     assert verdict.failures == ("triton==3.8.0: left out of slim, yet triton 3.8.0 is installed",)
 
 
@@ -250,13 +251,13 @@ def test_full_carries_what_slim_left_out_at_its_version(
     installed: tuple[str, ...], problem: str | None
 ) -> None:
     triton = [dist("Triton", v, entry(f"{SITE}/triton/__init__.py")) for v in installed]
-    verdict = judge(facts(TORCH, *triton, left_out=("triton==3.8.0",), full=True), "full")
+    verdict = judge(facts(TORCH, *triton, left_out=("triton==3.8.0",), full=True), Flavour.FULL)
     assert verdict.failures == ((problem,) if problem else ())
     assert verdict.left_out == ()  # in full nothing is left out
 
 
 def test_a_venv_with_no_record_fails() -> None:
-    check = wheel_files_check(facts(), "slim")
+    check = wheel_files_check(facts(), Flavour.SLIM)
     assert not check.ok and check.detail == "no RECORD under /opt/venv"
 
 
@@ -273,7 +274,7 @@ def test_full_weighs_slim_s_report_and_its_own() -> None:
 
 def test_many_failures_are_named_up_to_ten_and_counted() -> None:
     gone = [entry(f"{SITE}/pkg/m{i}.py", kind="missing") for i in range(13)]
-    check = wheel_files_check(facts(dist("pkg", "1", *gone)), "slim")
+    check = wheel_files_check(facts(dist("pkg", "1", *gone)), Flavour.SLIM)
     assert (
         check.detail.count(" is missing") == 10
         and "m9.py is missing; and 3 more; 2,500 MB" in check.detail
@@ -406,12 +407,12 @@ def test_the_structure_checks_copy_the_script_in_and_judge_what_it_prints(tmp_pa
     (info / "RECORD").write_text(f"pkg.py,{spelled(module)},6\npkg-1.0.dist-info/RECORD,,\n")
     container = Container()
     root = Root(container, venv)
-    (check,) = _wheel_files_checks(container, ImageLabels(flavour="slim"), root)
+    (check,) = _wheel_files_checks(container, ImageLabels(flavour=Flavour.SLIM), root)
     assert root.commands == ["/opt/venv/bin/python -I -S /tmp/imagekit-wheel-files.py /opt/venv"]
     assert container.copied["/tmp/imagekit-wheel-files.py"] == SCRIPT.read_bytes()
     assert check.ok and check.detail.startswith("2 files of 1 distributions as their wheels")
     (venv / SITE / "pkg.py").unlink()
-    (check,) = _wheel_files_checks(container, ImageLabels(flavour="slim"), root)
+    (check,) = _wheel_files_checks(container, ImageLabels(flavour=Flavour.SLIM), root)
     assert not check.ok and f"pkg 1.0: {SITE}/pkg.py is missing" in check.detail
 
 
