@@ -32,6 +32,7 @@ from imagekit.adapters.engine_facts import (
 from imagekit.errors import EngineError, EngineUnavailableError, ImagekitError
 from imagekit.kernel.engine import EngineInfo, Layer, LocalImage
 from imagekit.kernel.reference import parse
+from imagekit.kernel.vocabulary import EngineName, ImageStore
 
 PING_TIMEOUT_S = 15
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
@@ -251,8 +252,8 @@ class DockerEngine:
             runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())),
             cpus=info.get("NCPU"),
             memory_bytes=info.get("MemTotal"),
-            name="podman" if podman else "docker",
-            image_store="podman" if podman else image_store(info),
+            name=EngineName.PODMAN if podman else EngineName.DOCKER,
+            image_store=ImageStore.PODMAN if podman else image_store(info),
             cdi_devices=cdi_devices(info, podman=podman, local=where.startswith("unix://")),
             endpoint=where,
             architecture=info.get("Architecture"),
@@ -290,7 +291,7 @@ class DockerEngine:
         """The image `reference` names; None when there is none. Its size is the sum of its
         unpacked layers on every store."""
         image = self.local_image(reference)
-        if image is not None and self.info().image_store == "containerd":
+        if image is not None and self.info().image_store is ImageStore.CONTAINERD:
             image = replace(image, size_bytes=self.uncompressed_size(image.id))
         return image
 

@@ -14,18 +14,19 @@ import docker.types
 import yaml
 
 from imagekit.kernel.engine import EngineInfo, LocalImage
+from imagekit.kernel.vocabulary import EngineName, GpuMechanism, ImageStore
 
 # Where CDI specs live when the engine does not say (Podman's and the CDI spec's defaults).
 CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 
 
-def image_store(info: Mapping[str, Any]) -> str:
+def image_store(info: Mapping[str, Any]) -> ImageStore:
     """`containerd` when Docker keeps images in containerd (`driver-type
     io.containerd.snapshotter.v1`, Docker 29's default), else `classic`."""
     for pair in info.get("DriverStatus") or []:
         if len(pair) == 2 and pair[0] == "driver-type" and "snapshotter" in str(pair[1]):
-            return "containerd"
-    return "classic"
+            return ImageStore.CONTAINERD
+    return ImageStore.CLASSIC
 
 
 def cdi_devices(info: Mapping[str, Any], *, podman: bool, local: bool) -> tuple[str, ...]:
@@ -36,7 +37,7 @@ def cdi_devices(info: Mapping[str, Any], *, podman: bool, local: bool) -> tuple[
     found = {
         str(d.get("ID"))
         for d in info.get("DiscoveredDevices") or []
-        if d.get("Source") == "cdi" and d.get("ID")
+        if d.get("Source") == GpuMechanism.CDI and d.get("ID")
     }
     if found or not local:
         return tuple(sorted(found))
@@ -87,7 +88,7 @@ def image_from_inspect(attrs: Mapping[str, Any]) -> LocalImage:
 def gpu_device_requests(info: EngineInfo, device: str = "all") -> list[docker.types.DeviceRequest]:
     """What asks this engine for GPU `device` (`all` or an index): the NVIDIA runtime's
     `--gpus` request, or the CDI device `nvidia.com/gpu=<device>` (`--device` on the CLI)."""
-    if info.gpu_mechanism == "cdi":
+    if info.gpu_mechanism is GpuMechanism.CDI:
         return [docker.types.DeviceRequest(driver="cdi", device_ids=[f"nvidia.com/gpu={device}"])]
     if device == "all":
         return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
@@ -110,7 +111,7 @@ def container_limits(info: EngineInfo) -> ContainerLimits:
     every start on a host where the service may not raise its own limits ("error setting
     rlimit type 7"). Open files: this process's hard limit, one the host grants; processes:
     at most 32768, what the service itself runs with there. Docker keeps its defaults."""
-    if info.name != "podman":
+    if info.name is not EngineName.PODMAN:
         return {}
     limits = []
     for name, which, most in (

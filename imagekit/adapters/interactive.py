@@ -13,7 +13,7 @@ from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.workstation import owner_of
 from imagekit.kernel import labels as L
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, command_user
-from imagekit.kernel.vocabulary import Flavour
+from imagekit.kernel.vocabulary import Flavour, GpuMechanism
 
 
 def user_for_command(
@@ -42,7 +42,7 @@ def docker_run_argv(
     workspace: Path,
     gpus: bool,
     tty: bool,
-    gpu_mechanism: str = "nvidia-runtime",
+    gpu_mechanism: GpuMechanism = GpuMechanism.NVIDIA_RUNTIME,
     user: str | None = None,
 ) -> list[str]:
     """The `docker run` command line of an interactive shell or command in `image`, as `user`
@@ -64,5 +64,6 @@ def docker_run_argv(
     if user is not None:
         argv += ["--user", user]
     if gpus:
-        argv += ["--device", "nvidia.com/gpu=all"] if gpu_mechanism == "cdi" else ["--gpus", "all"]
+        cdi = gpu_mechanism is GpuMechanism.CDI
+        argv += ["--device", "nvidia.com/gpu=all"] if cdi else ["--gpus", "all"]
     return [*argv, image, *args]

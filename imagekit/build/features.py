@@ -12,6 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from imagekit.kernel.vocabulary import ImageStore
+
+# buildx's driver that builds into the engine's own image store (its others: docker-container,
+# kubernetes, remote).
+DOCKER_DRIVER = "docker"
 CONTAINERD_HINT = (
     'switch the engine to the containerd image store ("features": {"containerd-snapshotter": '
     "true} in /etc/docker/daemon.json; `make engine` does)"
@@ -33,7 +38,7 @@ def buildkit_refusal(
     compression: bool,
     use_buildx: bool,
     driver: str,
-    image_store: str,
+    image_store: ImageStore,
     engine: str,
 ) -> Refusal | None:
     """None when the chosen builder can do every option in `wants` on this engine.
@@ -48,14 +53,14 @@ def buildkit_refusal(
             f"{' and '.join(wants)} need BuildKit, and {engine} builds without it here",
             "install the buildx plugin (`make engine`) and use --builder buildx",
         )
-    if cache_to and driver == "docker" and image_store != "containerd":
+    if cache_to and driver == DOCKER_DRIVER and image_store is not ImageStore.CONTAINERD:
         return Refusal(
             f"--cache-to: buildx's docker driver exports no build cache from the {image_store} "
             f"store of {engine}",
             f"{CONTAINERD_HINT}, or use a docker-container builder "
             "(`docker buildx create --use --driver docker-container`)",
         )
-    if compression and (driver != "docker" or image_store != "containerd"):
+    if compression and (driver != DOCKER_DRIVER or image_store is not ImageStore.CONTAINERD):
         return Refusal(
             f"--compression needs buildx's docker driver on the containerd image store, where "
             f"layers stay as built; here the driver is {driver} and {engine} uses the "

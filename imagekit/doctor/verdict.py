@@ -16,6 +16,7 @@ from imagekit.kernel import labels as L
 from imagekit.kernel.engine import EngineInfo
 from imagekit.kernel.labels import ImageLabels
 from imagekit.kernel.runtime import docker_arch, runs_emulated
+from imagekit.kernel.vocabulary import GpuMechanism
 from imagekit.matrix.compat import CompatData, version_key
 
 
@@ -162,7 +163,7 @@ def engine_findings(engine: EngineInfo | None, host: HostGpus, why_none: str = "
                 "machine's, not the engine's; run doctor on the engine's machine for its GPUs",
             )
         )
-    elif host.driver and engine.gpu_mechanism == "none":
+    elif host.driver and engine.gpu_mechanism is GpuMechanism.NONE:
         found.append(
             Finding(
                 FAIL,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypedDict
 
 from imagekit.kernel.labels import ImageLabels
+from imagekit.kernel.vocabulary import EngineName, GpuMechanism, ImageIdKind, ImageStore
 
 
 @dataclass(frozen=True)
@@ -39,20 +40,20 @@ class Layer:
 class EngineJson(TypedDict):
     """An engine as run.json and `doctor --json` record it."""
 
-    name: str
+    name: EngineName
     server_version: str | None
     api_version: str | None
     endpoint: str
     os: str | None
     architecture: str | None
     rootless: bool
-    image_store: str
-    image_id_kind: str
+    image_store: ImageStore
+    image_id_kind: ImageIdKind
     storage_driver: str | None
     cgroup_version: str | None
     runtimes: list[str]
     cdi_devices: list[str]
-    gpu_mechanism: str
+    gpu_mechanism: GpuMechanism
     cpus: int | None
     memory_bytes: int | None
 
@@ -69,11 +70,8 @@ class EngineInfo:
     runtimes: tuple[str, ...] = ()
     cpus: int | None = None
     memory_bytes: int | None = None
-    # docker | podman: Podman serves the Docker API, with differences imagekit works around.
-    name: str = "docker"
-    # classic (graph driver: image id = config digest) | containerd (the containerd image
-    # store: image id = manifest or index digest) | podman (containers/storage: config digest).
-    image_store: str = "classic"
+    name: EngineName = EngineName.DOCKER
+    image_store: ImageStore = ImageStore.CLASSIC
     # CDI device names the engine can inject (nvidia.com/gpu=all, ...); () when none are known.
     cdi_devices: tuple[str, ...] = ()
     # Where the engine is: unix:///var/run/docker.sock, tcp://host:2375, ssh://user@host.
@@ -84,17 +82,17 @@ class EngineInfo:
     rootless: bool = False
 
     @property
-    def gpu_mechanism(self) -> str:
-        """How a container gets the GPUs: `nvidia-runtime` (the NVIDIA container toolkit's
-        runtime, `--gpus all`), `cdi` (CDI devices `nvidia.com/gpu=all`, as Podman and newer
-        Docker use them) or `none`."""
-        if self.name == "podman":
+    def gpu_mechanism(self) -> GpuMechanism:
+        """How a container gets the GPUs: the NVIDIA runtime where the engine has it, else
+        CDI where the host has NVIDIA's CDI devices."""
+        cdi = GpuMechanism.CDI if self._cdi else GpuMechanism.NONE
+        if self.name is EngineName.PODMAN:
             # Podman's Docker API drops every device request without a word before 5.4
             # (containers/podman#25171); from 5.4 it passes CDI requests.
-            return "cdi" if self._cdi and self._podman_passes_cdi else "none"
+            return cdi if self._podman_passes_cdi else GpuMechanism.NONE
         if any("nvidia" in r for r in self.runtimes):
-            return "nvidia-runtime"
-        return "cdi" if self._cdi else "none"
+            return GpuMechanism.NVIDIA_RUNTIME
+        return cdi
 
     @property
     def _cdi(self) -> bool:
@@ -108,7 +106,7 @@ class EngineInfo:
     @property
     def gpu_note(self) -> str:
         """Why an engine with GPU devices on its host still hands none over; "" otherwise."""
-        if self.name == "podman" and self._cdi and not self._podman_passes_cdi:
+        if self.name is EngineName.PODMAN and self._cdi and not self._podman_passes_cdi:
             return (
                 f"the host has CDI devices, but Podman {self.server_version}'s Docker API drops "
                 "device requests (Podman 5.4+ passes them)"
@@ -118,13 +116,15 @@ class EngineInfo:
     @property
     def gpu_runtime(self) -> bool:
         """Whether containers of this engine can be given the GPUs, by either mechanism."""
-        return self.gpu_mechanism != "none"
+        return self.gpu_mechanism is not GpuMechanism.NONE
 
     @property
-    def image_id_kind(self) -> str:
-        """What this engine's image ids are digests of: `config` or `manifest` (a manifest
-        or an index; the containerd store names an image by what a push uploads)."""
-        return "manifest" if self.image_store == "containerd" else "config"
+    def image_id_kind(self) -> ImageIdKind:
+        """What this engine's image ids are digests of (the containerd store names an image by
+        what a push uploads)."""
+        if self.image_store is ImageStore.CONTAINERD:
+            return ImageIdKind.MANIFEST
+        return ImageIdKind.CONFIG
 
     @property
     def remote(self) -> bool:
@@ -134,20 +134,20 @@ class EngineInfo:
     @property
     def has_buildkit(self) -> bool:
         """Whether `docker buildx` can build on this engine (Podman's API has no BuildKit)."""
-        return self.name == "docker"
+        return self.name is EngineName.DOCKER
 
     def describe(self) -> str:
         """One line: `Docker 26.1.5 at unix://..., containerd image store, GPUs: none`."""
         store = {
-            "containerd": "containerd image store",
-            "classic": f"classic image store ({self.storage_driver or '?'})",
-            "podman": f"containers/storage ({self.storage_driver or '?'})",
+            ImageStore.CONTAINERD: "containerd image store",
+            ImageStore.CLASSIC: f"classic image store ({self.storage_driver or '?'})",
+            ImageStore.PODMAN: f"containers/storage ({self.storage_driver or '?'})",
         }.get(self.image_store, self.image_store)
-        engine = "Podman" if self.name == "podman" else "Docker"
+        engine = "Podman" if self.name is EngineName.PODMAN else "Docker"
         if self.rootless:
             engine = f"rootless {engine}"
-        gpus = self.gpu_mechanism
-        if gpus == "cdi":
+        gpus: str = self.gpu_mechanism
+        if self.gpu_mechanism is GpuMechanism.CDI:
             gpus = "CDI " + ", ".join(d for d in self.cdi_devices if d.startswith("nvidia.com/"))
         elif self.gpu_note:
             gpus = f"none ({self.gpu_note})"

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from imagekit.kernel.vocabulary import WHEEL_MACHINES
+from imagekit.kernel.vocabulary import WHEEL_MACHINES, EngineName, GpuMechanism
 
 # Docker's default /dev/shm is 64 MB; NCCL and DataLoader workers need more.
 MIN_SHM_BYTES = 1 << 30
@@ -120,10 +120,13 @@ def emulation_for(image_platform: str, engine_architecture: str | None) -> Emula
     )
 
 
-def silent_gpu_drop(choice: GpuChoice, engine_name: str, gpu_mechanism: str) -> bool:
+def silent_gpu_drop(
+    choice: GpuChoice, engine_name: EngineName, gpu_mechanism: GpuMechanism
+) -> bool:
     """Whether `--gpus all` would be dropped without a word: Podman's Docker API ignores
     device requests it cannot pass (before 5.4, every one), where Docker refuses them."""
-    return choice is GpuChoice.ALL and engine_name == "podman" and gpu_mechanism == "none"
+    podman = engine_name is EngineName.PODMAN
+    return choice is GpuChoice.ALL and podman and gpu_mechanism is GpuMechanism.NONE
 
 
 class Service(StrEnum):

@@ -28,3 +28,33 @@ class Flavour(StrEnum):
 
     SLIM = "slim"
     FULL = "full"
+
+
+class EngineName(StrEnum):
+    """Which engine serves the Docker API: Podman's differs in ways imagekit works around."""
+
+    DOCKER = "docker"
+    PODMAN = "podman"
+
+
+class ImageStore(StrEnum):
+    """Where an engine keeps its images, which decides what its image ids are digests of."""
+
+    CLASSIC = "classic"  # Docker's graph drivers: the id is the config digest
+    CONTAINERD = "containerd"  # containerd's store: the id is the manifest or index digest
+    PODMAN = "podman"  # containers/storage: the config digest
+
+
+class ImageIdKind(StrEnum):
+    """What an engine's image ids are digests of: the image's config, or its manifest (or index)."""
+
+    CONFIG = "config"
+    MANIFEST = "manifest"
+
+
+class GpuMechanism(StrEnum):
+    """How a container of an engine is given the GPUs."""
+
+    NVIDIA_RUNTIME = "nvidia-runtime"  # the NVIDIA container toolkit's runtime: `--gpus all`
+    CDI = "cdi"  # CDI devices `nvidia.com/gpu=all` (Podman, newer Docker)
+    NONE = "none"

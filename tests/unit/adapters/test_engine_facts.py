@@ -19,6 +19,7 @@ from imagekit.adapters.engine_facts import (
     spec_devices,
 )
 from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.vocabulary import EngineName, ImageStore
 from imagekit.publish.ports import RemoteManifest
 
 CONFIG = "sha256:" + "c" * 64
@@ -49,9 +50,11 @@ def test_the_containerd_store_is_told_by_its_snapshotter_driver_type() -> None:
 
 
 def test_image_ids_are_manifest_digests_only_on_the_containerd_store() -> None:
-    assert EngineInfo(image_store="containerd").image_id_kind == "manifest"
-    assert EngineInfo(image_store="classic").image_id_kind == "config"
-    assert EngineInfo(name="podman", image_store="podman").image_id_kind == "config"
+    assert EngineInfo(image_store=ImageStore.CONTAINERD).image_id_kind == "manifest"
+    assert EngineInfo(image_store=ImageStore.CLASSIC).image_id_kind == "config"
+    assert (
+        EngineInfo(name=EngineName.PODMAN, image_store=ImageStore.PODMAN).image_id_kind == "config"
+    )
 
 
 def test_a_registry_image_is_compared_like_with_like() -> None:
@@ -100,7 +103,7 @@ def test_the_gpu_request_follows_the_engines_mechanism() -> None:
 
 def test_podman_gets_explicit_limits_that_this_host_grants_and_docker_keeps_its_own() -> None:
     assert container_limits(EngineInfo()) == {}
-    limits = container_limits(EngineInfo(name="podman", image_store="podman"))
+    limits = container_limits(EngineInfo(name=EngineName.PODMAN, image_store=ImageStore.PODMAN))
     by_name = {u["Name"]: (u["Soft"], u["Hard"]) for u in limits["ulimits"]}
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     assert by_name["nofile"] == (hard, hard)
@@ -137,12 +140,16 @@ def test_a_docker_context_chosen_with_docker_context_use_is_the_engine(
 
 def test_podman_before_5_4_hands_over_no_gpu_even_with_cdi_devices_on_its_host() -> None:
     # Its Docker API drops device requests without a word (containers/podman#25171).
-    old = EngineInfo(name="podman", server_version="4.3.1", cdi_devices=("nvidia.com/gpu=all",))
+    old = EngineInfo(
+        name=EngineName.PODMAN, server_version="4.3.1", cdi_devices=("nvidia.com/gpu=all",)
+    )
     assert old.gpu_mechanism == "none" and not old.gpu_runtime
     assert "drops device requests" in old.gpu_note and "drops device requests" in old.describe()
-    new = EngineInfo(name="podman", server_version="5.4.0", cdi_devices=("nvidia.com/gpu=all",))
+    new = EngineInfo(
+        name=EngineName.PODMAN, server_version="5.4.0", cdi_devices=("nvidia.com/gpu=all",)
+    )
     assert new.gpu_mechanism == "cdi" and new.gpu_note == ""
-    assert EngineInfo(name="podman", server_version="4.3.1").gpu_note == ""
+    assert EngineInfo(name=EngineName.PODMAN, server_version="4.3.1").gpu_note == ""
 
 
 class _Container:

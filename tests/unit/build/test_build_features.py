@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from imagekit.build.features import buildkit_refusal
+from imagekit.kernel.vocabulary import ImageStore
 
 ENGINE = "Docker 26.1.5"
 
@@ -18,6 +19,7 @@ def refusal(wants: list[str], **facts: object) -> str | None:
         "image_store": "containerd",
         "engine": ENGINE,
     } | facts
+    settings["image_store"] = ImageStore(settings["image_store"])
     found = buildkit_refusal(wants, **settings)  # type: ignore[arg-type]
     return None if found is None else f"{found.message} / {found.hint}"
 

@@ -31,6 +31,7 @@ from imagekit.errors import EngineUnavailableError, InputError
 from imagekit.events import Event, EventSink
 from imagekit.kernel.engine import EngineInfo
 from imagekit.kernel.records import BuildRecord, BuildStatus
+from imagekit.kernel.vocabulary import EngineName, ImageStore
 from imagekit.matrix.load import load_matrix
 from imagekit.matrix.plan import ImagePlan
 from imagekit.matrix.selection import Selection
@@ -241,7 +242,7 @@ def engine(**facts: object) -> FakeEngine:
 def test_auto_on_podman_checks_the_inputs_again_for_the_sdk_builder(
     tmp_path: Path, slim: list[ImagePlan]
 ) -> None:
-    tools = Tools(tmp_path, engine(name="podman"))
+    tools = Tools(tmp_path, engine(name=EngineName.PODMAN))
     report = build_images(slim, BuildSettings(builder=BuilderChoice.AUTO), tools)
     assert tools.asked == [
         "plugin",
@@ -261,7 +262,7 @@ def test_the_request_s_settings_reach_the_builder_as_they_are(
     tmp_path: Path, slim: list[ImagePlan]
 ) -> None:
     """`build_images` takes the request's settings as they are: no copy to leave one behind."""
-    tools = Tools(tmp_path, engine(image_store="containerd"))
+    tools = Tools(tmp_path, engine(image_store=ImageStore.CONTAINERD))
     settings = BuildSettings(
         builder=BuilderChoice.BUILDX,
         no_cache=True,
@@ -290,7 +291,7 @@ def test_bad_inputs_are_refused_before_the_engine_is_asked(
 def test_buildx_without_buildkit_is_refused_before_anything_is_built(
     tmp_path: Path, slim: list[ImagePlan]
 ) -> None:
-    tools = Tools(tmp_path, engine(name="podman"))
+    tools = Tools(tmp_path, engine(name=EngineName.PODMAN))
     with pytest.raises(EngineUnavailableError, match="has no BuildKit"):
         build_images(slim, BuildSettings(builder=BuilderChoice.BUILDX), tools)
     assert "tidy" not in tools.asked and "open run" not in tools.asked
@@ -299,10 +300,10 @@ def test_buildx_without_buildkit_is_refused_before_anything_is_built(
 def test_the_driver_is_asked_only_for_buildkit_options(
     tmp_path: Path, slim: list[ImagePlan]
 ) -> None:
-    plain = Tools(tmp_path, engine(image_store="containerd"))
+    plain = Tools(tmp_path, engine(image_store=ImageStore.CONTAINERD))
     build_images(slim, BuildSettings(builder=BuilderChoice.BUILDX), plain)
     assert "driver" not in plain.asked
-    forced = Tools(tmp_path, engine(image_store="classic"))
+    forced = Tools(tmp_path, engine(image_store=ImageStore.CLASSIC))
     ask = BuildSettings(builder=BuilderChoice.BUILDX, compression=Compression.ZSTD)
     with pytest.raises(EngineUnavailableError, match="--compression needs buildx's docker"):
         build_images(slim, ask, forced)

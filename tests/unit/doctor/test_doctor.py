@@ -23,6 +23,7 @@ from imagekit.doctor.verdict import (
     newest_cuda_for,
 )
 from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.vocabulary import EngineName, ImageStore
 from imagekit.matrix.compat import load_compat
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -198,7 +199,9 @@ def test_doctor_only_needs_a_matrix() -> None:
 
 
 DOCKER_26 = EngineInfo(
-    server_version="26.1.5", image_store="containerd", endpoint="unix:///var/run/docker.sock"
+    server_version="26.1.5",
+    image_store=ImageStore.CONTAINERD,
+    endpoint="unix:///var/run/docker.sock",
 )
 HOST = HostGpus("580.82.07", (H200,), "nvidia-smi")
 
@@ -258,9 +261,11 @@ def test_doctor_exits_7_when_the_engine_cannot_hand_over_the_hosts_gpus(
 
 
 def test_a_rootless_engine_on_cgroup_v1_is_named_and_warned_about() -> None:
-    rootless = EngineInfo(name="podman", server_version="4.3.1", rootless=True, cgroup_version="1")
+    rootless = EngineInfo(
+        name=EngineName.PODMAN, server_version="4.3.1", rootless=True, cgroup_version="1"
+    )
     found = engine_findings(rootless, HostGpus(None))
     assert found[0].text.startswith("engine: rootless Podman 4.3.1")
     assert any(f.level == WARN and "applies no memory or process limits" in f.text for f in found)
-    rootful = EngineInfo(name="podman", server_version="4.3.1", cgroup_version="1")
+    rootful = EngineInfo(name=EngineName.PODMAN, server_version="4.3.1", cgroup_version="1")
     assert not any("limits" in f.text for f in engine_findings(rootful, HostGpus(None)))

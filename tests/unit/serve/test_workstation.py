@@ -22,6 +22,7 @@ from imagekit.cli.signals import Stopped
 from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError
 from imagekit.kernel import labels as L
 from imagekit.kernel.runtime import Service
+from imagekit.kernel.vocabulary import EngineName, GpuMechanism, ImageStore
 
 # What Docker 20.10 answers when a start is refused, as the engine words it.
 NO_GPU = 'could not select device driver "" with capabilities: [[gpu]]'
@@ -373,7 +374,14 @@ def test_an_interactive_run_asks_for_the_gpus_the_way_the_engine_hands_them_over
     assert argv[argv.index("--gpus") + 1] == "all"
     assert "--user" not in argv  # none decided: the image decides
     cdi = interactive.docker_run_argv(
-        "docker", "img:1", ["shell"], tmp_path, True, False, gpu_mechanism="cdi", user="0:0"
+        "docker",
+        "img:1",
+        ["shell"],
+        tmp_path,
+        True,
+        False,
+        gpu_mechanism=GpuMechanism.CDI,
+        user="0:0",
     )
     assert "--gpus" not in cdi and cdi[cdi.index("--device") + 1] == "nvidia.com/gpu=all"
     assert cdi[cdi.index("--user") + 1] == "0:0"
@@ -390,7 +398,7 @@ def test_the_podman_engine_gives_service_containers_explicit_limits(tmp_path: Pa
             return object()
 
     client = type("Client", (), {"containers": Containers()})()
-    podman = EngineInfo(name="podman", image_store="podman")
+    podman = EngineInfo(name=EngineName.PODMAN, image_store=ImageStore.PODMAN)
     request = RunRequest("img:1", "jupyter", tmp_path, False, {8888: 18888}, engine=podman)
     workstation._create(DockerEngine(client), request)  # type: ignore[arg-type]
     assert {u["Name"] for u in made["ulimits"]} >= {"nofile"}

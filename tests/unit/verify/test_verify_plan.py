@@ -13,6 +13,7 @@ from imagekit.kernel import labels as L
 from imagekit.kernel.engine import EngineInfo, LocalImage
 from imagekit.kernel.records import Check, Level, LevelState
 from imagekit.kernel.runtime import EMULATION_SLOWDOWN, START_MARGIN_S, GpuChoice
+from imagekit.kernel.vocabulary import EngineName
 from imagekit.matrix.compat import load_compat
 from imagekit.verify.plan import GpuFallback, VerifyPlan
 from imagekit.verify.ports import ProbeRun
@@ -80,7 +81,9 @@ def test_the_plan_asks_for_gpus_where_the_engine_has_them_and_says_why_not_where
 
 
 def test_gpus_all_on_an_engine_that_would_drop_them_unsaid_is_refused_by_the_plan() -> None:
-    podman = EngineInfo(name="podman", server_version="4.3.1", cdi_devices=("nvidia.com/gpu=all",))
+    podman = EngineInfo(
+        name=EngineName.PODMAN, server_version="4.3.1", cdi_devices=("nvidia.com/gpu=all",)
+    )
     with pytest.raises(GpuUnavailableError, match="would start the probes without GPUs"):
         plan_of(podman, gpus=GpuChoice.ALL)
     assert plan_of(podman).notes[0].startswith("the host has CDI devices")

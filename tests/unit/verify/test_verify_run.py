@@ -14,6 +14,7 @@ from imagekit.events import EventKind
 from imagekit.kernel.engine import EngineInfo
 from imagekit.kernel.records import Check, Evidence, Level, LevelState, ProbeResult, Status
 from imagekit.kernel.runtime import EMULATION_SLOWDOWN, START_MARGIN_S, GpuChoice
+from imagekit.kernel.vocabulary import EngineName
 from imagekit.matrix.compat import load_compat
 from imagekit.matrix.load import load_matrix
 from imagekit.matrix.plan import ImagePlan
@@ -547,7 +548,9 @@ def test_gpus_all_on_an_engine_that_would_drop_the_request_is_refused_before_any
 ) -> None:
     from imagekit.kernel.engine import EngineInfo
 
-    podman = EngineInfo(name="podman", server_version="4.3.1", cdi_devices=("nvidia.com/gpu=all",))
+    podman = EngineInfo(
+        name=EngineName.PODMAN, server_version="4.3.1", cdi_devices=("nvidia.com/gpu=all",)
+    )
     engine = FakeEngine(facts=podman)
     built(engine, slim)
     runner = FakeProbeRunner()
@@ -652,7 +655,7 @@ def test_the_constructor_keeps_what_it_is_given_and_reaches_nothing(tmp_path: Pa
     from imagekit.verify.plan import VerifyPlan
 
     settings = VerifySettings(probes_dir=tmp_path / "no-probes-here", gpus=GpuChoice.ALL)
-    podman = EngineInfo(name="podman", server_version="4.3.1")
+    podman = EngineInfo(name=EngineName.PODMAN, server_version="4.3.1")
     plan = VerifyPlan(settings, {}, gpus=True, fallback=GpuFallback.NONE, engine_architecture=None)
     nowhere = RunFolder(tmp_path / "nowhere", "run")
     verify = VerifyRun(
