@@ -30,6 +30,7 @@ from imagekit.kernel.records import (
     VerifyRecord,
 )
 from imagekit.kernel.store import ContextFile, RunStore
+from imagekit.kernel.vocabulary import AttestationState
 from imagekit.publish.ports import (
     AttestationReader,
     Attested,
@@ -422,16 +423,18 @@ class FakeAttestationReader:
     def attested(self, reference: str, predicate_type: str) -> Attested:
         mine = [r for r in self.signer.signed if r == reference]
         if not self.signer.signed or not any(r == reference for r in self.signer.signed):
-            return Attested("unsigned", "the image is not signed")
+            return Attested(AttestationState.UNSIGNED, "the image is not signed")
         if self.key != self.signer.key:
-            return Attested("other key", "the image is signed, but not by this key")
+            return Attested(AttestationState.OTHER_KEY, "the image is signed, but not by this key")
         digest = mine[0].rsplit("@", 1)[1]
         found = tuple(
             p for r, t, p in self.signer.attestations if r == reference and t == predicate_type
         )
         if not found:
-            return Attested("no attestation", "no verify attestation signed by this key", digest)
-        return Attested("ok", "", digest, found)
+            return Attested(
+                AttestationState.NO_ATTESTATION, "no verify attestation signed by this key", digest
+            )
+        return Attested(AttestationState.OK, "", digest, found)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import Any
 
 from imagekit.errors import InputError
 from imagekit.kernel.reference import parse
+from imagekit.kernel.vocabulary import AttestationState
 from imagekit.publish.ports import Attested
 
 SIGNING_KEY_ENV = "IMAGEKIT_SIGNING_KEY"
@@ -113,13 +114,20 @@ class Cosign:
             args = ["verify-attestation", "--key", self.key, "--insecure-ignore-tlog"]
             found = self._run([*args, "--type", predicate_type], reference)
         except subprocess.TimeoutExpired:
-            return Attested("error", f"cosign did not finish within {self.timeout_s:g} s")
+            return Attested(
+                AttestationState.ERROR, f"cosign did not finish within {self.timeout_s:g} s"
+            )
         except OSError as exc:
-            return Attested("error", f"cosign could not run: {exc}")
+            return Attested(AttestationState.ERROR, f"cosign could not run: {exc}")
         if found.returncode != 0:
             refused = _refusal(found.stderr, "attestation")
             return Attested(refused.state, refused.reason, digest)
-        return Attested("ok", "", digest, tuple(_predicates(found.stdout, predicate_type, digest)))
+        return Attested(
+            AttestationState.OK,
+            "",
+            digest,
+            tuple(_predicates(found.stdout, predicate_type, digest)),
+        )
 
 
 def said(stderr: str) -> str:
@@ -132,14 +140,14 @@ def said(stderr: str) -> str:
 def _refusal(stderr: str, what: str) -> Attested:
     reason = said(stderr)
     if "no signatures found" in reason:
-        return Attested("unsigned", "the image is not signed")
+        return Attested(AttestationState.UNSIGNED, "the image is not signed")
     if "no matching signatures" in reason:
-        return Attested("other key", "the image is signed, but not by this key")
+        return Attested(AttestationState.OTHER_KEY, "the image is signed, but not by this key")
     if "no matching attestations" in reason or "matched the predicate type" in reason:
-        return Attested("no attestation", "no verify attestation signed by this key")
+        return Attested(AttestationState.NO_ATTESTATION, "no verify attestation signed by this key")
     if "MANIFEST_UNKNOWN" in reason or "manifest unknown" in reason:
-        return Attested("error", f"no such image in the registry ({reason})")
-    return Attested("error", f"checking the {what} failed: {reason}")
+        return Attested(AttestationState.ERROR, f"no such image in the registry ({reason})")
+    return Attested(AttestationState.ERROR, f"checking the {what} failed: {reason}")
 
 
 def _signed_digest(stdout: str) -> str:

@@ -7,6 +7,7 @@ import typer
 
 from imagekit.cli.common import app, print_json
 from imagekit.cli.options import command
+from imagekit.kernel.records import AttestedLevel
 from imagekit.publish.requests import AttestVerifyRequest
 
 attest_app = typer.Typer(
@@ -20,13 +21,12 @@ app.add_typer(attest_app, name="attest")
 READ_TIMEOUT_S = 120
 
 
-def attested_level(reference: str, key: str) -> dict[str, str | None]:
-    """What the attestations signed by `key` say about `reference` (`imagekit doctor --key`):
-    state, digest, the level reached, and a line for people."""
+def attested_level(reference: str, key: str) -> AttestedLevel:
+    """What the attestations signed by `key` say about `reference` (`imagekit doctor --key`)."""
     from imagekit.adapters.cosign import Cosign
     from imagekit.publish.attest_verify import attested_level as level_of
 
-    return level_of(Cosign(key, timeout_s=READ_TIMEOUT_S), reference).to_json()
+    return level_of(Cosign(key, timeout_s=READ_TIMEOUT_S), reference)
 
 
 @command(attest_app, "verify", AttestVerifyRequest)

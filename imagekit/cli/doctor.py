@@ -16,7 +16,7 @@ from imagekit.kernel.labels import ImageLabels
 from imagekit.matrix.selection import Selection
 
 if TYPE_CHECKING:
-    from imagekit.doctor.verdict import Attested
+    from imagekit.kernel.records import AttestedLevel
 
 
 @command(app, "doctor", DoctorRequest)
@@ -58,13 +58,12 @@ def _targets(request: DoctorRequest) -> list[tuple[str, dict[str, str]]]:
     return targets + [(reference, labels_of(reference)) for reference in request.images]
 
 
-def _attested(request: DoctorRequest) -> dict[str, Attested]:
+def _attested(request: DoctorRequest) -> dict[str, AttestedLevel]:
     """With --key, what each --image's signed verify attestations say."""
     if not request.key:
         return {}
     from imagekit.adapters.cosign import check_key
     from imagekit.cli.attest import attested_level
-    from imagekit.doctor.verdict import Attested
 
     check_key("--key", request.key)
-    return {ref: Attested.from_json(attested_level(ref, request.key)) for ref in request.images}
+    return {ref: attested_level(ref, request.key) for ref in request.images}

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NotRequired, TypedDict
 
-from imagekit.doctor.verdict import Assessment, Attested, HostGpus
+from imagekit.doctor.verdict import Assessment, HostGpus
 from imagekit.kernel.engine import EngineInfo, EngineJson
+from imagekit.kernel.records import AttestedLevel
 
 
 class GpuJson(TypedDict):
@@ -52,7 +53,7 @@ class DoctorJson(TypedDict):
     images: list[AssessmentJson]
 
 
-def _assessment_json(a: Assessment, attested: Mapping[str, Attested]) -> AssessmentJson:
+def _assessment_json(a: Assessment, attested: Mapping[str, AttestedLevel]) -> AssessmentJson:
     found: AssessmentJson = {
         "image": a.image,
         "verdict": str(a.verdict),
@@ -68,7 +69,7 @@ def doctor_document(
     host: HostGpus,
     assessments: list[Assessment],
     engine: EngineInfo | None = None,
-    attested: Mapping[str, Attested] | None = None,
+    attested: Mapping[str, AttestedLevel] | None = None,
 ) -> DoctorJson:
     """`imagekit doctor --json`: the host, the engine and the verdict on each image (with
     `attested`: what each image's attestations say)."""

@@ -15,6 +15,7 @@ from imagekit.errors import GpuMismatchError
 from imagekit.kernel import labels as L
 from imagekit.kernel.engine import EngineInfo
 from imagekit.kernel.labels import ImageLabels
+from imagekit.kernel.records import AttestedLevel
 from imagekit.kernel.runtime import docker_arch, runs_emulated
 from imagekit.kernel.vocabulary import GpuMechanism
 from imagekit.matrix.compat import CompatData, version_key
@@ -288,31 +289,6 @@ def _emulated(image: str, platform: str, machine: str, cuda: str | None) -> Asse
     )
 
 
-@dataclass(frozen=True)
-class Attested:
-    """What the signed verify attestations of an image say (`imagekit doctor --key`)."""
-
-    state: str
-    digest: str | None
-    level: str | None
-    why: str
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> Attested:
-        """From `attested_level`'s JSON."""
-        level, digest = data.get("level"), data.get("digest")
-        return cls(
-            str(data.get("state") or ""),
-            None if digest is None else str(digest),
-            str(level) if level else None,
-            str(data.get("why") or ""),
-        )
-
-    def to_json(self) -> dict[str, str | None]:
-        """As `imagekit doctor --json` shows it."""
-        return {"state": self.state, "digest": self.digest, "level": self.level, "why": self.why}
-
-
 def _marked(findings: Sequence[Finding]) -> list[str]:
     return [f"  {MARKS[f.level]} {f.text}" for f in findings]
 
@@ -322,7 +298,7 @@ def doctor_lines(
     host: HostGpus,
     engine: Sequence[Finding],
     assessments: Sequence[Assessment],
-    attested: Mapping[str, Attested],
+    attested: Mapping[str, AttestedLevel],
 ) -> list[str]:
     """`imagekit doctor` for people: the host, the engine's `findings`, then each image."""
     lines = ["host:", f"  {MARKS[OK]} architecture: {machine}", *_marked(host_findings(host))]

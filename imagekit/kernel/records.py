@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from imagekit.kernel.vocabulary import Flavour
+from imagekit.kernel.vocabulary import AttestationState, Flavour
 
 SHA256 = r"^sha256:[0-9a-f]{64}$"
 METRIC_NAME = r"_(ms|s|tflops|gbps|bytes|error|count)$"
@@ -215,6 +215,22 @@ class Evidence:
     seal_digest: str = ""
     engine: Mapping[str, Any] = field(default_factory=dict)
     imagekit_version: str = ""
+
+
+@dataclass(frozen=True)
+class AttestedLevel:
+    """What the verify records attested to an image by a key say (`imagekit doctor --key`):
+    the state of its signature, its digest, the level of the best passing record (None: no
+    record passed), and a line for people."""
+
+    state: AttestationState
+    digest: str
+    level: Reached | None
+    why: str
+
+    def to_json(self) -> dict[str, str | None]:
+        """As `imagekit doctor --json` shows it."""
+        return {"state": self.state, "digest": self.digest, "level": self.level, "why": self.why}
 
 
 class LayerSize(Record):

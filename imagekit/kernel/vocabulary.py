@@ -58,3 +58,13 @@ class GpuMechanism(StrEnum):
     NVIDIA_RUNTIME = "nvidia-runtime"  # the NVIDIA container toolkit's runtime: `--gpus all`
     CDI = "cdi"  # CDI devices `nvidia.com/gpu=all` (Podman, newer Docker)
     NONE = "none"
+
+
+class AttestationState(StrEnum):
+    """What checking an image's signature and attestations of one type against a key found."""
+
+    OK = "ok"  # signed by the key, and attested by it
+    UNSIGNED = "unsigned"  # no signature at all
+    OTHER_KEY = "other key"  # signatures, none by this key
+    NO_ATTESTATION = "no attestation"  # signed, but no attestation of the type by this key
+    ERROR = "error"  # the registry or the tool failed

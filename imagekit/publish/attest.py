@@ -19,7 +19,17 @@ from typing import Annotated, Any, Literal
 import pydantic
 from pydantic import Field, StringConstraints
 
-from imagekit.kernel.records import SHA256, Evidence, Level, LevelState, Reached, Record, Status
+from imagekit.kernel.records import (
+    SHA256,
+    Evidence,
+    Level,
+    LevelState,
+    Reached,
+    Record,
+    Status,
+    Verdict,
+    VerdictField,
+)
 from imagekit.verify.levels import rank
 
 VERIFY_PREDICATE = "https://imagekit.dev/attestations/verify/v1"
@@ -64,7 +74,7 @@ class VerifyPredicate(Record):
     platform: str = ""  # linux/amd64; "" when the engine did not say
     level: Reached
     levels: dict[Level, LevelState] = Field(default_factory=dict)
-    status: Literal["pass", "fail"]
+    status: VerdictField
     device: str
     required_probes: tuple[str, ...] = ()
     probes: Annotated[tuple[PredicateProbe, ...], Field(min_length=1)]
@@ -130,7 +140,7 @@ class Requirement:
 def _shortfall(record: VerifyPredicate, required: Requirement) -> list[str]:
     """Why one attested record does not meet `required` (empty: it does)."""
     why = []
-    if record.status != "pass":
+    if record.status is not Verdict.PASS:
         why.append("verify recorded it as failed")
     if required.level and rank(record.level) < rank(required.level):
         why.append(f"level {record.level} < {required.level}")

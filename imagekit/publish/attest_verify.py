@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from imagekit.errors import NotAttestedError
+from imagekit.kernel.records import AttestedLevel, Verdict
+from imagekit.kernel.vocabulary import AttestationState
 from imagekit.publish.attest import VERIFY_PREDICATE, Requirement, VerifyPredicate, judge
 from imagekit.publish.ports import AttestationReader, Attested
 from imagekit.verify.levels import rank
@@ -19,7 +21,7 @@ class AttestCheckJson(TypedDict):
 
     image: str
     digest: str | None
-    state: str
+    state: AttestationState
     ok: bool
     required: str
     reason: str
@@ -66,33 +68,18 @@ def check_attestations(reader: AttestationReader, image: str, required: Requirem
     """Whether `image` is signed by the reader's key and an attested verify record of its
     digest reaches `required`."""
     found = reader.attested(image, VERIFY_PREDICATE)
-    if found.state != "ok":
+    if found.state is not AttestationState.OK:
         return AttestCheck(image, found, required, False, found.reason)
     ok, why, records = judge(found.predicates, required, found.digest)
     return AttestCheck(image, found, required, ok, why, tuple(records))
 
 
-@dataclass(frozen=True)
-class AttestedLevel:
-    """What the attestations signed by a key say about an image: state, digest, the level
-    reached (the best passing attested record; None for none), and a line for people."""
-
-    state: str
-    digest: str
-    level: str | None
-    why: str
-
-    def to_json(self) -> dict[str, str | None]:
-        """As `imagekit doctor --json` shows it."""
-        return {"state": self.state, "digest": self.digest, "level": self.level, "why": self.why}
-
-
 def attested_level(reader: AttestationReader, reference: str) -> AttestedLevel:
     """The level the verify records attested to `reference` reach, by the reader's key."""
     found = reader.attested(reference, VERIFY_PREDICATE)
-    if found.state != "ok":
+    if found.state is not AttestationState.OK:
         return AttestedLevel(found.state, found.digest, None, found.reason)
     ok, why, records = judge(found.predicates, Requirement(), found.digest)
-    levels = [str(r.level) for r in records if r.status == "pass"]
-    best = max(levels, key=rank) if levels else None
-    return AttestedLevel("ok" if ok else "no attestation", found.digest, best, why)
+    best = max((r.level for r in records if r.status is Verdict.PASS), key=rank, default=None)
+    state = AttestationState.OK if ok else AttestationState.NO_ATTESTATION
+    return AttestedLevel(state, found.digest, best, why)

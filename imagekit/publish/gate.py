@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from imagekit.kernel.records import Evidence, LevelState, Status, VerifyRecord
+from imagekit.kernel.records import Evidence, LevelState, Status, Verdict, VerifyRecord
 from imagekit.matrix.plan import ImagePlan, tag_problem
 from imagekit.verify.agreement import Identity, disagreements
 
@@ -81,7 +81,7 @@ def _problems(record: VerifyRecord, required: Sequence[str]) -> list[tuple[Probl
             and state not in (LevelState.PASS, LevelState.NOT_APPLICABLE)
         )
     ]
-    if record.status != "pass" and not parts:
+    if record.status is not Verdict.PASS and not parts:
         parts.append((Problem.FAILED, "verify recorded this image as failed"))
     return parts
 

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from imagekit.kernel.vocabulary import AttestationState
+
 
 @dataclass(frozen=True)
 class RemoteManifest:
@@ -125,14 +127,11 @@ class Signer(Protocol):
 
 @dataclass(frozen=True)
 class Attested:
-    """What checking an image's signature and attestations against a public key found.
+    """What checking an image's signature and attestations of one type against a public key
+    found: with `ok`, `predicates` holds the attested predicates of the type, every one verified
+    against the key; with `error`, `reason` says how the registry or the tool failed."""
 
-    `state`: `ok` (signed by the key; `predicates` holds the attested predicates of the type
-    asked, every one verified against the key), `unsigned` (no signature at all), `other key`
-    (signatures, none by this key), `no attestation` (signed, but no attestation of the type
-    by this key), `error` (the registry or the tool failed: `reason` says how)."""
-
-    state: str
+    state: AttestationState
     reason: str = ""
     digest: str = ""
     predicates: tuple[Mapping[str, Any], ...] = ()
