@@ -30,6 +30,7 @@ from imagekit.adapters.pushstream import push_within
 from imagekit.errors import InputError, RegistryError
 from imagekit.kernel.reference import DOCKER_HUB_HOSTS, LEGACY_DOCKER_HUB, ImageReference, parse
 from imagekit.kernel.retry import Backoff
+from imagekit.kernel.vocabulary import PushFailure
 from imagekit.publish.ports import ManifestDocument, PushOutcome, RemoteManifest
 
 T = TypeVar("T")
@@ -53,13 +54,12 @@ PERMANENT = re.compile(
 )
 
 
-def classify(message: str) -> str:
-    """`permanent` or `transient`: whether retrying a push that failed this way can help."""
-    if PERMANENT.search(message):
-        return "permanent"
-    if TRANSIENT.search(message):
-        return "transient"
-    return "permanent"
+def classify(message: str) -> PushFailure:
+    """Whether retrying a push that failed this way can help: only where it looks transient
+    and not permanent."""
+    if PERMANENT.search(message) or not TRANSIENT.search(message):
+        return PushFailure.PERMANENT
+    return PushFailure.TRANSIENT
 
 
 def split_reference(reference: str) -> tuple[str, str, str]:
@@ -149,9 +149,9 @@ def push(
             return PushOutcome(True, attempt, errors=tuple(errors))
         errors.append(error)
         kind = classify(error)
-        delay = None if kind == "permanent" else backoff.delay_after(attempt)
+        delay = None if kind is PushFailure.PERMANENT else backoff.delay_after(attempt)
         if delay is None:
-            if kind == "transient" and attempt < attempts:
+            if kind is PushFailure.TRANSIENT and attempt < attempts:
                 error += f" (gave up: the {deadline_s:g}s publish deadline would pass)"
             return PushOutcome(False, attempt, error=error, kind=kind, errors=tuple(errors))
         sleep(delay)

@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from imagekit.kernel.vocabulary import AttestationState, Flavour
+from imagekit.kernel.vocabulary import AttestationState, Flavour, TagKind
 
 SHA256 = r"^sha256:[0-9a-f]{64}$"
 METRIC_NAME = r"_(ms|s|tflops|gbps|bytes|error|count)$"
@@ -350,10 +350,6 @@ class PublishStatus(StrEnum):
     def ok(self) -> bool:
         """Whether publish reached what it was asked (pushed, already there, or a dry run)."""
         return self in (PublishStatus.PUBLISHED, PublishStatus.UNCHANGED, PublishStatus.DRY_RUN)
-
-
-# The tags publish pushes: a versioned (immutable) one, a moving alias, a CI candidate.
-TagKind = Literal["versioned", "alias", "candidate"]
 
 
 class TagRecord(Record):

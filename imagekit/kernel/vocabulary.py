@@ -68,3 +68,21 @@ class AttestationState(StrEnum):
     OTHER_KEY = "other key"  # signatures, none by this key
     NO_ATTESTATION = "no attestation"  # signed, but no attestation of the type by this key
     ERROR = "error"  # the registry or the tool failed
+
+
+class TagKind(StrEnum):
+    """The tags publish pushes."""
+
+    VERSIONED = "versioned"  # immutable: pushed only where absent or holding the same content
+    ALIAS = "alias"  # moves to the newest image
+    CANDIDATE = "candidate"  # a CI candidate's, before promotion
+    # One platform's own tag under a multi-platform image's index (listed by `publish
+    # --dry-run`; recorded as versioned, which it is).
+    PLATFORM = "platform"
+
+
+class PushFailure(StrEnum):
+    """Whether pushing again can help after a push failed this way."""
+
+    TRANSIENT = "transient"  # a dropped connection, a 5xx, a timeout
+    PERMANENT = "permanent"  # denied, invalid, unknown

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from imagekit.errors import EngineError, ImagekitError, PublishError
-from imagekit.kernel.records import PublishRecord, PublishStatus, TagKind, TagRecord
+from imagekit.kernel.records import PublishRecord, PublishStatus, TagRecord
+from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan, retarget
 from imagekit.publish.multiarch import ImageGroup, image_groups, platform_tag
 
@@ -73,20 +74,20 @@ def candidate_tag(tag: str, candidate: str) -> str:
 
 def final_tags(plan: ImagePlan) -> list[tuple[str, TagKind]]:
     """The tags an image is published under, in order: its versioned tag, then its aliases."""
-    return [(plan.tag, "versioned"), *((a, "alias") for a in plan.aliases)]
+    return [(plan.tag, TagKind.VERSIONED), *((a, TagKind.ALIAS) for a in plan.aliases)]
 
 
 def platform_tags(plan: ImagePlan) -> list[tuple[str, TagKind]]:
     """The one tag a platform of a multi-platform image is pushed under (its index takes the
     image's tags)."""
-    return [(platform_tag(plan.tag, plan.platform), "versioned")]
+    return [(platform_tag(plan.tag, plan.platform), TagKind.VERSIONED)]
 
 
 def candidate_tags(plan: ImagePlan, candidate: str, *, multi: bool) -> list[tuple[str, TagKind]]:
     """The one tag a CI candidate is pushed under; a platform of a multi-platform image gets
     its platform's (`{tag}-candidate-{id}-{arch}`), promotion joins them in one index."""
     tag = candidate_tag(plan.tag, candidate)
-    return [(platform_tag(tag, plan.platform) if multi else tag, "candidate")]
+    return [(platform_tag(tag, plan.platform) if multi else tag, TagKind.CANDIDATE)]
 
 
 def said(exc: ImagekitError) -> str:

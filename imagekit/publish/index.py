@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from imagekit.errors import RegistryError
-from imagekit.kernel.records import PublishRecord, PublishStatus, TagKind, TagRecord
+from imagekit.kernel.records import PublishRecord, PublishStatus, TagRecord
+from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.attest_run import UNSIGNED, Attestation, sign_and_attest
 from imagekit.publish.decisions import (
@@ -137,7 +138,7 @@ class IndexPut:
             return TagRecord(
                 tag=reference, kind=kind, status=PublishStatus.UNCHANGED, digest=held.digest
             )
-        if held is not None and kind == "versioned":
+        if held is not None and kind is TagKind.VERSIONED:
             return None
         digest = self.registry.put(reference, index)
         if digest != index.digest:
@@ -150,7 +151,7 @@ class IndexPut:
             kind=kind,
             status=PublishStatus.PUBLISHED,
             digest=digest,
-            moved_from=held.digest if held is not None and kind == "alias" else None,
+            moved_from=held.digest if held is not None and kind is TagKind.ALIAS else None,
         )
 
     def _manifest(

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from imagekit.kernel.vocabulary import AttestationState
+from imagekit.kernel.vocabulary import AttestationState, PushFailure
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class PushOutcome:
     ok: bool
     attempts: int
     error: str = ""
-    kind: str = ""  # transient | permanent, for failures
+    kind: PushFailure | None = None  # a failure's
     errors: tuple[str, ...] = ()
 
 

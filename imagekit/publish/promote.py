@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from imagekit.errors import RegistryError
 from imagekit.kernel.records import Evidence, PublishRecord, PublishStatus, TagRecord
+from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.attest_run import UNSIGNED, Attestation, sign_and_attest
 from imagekit.publish.decisions import (
@@ -200,14 +201,14 @@ class Promotion:
                     "never overwritten"
                 )
                 return Pushed(PublishStatus.REFUSED, (), (why,))
-            todo = [(a, "alias") for a in plan.aliases]
+            todo = [(a, TagKind.ALIAS) for a in plan.aliases]
             if held is None:
-                todo.insert(0, (plan.tag, "versioned"))
+                todo.insert(0, (plan.tag, TagKind.VERSIONED))
             else:
                 tags.append(
                     TagRecord(
                         tag=versioned,
-                        kind="versioned",
+                        kind=TagKind.VERSIONED,
                         status=PublishStatus.UNCHANGED,
                         digest=held.digest,
                     )
@@ -224,11 +225,11 @@ class Promotion:
             return Pushed(PublishStatus.FAILED, tuple(tags), (said(exc),))
         return Pushed(pushed_or_unchanged(tags), tuple(tags))
 
-    def _put(self, reference: str, kind: str, document: ManifestDocument) -> TagRecord:
-        before = self.registry.document(reference) if kind == "alias" else None
+    def _put(self, reference: str, kind: TagKind, document: ManifestDocument) -> TagRecord:
+        before = self.registry.document(reference) if kind is TagKind.ALIAS else None
         if before is not None and before.digest == document.digest:
             return TagRecord(
-                tag=reference, kind="alias", status=PublishStatus.UNCHANGED, digest=before.digest
+                tag=reference, kind=kind, status=PublishStatus.UNCHANGED, digest=before.digest
             )
         digest = self.registry.put(reference, document)
         if digest != document.digest:
@@ -239,7 +240,7 @@ class Promotion:
             )
         return TagRecord(
             tag=reference,
-            kind="alias" if kind == "alias" else "versioned",
+            kind=kind,
             status=PublishStatus.PUBLISHED,
             digest=digest,
             moved_from=before.digest if before is not None else None,

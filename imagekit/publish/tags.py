@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
-
-if TYPE_CHECKING:
-    pass
 
 
 def tag_rows(
@@ -31,11 +28,15 @@ def tag_rows(
         if platforms[image] > 1:
             # One manifest per platform under its own tag; the image's tags name their index.
             rows.append(
-                [plan.name, f"{repository}:{platform_tag(plan.tag, plan.platform)}", "platform"]
+                [
+                    plan.name,
+                    f"{repository}:{platform_tag(plan.tag, plan.platform)}",
+                    TagKind.PLATFORM,
+                ]
             )
         if image in listed:
             continue
         listed.add(image)
-        rows.append([plan.name, f"{repository}:{plan.tag}", "versioned"])
-        rows += [[plan.name, f"{repository}:{alias}", "alias"] for alias in plan.aliases]
+        rows.append([plan.name, f"{repository}:{plan.tag}", TagKind.VERSIONED])
+        rows += [[plan.name, f"{repository}:{alias}", TagKind.ALIAS] for alias in plan.aliases]
     return rows

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from imagekit.kernel.records import Evidence, PublishStatus, Status, Timings, VerifyRecord
+from imagekit.kernel.vocabulary import PushFailure
 from imagekit.matrix.load import load_matrix
 from imagekit.matrix.plan import ImagePlan
 from imagekit.matrix.selection import Selection
@@ -183,7 +184,9 @@ def test_a_push_that_keeps_failing_fails_the_image_with_the_registry_reason(
 ) -> None:
     world = World(tmp_path, slim)
     world.registry.failures.append(
-        PushOutcome(False, 4, "received unexpected HTTP status: 503", "transient", ("503",) * 4)
+        PushOutcome(
+            False, 4, "received unexpected HTTP status: 503", PushFailure.TRANSIENT, ("503",) * 4
+        )
     )
     record = world.publish([verified(world.image, slim)])
     assert record.status is PublishStatus.FAILED
