@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
+from imagekit.kernel.records import BuildRecord
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -33,7 +30,7 @@ def fitted(header: list[str], rows: list[list[str]], width: int) -> str:
     return "\n\n".join(blocks)
 
 
-def build_table(results: list[Any]) -> str:
+def build_table(results: list[BuildRecord]) -> str:
     """The summary of a build run: one row per image with its outcome."""
     header = ["IMAGE", "STATUS", "SIZE", "BUDGET", "LAYERS", "TIME", "NOTE"]
     rows = []
@@ -46,7 +43,7 @@ def build_table(results: list[Any]) -> str:
                 f"{r.size_budget_bytes / 1e9:.1f} GB" if r.size_budget_bytes else "-",
                 str(r.layer_count) if r.layer_count is not None else "-",
                 f"{r.duration_s:.0f}s",
-                "" if r.status in ("built", "up-to-date") else r.message.splitlines()[0][:80],
+                "" if r.ok else r.message.splitlines()[0][:80],
             ]
         )
     return table(header, rows)

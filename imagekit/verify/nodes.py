@@ -15,6 +15,7 @@ from imagekit.kernel.runtime import (
     time_limit_s,
 )
 from imagekit.verify.ports import NodesRequest, ProbeRun, ProbeRunner
+from imagekit.verify.probe_contract import ProbeDevice
 from imagekit.verify.probe_nodes import combine_nodes
 from imagekit.verify.probes import ProbeSpec
 
@@ -39,7 +40,7 @@ def nodes_request(
         probe=spec.name,
         nodes=nodes,
         nproc=1,
-        device="cuda" if gpus else "cpu",
+        device=ProbeDevice.CUDA if gpus else ProbeDevice.CPU,
         gpus=gpus,
         timeout_s=time_limit_s(timeout_s, (spec.timeout_s,), emulation.slowdown),
         init_timeout_s=min(spec.timeout_s / 2, DEFAULT_INIT_TIMEOUT_S) * emulation.slowdown,

@@ -81,7 +81,9 @@ class TargetPlan:
     def on_cpu(self) -> TargetPlan:
         """The same runs without GPUs: what `GpuFallback.CPU` runs after a refusal."""
         request = replace(self.request, device=ProbeDevice.CPU, gpus=False)
-        nodes = None if self.nodes is None else replace(self.nodes, device="cpu", gpus=False)
+        nodes = (
+            None if self.nodes is None else replace(self.nodes, device=ProbeDevice.CPU, gpus=False)
+        )
         return replace(self, request=request, nodes=nodes)
 
 

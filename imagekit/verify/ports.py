@@ -78,7 +78,7 @@ class NodesRequest:
     probe: str
     nodes: int
     nproc: int
-    device: str  # cpu | cuda
+    device: ProbeDevice
     gpus: bool
     timeout_s: float
     init_timeout_s: float
