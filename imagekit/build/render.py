@@ -22,6 +22,7 @@ from imagekit.build.venv_layers import (
     venv_slots,
 )
 from imagekit.kernel import labels as L
+from imagekit.kernel.labels import ImageLabels
 from imagekit.kernel.vocabulary import Flavour
 from imagekit.matrix.compat import PYPI_SIMPLE
 from imagekit.matrix.plan import ImagePlan
@@ -76,7 +77,6 @@ def _environment() -> jinja2.Environment:
 
 def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
     """The OCI and imagekit labels of an image, sorted by key."""
-    cell = plan.cell
     base = plan.slim_reference if plan.flavour is Flavour.FULL else _base_image(plan, options)
     oci = "org.opencontainers.image."
     labels = {
@@ -87,7 +87,20 @@ def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
         # is given appends a step of its own.
         L.MANAGED: "true",
     }
-    labels |= L.content_labels(
+    labels |= content(plan).to_labels()
+    if plan.source:
+        labels[f"{oci}source"] = plan.source
+    if options.revision:
+        labels[f"{oci}revision"] = options.revision
+    if options.created:
+        labels[f"{oci}created"] = options.created
+    return {k: labels[k] for k in sorted(labels)}
+
+
+def content(plan: ImagePlan) -> ImageLabels:
+    """What the image of `plan` will say of its contents in its labels."""
+    cell = plan.cell
+    return ImageLabels(
         cell=cell.id,
         torch=cell.torch,
         variant=cell.variant,
@@ -97,22 +110,15 @@ def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
         user=f"{plan.uid}:{plan.gid}",
         glibc_floor=cell.glibc_floor,
         cuda=cell.cuda,
-        cudnn=cell.cudnn,
-        nccl=cell.nccl,
-        min_driver=cell.min_driver,
+        cudnn=cell.cudnn or "",
+        nccl=cell.nccl or "",
+        min_driver=cell.min_driver or "",
         archs=cell.archs,
         rdma=plan.rdma,
         torch_compile=plan.compile,
         platform=plan.platform,
         required_probes=plan.required_probes,
     )
-    if plan.source:
-        labels[f"{oci}source"] = plan.source
-    if options.revision:
-        labels[f"{oci}revision"] = options.revision
-    if options.created:
-        labels[f"{oci}created"] = options.created
-    return {k: labels[k] for k in sorted(labels)}
 
 
 def _base_image(plan: ImagePlan, options: RenderOptions) -> str:

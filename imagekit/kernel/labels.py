@@ -56,22 +56,19 @@ BASE_INCLUDE = PREFIX + "base.include"  # the extra packages it holds (its cache
 BASE_VARIANT = PREFIX + "base.variant"  # mmdebstrap's variant (apt, minbase ...)
 BASE_DOCS = PREFIX + "base.docs"  # whether documentation was kept
 
-# Labels the template writes literally into builder stages (`LABEL io.imagekit.stage=...`);
-# tests/test_labels.py checks the template against these names.
-TEMPLATE_LABELS = (STAGE, CELL)
-
-CUDA_KEYS = (CUDA, CUDNN, NCCL, MIN_DRIVER, CUDA_ARCHS)
-
 
 @dataclass(frozen=True)
 class ImageLabels:
-    """The `io.imagekit.*` labels of one image, parsed. Empty strings where a label is absent."""
+    """The `io.imagekit.*` labels of one image: `parse` reads them, `to_labels` writes them.
+    Empty strings where a label is absent."""
 
     torch: str = ""
     python: str = ""
     flavour: Flavour | None = None  # None: absent, or no flavour imagekit knows
     cell: str = ""
+    variant: str = ""
     os: str = ""
+    user: str = ""
     glibc_floor: str = ""
     cuda: str | None = None
     cudnn: str = ""
@@ -97,7 +94,9 @@ class ImageLabels:
             python=get(PYTHON, ""),
             flavour=next((f for f in Flavour if f == get(FLAVOUR)), None),
             cell=get(CELL, ""),
+            variant=get(VARIANT, ""),
             os=get(OS, ""),
+            user=get(USER, ""),
             glibc_floor=get(GLIBC_FLOOR, ""),
             cuda=get(CUDA) or None,
             cudnn=get(CUDNN, ""),
@@ -112,6 +111,30 @@ class ImageLabels:
             base_packages=tuple(p for p in get(BASE_INCLUDE, "").split(",") if p),
         )
 
+    def to_labels(self) -> dict[str, str]:
+        """The labels that say this of an image, `parse`'s inverse (`SCHEMA` besides): the CUDA
+        ones only on a CUDA image, the later ones and those imagekit writes elsewhere (the
+        input hash, a bootstrapped base's packages) only where set.
+
+        None names the repository the image is tagged in: the same inputs make the same image
+        whichever repository it is for, so a build for a second repository (and a full built
+        on its slim) is the build cache's, and a digest means the same bytes everywhere."""
+        labels = {SCHEMA: "1", CELL: self.cell, TORCH: self.torch, VARIANT: self.variant}
+        labels |= {PYTHON: self.python, OS: self.os, FLAVOUR: self.flavour or "", USER: self.user}
+        labels[GLIBC_FLOOR] = self.glibc_floor
+        if self.cuda is not None:
+            labels |= {CUDA: self.cuda, CUDNN: self.cudnn, NCCL: self.nccl}
+            labels |= {MIN_DRIVER: self.min_driver, CUDA_ARCHS: " ".join(self.archs)}
+        optional = {
+            TORCH_COMPILE: {True: "yes", False: "no", None: ""}[self.torch_compile],
+            PLATFORM: self.platform,
+            REQUIRED_PROBES: " ".join(self.required_probes),
+            RDMA: "yes" if self.rdma else "",
+            INPUT_HASH: self.input_hash,
+            BASE_INCLUDE: ",".join(self.base_packages),
+        }
+        return labels | {name: value for name, value in optional.items() if value}
+
     @property
     def is_imagekit(self) -> bool:
         """Whether these are the labels of an image imagekit built (it always labels torch)."""
@@ -121,60 +144,6 @@ class ImageLabels:
     def cudnn_major(self) -> str | None:
         """cuDNN's major version, the part a tag names."""
         return self.cudnn.split(".")[0] if self.cudnn else None
-
-
-def content_labels(
-    *,
-    cell: str,
-    torch: str,
-    variant: str,
-    python: str,
-    os: str,
-    flavour: Flavour,
-    user: str,
-    glibc_floor: str,
-    cuda: str | None,
-    cudnn: str | None,
-    nccl: str | None,
-    min_driver: str | None,
-    archs: tuple[str, ...],
-    rdma: bool = False,
-    torch_compile: bool = True,
-    platform: str = "",
-    required_probes: tuple[str, ...] = (),
-) -> dict[str, str]:
-    """The labels that describe an image's contents; CUDA labels only on a CUDA image.
-
-    None names the repository the image is tagged in: the same inputs make the same image
-    whichever repository it is for, so a build for a second repository (and a full built on
-    its slim) is the build cache's, and a digest means the same bytes everywhere."""
-    labels = {
-        SCHEMA: "1",
-        CELL: cell,
-        TORCH: torch,
-        VARIANT: variant,
-        PYTHON: python,
-        OS: os,
-        FLAVOUR: flavour,
-        USER: user,
-        GLIBC_FLOOR: glibc_floor,
-        TORCH_COMPILE: "yes" if torch_compile else "no",
-    }
-    if platform:
-        labels[PLATFORM] = platform
-    if required_probes:
-        labels[REQUIRED_PROBES] = " ".join(required_probes)
-    if rdma:
-        labels[RDMA] = "yes"
-    if cuda:
-        labels |= {
-            CUDA: cuda,
-            CUDNN: cudnn or "",
-            NCCL: nccl or "",
-            MIN_DRIVER: min_driver or "",
-            CUDA_ARCHS: " ".join(archs),
-        }
-    return labels
 
 
 def workload_user(configured: str, labels: Mapping[str, str]) -> str:
