@@ -25,7 +25,6 @@ from imagekit.kernel.reference import parse
 from imagekit.kernel.vocabulary import AttestationState
 from imagekit.publish.ports import Attested
 
-SIGNING_KEY_ENV = "IMAGEKIT_SIGNING_KEY"
 LOOPBACK = ("127.", "localhost", "[::1]")
 
 

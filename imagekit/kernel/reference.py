@@ -110,11 +110,6 @@ class ImageReference:
         names the content exactly), else the tag."""
         return self.digest or self.tag
 
-    @property
-    def is_docker_hub(self) -> bool:
-        """Whether the image lives on Docker Hub."""
-        return self.registry == DOCKER_HUB
-
     def _suffix(self) -> str:
         return (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
 

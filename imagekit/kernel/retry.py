@@ -37,7 +37,3 @@ class Backoff:
     def elapsed_s(self) -> float:
         """Seconds since the first try began."""
         return self.clock() - self.started
-
-    def out_of_time(self) -> bool:
-        """Whether the time budget is spent."""
-        return self.deadline_s is not None and self.elapsed_s() >= self.deadline_s
