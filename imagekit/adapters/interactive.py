@@ -12,14 +12,15 @@ import docker.errors
 from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.workstation import owner_of
 from imagekit.kernel import labels as L
-from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, command_user
+from imagekit.kernel.runtime import DEFAULT_SHM_BYTES
 from imagekit.kernel.vocabulary import Flavour, GpuMechanism
+from imagekit.serve.decide import command_user
 
 
 def user_for_command(
     engine: DockerEngine, image: str, workspace: Path, given: str | None
 ) -> str | None:
-    """docker's `--user` for a shell or command in `image` (`kernel.runtime.command_user`): a
+    """docker's `--user` for a shell or command in `image` (`serve.decide.command_user`): a
     full image's entrypoint decides by itself; for others, from this process, the folder and
     whether the engine runs as a user."""
     try:

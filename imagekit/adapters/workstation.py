@@ -33,7 +33,8 @@ from imagekit.adapters.orphans import owner
 from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError, InputError
 from imagekit.kernel import labels as L
 from imagekit.kernel.engine import EngineInfo
-from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, Service
+from imagekit.kernel.runtime import DEFAULT_SHM_BYTES
+from imagekit.serve.decide import Service
 
 NO_GPU_HINT = (
     "install the NVIDIA Container Toolkit on the host and restart the engine, "

@@ -10,11 +10,11 @@ from imagekit.build.inputs import RenderRequest
 from imagekit.cli.common import app, compat_app, matrix_app, print_json, say, show
 from imagekit.cli.options import command
 from imagekit.errors import InputError
-from imagekit.kernel.options import MatrixFormat
 from imagekit.matrix.requests import (
     CheckRequest,
     CompatRequest,
     ExplainRequest,
+    MatrixFormat,
     MatrixRequest,
     SchemaRequest,
     TagsRequest,

@@ -11,7 +11,7 @@ import typer
 from imagekit.cli.common import app, remove_orphans, say
 from imagekit.cli.options import command
 from imagekit.errors import InputError
-from imagekit.kernel.runtime import Service
+from imagekit.serve.decide import Service
 from imagekit.serve.requests import RunCommand
 
 if TYPE_CHECKING:

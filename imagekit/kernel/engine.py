@@ -120,8 +120,7 @@ class EngineInfo:
 
     @property
     def image_id_kind(self) -> ImageIdKind:
-        """What this engine's image ids are digests of (the containerd store names an image by
-        what a push uploads)."""
+        """What this engine's image ids are digests of (containerd's: what a push uploads)."""
         if self.image_store is ImageStore.CONTAINERD:
             return ImageIdKind.MANIFEST
         return ImageIdKind.CONFIG

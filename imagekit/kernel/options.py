@@ -60,12 +60,6 @@ class Flags:
         self.flags: Mapping[str, Opt] = flags
 
 
-class MatrixFormat(StrEnum):
-    table = "table"
-    json = "json"
-    github = "github"
-
-
 def comma_separated(text: str | None) -> tuple[str, ...]:
     """`a,b` as ("a", "b"): `--probes`, `--include`."""
     return tuple(p for p in (text or "").split(",") if p)

@@ -127,38 +127,3 @@ def silent_gpu_drop(
     device requests it cannot pass (before 5.4, every one), where Docker refuses them."""
     podman = engine_name is EngineName.PODMAN
     return choice is GpuChoice.ALL and podman and gpu_mechanism is GpuMechanism.NONE
-
-
-class Service(StrEnum):
-    """What `imagekit run` starts in a container."""
-
-    JUPYTER = "jupyter"
-    SSH = "ssh"
-    TENSORBOARD = "tensorboard"
-    SHELL = "shell"  # an interactive shell
-    COMMAND = "command"  # the command given after --
-
-
-def command_user(
-    given: str | None,
-    *,
-    entrypoint: bool,
-    rootless: bool,
-    me: tuple[int, int],
-    owner: tuple[int, int],
-) -> str | None:
-    """docker's `--user` for a shell or a command of `imagekit run` (None: the image decides),
-    so that what it writes into the workspace belongs to whoever the folder belongs to.
-
-    `given` (`--user`) is used exactly as given. An image with imagekit's entrypoint (full)
-    decides by itself, as under plain `docker run`: the folder's owner, root where only root can
-    write it. Otherwise (slim): on a rootless engine the container's root, which is the person
-    (`me`) running it; for root, the folder's `owner` (root's own: root); else the person."""
-    if given is not None:
-        return given
-    if entrypoint:
-        return None
-    if rootless:
-        return "0:0"
-    uid, gid = owner if me[0] == 0 else me
-    return f"{uid}:{gid}"

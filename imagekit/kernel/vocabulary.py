@@ -17,8 +17,7 @@ class Platform(StrEnum):
     ARM64 = "linux/arm64"
 
 
-# The machine name each platform's wheels carry (`torch-...-manylinux_2_28_aarch64.whl`);
-# keyed by text, so that a platform read from anywhere can be looked up.
+# The machine each platform's wheels are built for (`..._aarch64.whl`), keyed by any text.
 WHEEL_MACHINES: dict[str, str] = {Platform.AMD64: "x86_64", Platform.ARM64: "aarch64"}
 
 
@@ -76,9 +75,7 @@ class TagKind(StrEnum):
     VERSIONED = "versioned"  # immutable: pushed only where absent or holding the same content
     ALIAS = "alias"  # moves to the newest image
     CANDIDATE = "candidate"  # a CI candidate's, before promotion
-    # One platform's own tag under a multi-platform image's index (listed by `publish
-    # --dry-run`; recorded as versioned, which it is).
-    PLATFORM = "platform"
+    PLATFORM = "platform"  # one platform's own, under an index (recorded as versioned)
 
 
 class PushFailure(StrEnum):

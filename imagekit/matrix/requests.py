@@ -4,12 +4,21 @@ tags."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 from imagekit.errors import InputError
-from imagekit.kernel.options import JSON, MATRIX, MatrixFormat, Opt
+from imagekit.kernel.options import JSON, MATRIX, Opt
 from imagekit.matrix.selection import Selection
+
+
+class MatrixFormat(StrEnum):
+    """How `imagekit matrix` prints the plans: a table, JSON, or GitHub's job matrix."""
+
+    table = "table"
+    json = "json"
+    github = "github"
 
 
 @dataclass(frozen=True)

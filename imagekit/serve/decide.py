@@ -1,12 +1,25 @@
-"""What `imagekit run` may do on an engine, decided from the engine's facts alone. Pure."""
+"""What `imagekit run` starts, and what it may do on an engine: decided from the engine's facts
+and the workspace's owner alone. Pure."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 from imagekit.errors import GpuUnavailableError, InputError
 from imagekit.kernel.engine import EngineInfo
-from imagekit.kernel.runtime import GpuChoice, Service, silent_gpu_drop, use_gpus
+from imagekit.kernel.runtime import GpuChoice, silent_gpu_drop, use_gpus
+
+
+class Service(StrEnum):
+    """What `imagekit run` starts in a container."""
+
+    JUPYTER = "jupyter"
+    SSH = "ssh"
+    TENSORBOARD = "tensorboard"
+    SHELL = "shell"  # an interactive shell
+    COMMAND = "command"  # the command given after --
+
 
 # Services the docker CLI runs, owning the terminal.
 INTERACTIVE = (Service.SHELL, Service.COMMAND)
@@ -28,3 +41,28 @@ def run_gpus(image: str, workspace: Path, gpus: GpuChoice, info: EngineInfo) -> 
             "run with --gpus none here, or use an engine that passes GPUs",
         )
     return use_gpus(gpus, info.gpu_runtime)
+
+
+def command_user(
+    given: str | None,
+    *,
+    entrypoint: bool,
+    rootless: bool,
+    me: tuple[int, int],
+    owner: tuple[int, int],
+) -> str | None:
+    """docker's `--user` for a shell or a command of `imagekit run` (None: the image decides),
+    so that what it writes into the workspace belongs to whoever the folder belongs to.
+
+    `given` (`--user`) is used exactly as given. An image with imagekit's entrypoint (full)
+    decides by itself, as under plain `docker run`: the folder's owner, root where only root can
+    write it. Otherwise (slim): on a rootless engine the container's root, which is the person
+    (`me`) running it; for root, the folder's `owner` (root's own: root); else the person."""
+    if given is not None:
+        return given
+    if entrypoint:
+        return None
+    if rootless:
+        return "0:0"
+    uid, gid = owner if me[0] == 0 else me
+    return f"{uid}:{gid}"

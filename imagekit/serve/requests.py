@@ -10,7 +10,8 @@ from typing import Annotated
 
 from imagekit.errors import InputError
 from imagekit.kernel.options import GPUS, Arg, Flags, Opt
-from imagekit.kernel.runtime import GpuChoice, Service
+from imagekit.kernel.runtime import GpuChoice
+from imagekit.serve.decide import Service
 
 
 def docker_user(value: str | None) -> str | None:

@@ -33,19 +33,20 @@ from imagekit.build.requests import (
 )
 from imagekit.cli import common, options
 from imagekit.doctor.requests import DoctorRequest
-from imagekit.kernel.options import MatrixFormat
-from imagekit.kernel.runtime import GpuChoice, Service
+from imagekit.kernel.runtime import GpuChoice
 from imagekit.kernel.vocabulary import Flavour, Platform
 from imagekit.matrix.requests import (
     CheckRequest,
     CompatRequest,
     ExplainRequest,
+    MatrixFormat,
     MatrixRequest,
     SchemaRequest,
     TagsRequest,
 )
 from imagekit.matrix.selection import Selection
 from imagekit.publish.requests import AttestVerifyRequest, PublishCommand
+from imagekit.serve.decide import Service
 from imagekit.serve.requests import RunCommand
 from imagekit.upstream.requests import CompatVerifyRequest, RefreshRequest
 from imagekit.verify.probe_contract import ProbeDevice

@@ -21,8 +21,8 @@ from imagekit.adapters.workstation import RunRequest, ServiceFailedError
 from imagekit.cli.signals import Stopped
 from imagekit.errors import EngineError, ExitCode, GpuUnavailableError, ImagekitError
 from imagekit.kernel import labels as L
-from imagekit.kernel.runtime import Service
 from imagekit.kernel.vocabulary import EngineName, GpuMechanism, ImageStore
+from imagekit.serve.decide import Service
 
 # What Docker 20.10 answers when a start is refused, as the engine words it.
 NO_GPU = 'could not select device driver "" with capabilities: [[gpu]]'
@@ -361,7 +361,7 @@ def test_a_command_runs_as_the_workspace_owner_the_way_full_images_decide(
     owner: tuple[int, int],
     user: str | None,
 ) -> None:
-    from imagekit.kernel.runtime import command_user
+    from imagekit.serve.decide import command_user
 
     chosen = command_user(given, entrypoint=entrypoint, rootless=rootless, me=me, owner=owner)
     assert chosen == user
