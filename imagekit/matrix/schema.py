@@ -22,7 +22,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from imagekit.kernel.vocabulary import Flavour
+from imagekit.kernel.vocabulary import Flavour, Platform
 
 SCHEMA_VERSION = 1
 
@@ -35,8 +35,9 @@ FlavourName = Annotated[
     Flavour, WithJsonSchema({"enum": [f.value for f in Flavour], "type": "string"})
 ]
 # Docker's platform names of the two architectures PyTorch ships Linux wheels for.
+_ARCHS = "|".join(p.removeprefix("linux/") for p in Platform)
 DockerPlatform = Annotated[
-    StrictStr, Field(pattern=r"^linux/(amd64|arm64)$", examples=["linux/amd64", "linux/arm64"])
+    StrictStr, Field(pattern=rf"^linux/({_ARCHS})$", examples=list(Platform))
 ]
 PlatformList = Annotated[list[DockerPlatform], Field(min_length=1)]
 Text = Annotated[StrictStr, Field(min_length=1)]
@@ -135,7 +136,7 @@ class Defaults(_Strict):
     os: Text
     python: PythonList | None = None
     platforms: PlatformList = Field(
-        default_factory=lambda: ["linux/amd64"],
+        default_factory=lambda: [Platform.AMD64.value],
         description=(
             "Docker platforms every image is built for (linux/amd64, linux/arm64 for Grace "
             "Hopper and Grace Blackwell). Each versioned tag names an index of one image "
