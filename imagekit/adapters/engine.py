@@ -291,7 +291,7 @@ class DockerEngine:
         """The image `reference` names; None when there is none. Its size is the sum of its
         unpacked layers on every store."""
         image = self.local_image(reference)
-        if image is not None and self.info().image_store is ImageStore.CONTAINERD:
+        if image is not None and self.info().image_store == ImageStore.CONTAINERD:
             image = replace(image, size_bytes=self.uncompressed_size(image.id))
         return image
 

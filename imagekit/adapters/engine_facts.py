@@ -88,7 +88,7 @@ def image_from_inspect(attrs: Mapping[str, Any]) -> LocalImage:
 def gpu_device_requests(info: EngineInfo, device: str = "all") -> list[docker.types.DeviceRequest]:
     """What asks this engine for GPU `device` (`all` or an index): the NVIDIA runtime's
     `--gpus` request, or the CDI device `nvidia.com/gpu=<device>` (`--device` on the CLI)."""
-    if info.gpu_mechanism is GpuMechanism.CDI:
+    if info.gpu_mechanism == GpuMechanism.CDI:
         return [docker.types.DeviceRequest(driver="cdi", device_ids=[f"nvidia.com/gpu={device}"])]
     if device == "all":
         return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
@@ -111,7 +111,7 @@ def container_limits(info: EngineInfo) -> ContainerLimits:
     every start on a host where the service may not raise its own limits ("error setting
     rlimit type 7"). Open files: this process's hard limit, one the host grants; processes:
     at most 32768, what the service itself runs with there. Docker keeps its defaults."""
-    if info.name is not EngineName.PODMAN:
+    if info.name != EngineName.PODMAN:
         return {}
     limits = []
     for name, which, most in (

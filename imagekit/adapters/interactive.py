@@ -65,6 +65,6 @@ def docker_run_argv(
     if user is not None:
         argv += ["--user", user]
     if gpus:
-        cdi = gpu_mechanism is GpuMechanism.CDI
+        cdi = gpu_mechanism == GpuMechanism.CDI
         argv += ["--device", "nvidia.com/gpu=all"] if cdi else ["--gpus", "all"]
     return [*argv, image, *args]

@@ -149,9 +149,9 @@ def push(
             return PushOutcome(True, attempt, errors=tuple(errors))
         errors.append(error)
         kind = classify(error)
-        delay = None if kind is PushFailure.PERMANENT else backoff.delay_after(attempt)
+        delay = None if kind == PushFailure.PERMANENT else backoff.delay_after(attempt)
         if delay is None:
-            if kind is PushFailure.TRANSIENT and attempt < attempts:
+            if kind == PushFailure.TRANSIENT and attempt < attempts:
                 error += f" (gave up: the {deadline_s:g}s publish deadline would pass)"
             return PushOutcome(False, attempt, error=error, kind=kind, errors=tuple(errors))
         sleep(delay)

@@ -122,7 +122,7 @@ def _needed_by(rendered: RenderedImage, external: dict[str, V]) -> dict[str, V]:
         if name.startswith(f"{INSTALLER}@"):
             continue  # stands in for INSTALLER below, on its platform
         if name == INSTALLER:
-            if plan.flavour is not Flavour.SLIM:
+            if plan.flavour != Flavour.SLIM:
                 continue
             value = external.get(f"{INSTALLER}@{plan.platform}", value)
         elif (

@@ -53,14 +53,14 @@ def buildkit_refusal(
             f"{' and '.join(wants)} need BuildKit, and {engine} builds without it here",
             "install the buildx plugin (`make engine`) and use --builder buildx",
         )
-    if cache_to and driver == DOCKER_DRIVER and image_store is not ImageStore.CONTAINERD:
+    if cache_to and driver == DOCKER_DRIVER and image_store != ImageStore.CONTAINERD:
         return Refusal(
             f"--cache-to: buildx's docker driver exports no build cache from the {image_store} "
             f"store of {engine}",
             f"{CONTAINERD_HINT}, or use a docker-container builder "
             "(`docker buildx create --use --driver docker-container`)",
         )
-    if compression and (driver != DOCKER_DRIVER or image_store is not ImageStore.CONTAINERD):
+    if compression and (driver != DOCKER_DRIVER or image_store != ImageStore.CONTAINERD):
         return Refusal(
             f"--compression needs buildx's docker driver on the containerd image store, where "
             f"layers stay as built; here the driver is {driver} and {engine} uses the "

@@ -44,7 +44,7 @@ class RenderRequest:
 def uv_platforms(plans: Iterable[ImagePlan]) -> set[str]:
     """The platforms whose builder stage runs uv: those of the slim images (full installs its
     packages with its slim's own pip)."""
-    return {p.platform for p in plans if p.flavour is Flavour.SLIM}
+    return {p.platform for p in plans if p.flavour == Flavour.SLIM}
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,7 @@ class BuildRun:
         reference = rendered.build_args.get("BASE_IMAGE") or rendered.build_args["SLIM_IMAGE"]
         parent = self.engine.inspect_image(reference)
         pulled = ""
-        if parent is None and self.settings.pull and plan.flavour is Flavour.SLIM:
+        if parent is None and self.settings.pull and plan.flavour == Flavour.SLIM:
             pulled = self.engine.pull(reference, self._platform(plan))
             parent = self.engine.inspect_image(reference)
         if parent is None:
@@ -211,7 +211,7 @@ class BuildRun:
         the engine cancels the builds and removes their intermediate containers.
         """
         pending = list(self.plans)
-        selected_slims = {p.cell.id for p in pending if p.flavour is Flavour.SLIM}
+        selected_slims = {p.cell.id for p in pending if p.flavour == Flavour.SLIM}
         jobs = max(1, self.settings.jobs)
         done: queue.Queue[tuple[ImagePlan, BuildRecord | BaseException]] = queue.Queue()
         running: set[str] = set()
@@ -260,7 +260,7 @@ class BuildRun:
 
     def _waits_for(self, plan: ImagePlan, selected_slims: set[str]) -> str | None:
         """ "wait" while the slim of a full plan is building; a reason to skip if it failed."""
-        if plan.flavour is not Flavour.FULL or plan.cell.id not in selected_slims:
+        if plan.flavour != Flavour.FULL or plan.cell.id not in selected_slims:
             return None
         slim = f"{plan.cell.id}-slim"
         if slim not in self.results:

@@ -164,7 +164,7 @@ def engine_findings(engine: EngineInfo | None, host: HostGpus, why_none: str = "
                 "machine's, not the engine's; run doctor on the engine's machine for its GPUs",
             )
         )
-    elif host.driver and engine.gpu_mechanism is GpuMechanism.NONE:
+    elif host.driver and engine.gpu_mechanism == GpuMechanism.NONE:
         found.append(
             Finding(
                 FAIL,

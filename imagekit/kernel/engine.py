@@ -86,7 +86,7 @@ class EngineInfo:
         """How a container gets the GPUs: the NVIDIA runtime where the engine has it, else
         CDI where the host has NVIDIA's CDI devices."""
         cdi = GpuMechanism.CDI if self._cdi else GpuMechanism.NONE
-        if self.name is EngineName.PODMAN:
+        if self.name == EngineName.PODMAN:
             # Podman's Docker API drops every device request without a word before 5.4
             # (containers/podman#25171); from 5.4 it passes CDI requests.
             return cdi if self._podman_passes_cdi else GpuMechanism.NONE
@@ -106,7 +106,7 @@ class EngineInfo:
     @property
     def gpu_note(self) -> str:
         """Why an engine with GPU devices on its host still hands none over; "" otherwise."""
-        if self.name is EngineName.PODMAN and self._cdi and not self._podman_passes_cdi:
+        if self.name == EngineName.PODMAN and self._cdi and not self._podman_passes_cdi:
             return (
                 f"the host has CDI devices, but Podman {self.server_version}'s Docker API drops "
                 "device requests (Podman 5.4+ passes them)"
@@ -116,12 +116,12 @@ class EngineInfo:
     @property
     def gpu_runtime(self) -> bool:
         """Whether containers of this engine can be given the GPUs, by either mechanism."""
-        return self.gpu_mechanism is not GpuMechanism.NONE
+        return self.gpu_mechanism != GpuMechanism.NONE
 
     @property
     def image_id_kind(self) -> ImageIdKind:
         """What this engine's image ids are digests of (containerd's: what a push uploads)."""
-        if self.image_store is ImageStore.CONTAINERD:
+        if self.image_store == ImageStore.CONTAINERD:
             return ImageIdKind.MANIFEST
         return ImageIdKind.CONFIG
 
@@ -133,7 +133,7 @@ class EngineInfo:
     @property
     def has_buildkit(self) -> bool:
         """Whether `docker buildx` can build on this engine (Podman's API has no BuildKit)."""
-        return self.name is EngineName.DOCKER
+        return self.name == EngineName.DOCKER
 
     def describe(self) -> str:
         """One line: `Docker 26.1.5 at unix://..., containerd image store, GPUs: none`."""
@@ -142,11 +142,11 @@ class EngineInfo:
             ImageStore.CLASSIC: f"classic image store ({self.storage_driver or '?'})",
             ImageStore.PODMAN: f"containers/storage ({self.storage_driver or '?'})",
         }.get(self.image_store, self.image_store)
-        engine = "Podman" if self.name is EngineName.PODMAN else "Docker"
+        engine = "Podman" if self.name == EngineName.PODMAN else "Docker"
         if self.rootless:
             engine = f"rootless {engine}"
         gpus: str = self.gpu_mechanism
-        if self.gpu_mechanism is GpuMechanism.CDI:
+        if self.gpu_mechanism == GpuMechanism.CDI:
             gpus = "CDI " + ", ".join(d for d in self.cdi_devices if d.startswith("nvidia.com/"))
         elif self.gpu_note:
             gpus = f"none ({self.gpu_note})"

@@ -125,5 +125,5 @@ def silent_gpu_drop(
 ) -> bool:
     """Whether `--gpus all` would be dropped without a word: Podman's Docker API ignores
     device requests it cannot pass (before 5.4, every one), where Docker refuses them."""
-    podman = engine_name is EngineName.PODMAN
-    return choice is GpuChoice.ALL and podman and gpu_mechanism is GpuMechanism.NONE
+    podman = engine_name == EngineName.PODMAN
+    return choice is GpuChoice.ALL and podman and gpu_mechanism == GpuMechanism.NONE

@@ -35,7 +35,7 @@ def expand_cells(spec: MatrixFile, compat: CompatData, report: Findings) -> list
         for combo in check.approve(i, entry):
             cell = _make_cell(combo, spec, compat)
             if cell.id in seen:
-                if cell.platform is not Platform.AMD64 and cell.shared_id in seen:
+                if cell.platform != Platform.AMD64 and cell.shared_id in seen:
                     continue  # this combination's duplicate is reported once, not per platform
                 line, col = report.source.position(seen[cell.id])
                 report.fail(
@@ -214,7 +214,7 @@ class Tags:
         latest_plans = [p for p in plans if p.cell.shared_id == latest.shared_id]
         # An exclusion may drop the latest cell's `full`; `latest` then goes to its
         # other images, not to nobody.
-        latest_owners = [p for p in latest_plans if p.flavour is Flavour.FULL] or latest_plans
+        latest_owners = [p for p in latest_plans if p.flavour == Flavour.FULL] or latest_plans
         out = []
         for plan in plans:
             aliases = [a for a, p in owner.items() if _owns(p, plan)]

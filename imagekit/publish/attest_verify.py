@@ -68,7 +68,7 @@ def check_attestations(reader: AttestationReader, image: str, required: Requirem
     """Whether `image` is signed by the reader's key and an attested verify record of its
     digest reaches `required`."""
     found = reader.attested(image, VERIFY_PREDICATE)
-    if found.state is not AttestationState.OK:
+    if found.state != AttestationState.OK:
         return AttestCheck(image, found, required, False, found.reason)
     ok, why, records = judge(found.predicates, required, found.digest)
     return AttestCheck(image, found, required, ok, why, tuple(records))
@@ -77,7 +77,7 @@ def check_attestations(reader: AttestationReader, image: str, required: Requirem
 def attested_level(reader: AttestationReader, reference: str) -> AttestedLevel:
     """The level the verify records attested to `reference` reach, by the reader's key."""
     found = reader.attested(reference, VERIFY_PREDICATE)
-    if found.state is not AttestationState.OK:
+    if found.state != AttestationState.OK:
         return AttestedLevel(found.state, found.digest, None, found.reason)
     ok, why, records = judge(found.predicates, Requirement(), found.digest)
     best = max((r.level for r in records if r.status is Verdict.PASS), key=rank, default=None)

@@ -138,7 +138,7 @@ class IndexPut:
             return TagRecord(
                 tag=reference, kind=kind, status=PublishStatus.UNCHANGED, digest=held.digest
             )
-        if held is not None and kind is TagKind.VERSIONED:
+        if held is not None and kind == TagKind.VERSIONED:
             return None
         digest = self.registry.put(reference, index)
         if digest != index.digest:
@@ -151,7 +151,7 @@ class IndexPut:
             kind=kind,
             status=PublishStatus.PUBLISHED,
             digest=digest,
-            moved_from=held.digest if held is not None and kind is TagKind.ALIAS else None,
+            moved_from=held.digest if held is not None and kind == TagKind.ALIAS else None,
         )
 
     def _manifest(

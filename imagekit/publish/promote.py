@@ -226,7 +226,7 @@ class Promotion:
         return Pushed(pushed_or_unchanged(tags), tuple(tags))
 
     def _put(self, reference: str, kind: TagKind, document: ManifestDocument) -> TagRecord:
-        before = self.registry.document(reference) if kind is TagKind.ALIAS else None
+        before = self.registry.document(reference) if kind == TagKind.ALIAS else None
         if before is not None and before.digest == document.digest:
             return TagRecord(
                 tag=reference, kind=kind, status=PublishStatus.UNCHANGED, digest=before.digest

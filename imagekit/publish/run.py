@@ -172,7 +172,7 @@ class LocalPush:
         """The record of an image on the registry: its package manifest and SBOM written,
         its digest signed (with a signer)."""
         repository = self.settings.repository(plan)
-        digest = next(t.digest for t in pushed.tags if t.kind is not TagKind.ALIAS) or ""
+        digest = next(t.digest for t in pushed.tags if t.kind != TagKind.ALIAS) or ""
         manifest_file, sbom_file, sbom = self._inventory(plan, image_id, digest, decision)
         attested = UNSIGNED
         if self.ports.signer is not None and digest:
@@ -231,7 +231,7 @@ class LocalPush:
     def _push_tag(self, image_id: str, repository: str, tag: str, kind: TagKind) -> TagRecord:
         reference = f"{repository}:{tag}"
         before: RemoteManifest | None = None
-        if kind is TagKind.ALIAS:
+        if kind == TagKind.ALIAS:
             try:
                 before = self.registry.manifest(reference)
             except RegistryError:

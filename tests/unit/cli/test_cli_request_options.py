@@ -54,7 +54,7 @@ def test_repeatable_options_are_lists_on_the_line_and_tuples_in_the_request() ->
 def test_a_choice_is_its_enum_on_the_line_and_its_value_in_the_request() -> None:
     flavour = next(p for p in params(MatrixRequest) if p.name == "flavour")
     assert flavour.line_type == Flavour | None
-    assert flavour.value(Flavour.FULL) is Flavour.FULL and flavour.value(None) is None
+    assert flavour.value(Flavour.FULL) == Flavour.FULL and flavour.value(None) is None
     fmt = next(p for p in params(MatrixRequest) if p.name == "format")
     assert fmt.line_default.value == "table" and fmt.value(fmt.line_default) == "table"
 
