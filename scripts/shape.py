@@ -270,9 +270,16 @@ def measure(root: Path) -> dict[str, Figure]:
     }
 
 
+# Figures whose limit is a ceiling, not a ratchet: the kernel holds the vocabulary and the
+# shared ports by design, so it may grow where a new closed set or port belongs there, up to
+# its ceiling; below it is no call to lower anything.
+CEILINGS = frozenset({"kernel_lines"})
+
+
 def check(figures: dict[str, Figure], limits: dict[str, int]) -> list[str]:
     """What is wrong: each figure above its limit (with what counts), each below it (lower the
-    limit), each figure without a limit and each limit without a figure."""
+    limit; a ceiling's figure may stay below), each figure without a limit and each limit
+    without a figure."""
     problems = []
     for name, figure in figures.items():
         if name not in limits:
@@ -282,7 +289,7 @@ def check(figures: dict[str, Figure], limits: dict[str, int]) -> list[str]:
         if figure.value > limit:
             shown = "".join(f"\n    {w}" for w in figure.where[:10])
             problems.append(f"{name} = {figure.value}, above its limit {limit}:{shown}")
-        elif figure.value < limit:
+        elif figure.value < limit and name not in CEILINGS:
             problems.append(
                 f"{name} = {figure.value}, below its limit {limit}: good. Lower the limit to "
                 f"{figure.value} in scripts/{LIMITS.name} (the ratchet only goes down)"

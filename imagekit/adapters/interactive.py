@@ -13,7 +13,7 @@ from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.workstation import owner_of
 from imagekit.kernel import labels as L
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES
-from imagekit.kernel.vocabulary import Flavour, GpuMechanism
+from imagekit.kernel.vocabulary import WORKSTATIONS, GpuMechanism
 from imagekit.serve.decide import command_user
 
 
@@ -29,7 +29,7 @@ def user_for_command(
         labels = {}
     return command_user(
         given,
-        entrypoint=labels.get(L.FLAVOUR) == Flavour.FULL,
+        entrypoint=labels.get(L.FLAVOUR) in WORKSTATIONS,
         rootless=engine.info().rootless,
         me=(os.getuid(), os.getgid()),
         owner=owner_of(workspace),

@@ -31,7 +31,6 @@ from imagekit.kernel.labels import ImageLabels
 from imagekit.kernel.records import Check
 from imagekit.kernel.retry import Backoff
 from imagekit.kernel.runtime import emulation_for, without_emulation_noise
-from imagekit.kernel.vocabulary import Flavour
 from imagekit.resources import templates_dir
 from imagekit.verify.wheel_files import CHECK_NAME as WHEEL_FILES
 from imagekit.verify.wheel_files import SCRIPT as WHEEL_FILES_SCRIPT
@@ -119,7 +118,7 @@ class DockerInspector:
     ) -> list[Check]:
         """A full image starts as root only to hand over: its entrypoint runs a command as
         the owner of the image's own /workspace, the image's user."""
-        if labels.flavour != Flavour.FULL:
+        if not (labels.flavour and labels.flavour.workstation):
             return []
         with engine_errors(f"starting an entrypoint-check container of {image_id[:19]}"):
             out = self.engine.container_output(
@@ -245,7 +244,7 @@ def _flavour_checks(labels: ImageLabels, root: Any) -> list[Check]:
     compilers = {c: root.run(f"command -v {c}").rc == 0 for c in wanted}
     found = [n for n, p in present.items() if p] or "none"
     missing = [n for n, p in present.items() if not p] or "none"
-    if labels.flavour == Flavour.SLIM:
+    if labels.flavour and not labels.flavour.workstation:
         # A base bootstrapped `--packages-for full` (to build full with no package mirror)
         # carries sshd under slim too: the base's, said so, not slim's own.
         base_sshd = "openssh-server" in labels.base_packages and not (
@@ -259,7 +258,7 @@ def _flavour_checks(labels: ImageLabels, root: Any) -> list[Check]:
             ),
             _slim_compiler_check(labels, root),
         ]
-    if labels.flavour != Flavour.FULL:
+    if not labels.flavour:
         return []
     keys = root.run("ls /etc/ssh/ssh_host_*_key 2>/dev/null").stdout.split()
     return [

@@ -52,7 +52,7 @@ def bake_file(images: list[tuple[RenderedImage, Path]], ca_bundle: Path | None =
     """The bake definition for rendered images and their context folders."""
     targets: dict[str, BakeTarget] = {}
     slim_targets = {
-        r.plan.reference: target_name(r.plan) for r, _ in images if r.plan.flavour == Flavour.SLIM
+        r.plan.reference: target_name(r.plan) for r, _ in images if not r.plan.flavour.workstation
     }
     for rendered, folder in images:
         plan = rendered.plan
@@ -67,7 +67,7 @@ def bake_file(images: list[tuple[RenderedImage, Path]], ca_bundle: Path | None =
             "args": dict(sorted(rendered.build_args.items())),
             "labels": {L.MANAGED: "true"},
         }
-        if plan.flavour == Flavour.FULL and plan.slim_reference in slim_targets:
+        if plan.flavour.workstation and plan.slim_reference in slim_targets:
             target["contexts"] = {
                 plan.slim_reference: f"target:{slim_targets[plan.slim_reference]}"
             }

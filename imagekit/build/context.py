@@ -37,7 +37,7 @@ from imagekit.build.render import (
 )
 from imagekit.errors import InputError
 from imagekit.kernel.store import ContextFile
-from imagekit.kernel.vocabulary import WHEEL_MACHINES, Flavour
+from imagekit.kernel.vocabulary import WHEEL_MACHINES
 from imagekit.matrix.plan import ImagePlan
 
 PLAN_FILE = "imagekit-plan.json"
@@ -122,7 +122,7 @@ def _needed_by(rendered: RenderedImage, external: dict[str, V]) -> dict[str, V]:
         if name.startswith(f"{INSTALLER}@"):
             continue  # stands in for INSTALLER below, on its platform
         if name == INSTALLER:
-            if plan.flavour != Flavour.SLIM:
+            if plan.flavour.workstation:
                 continue
             value = external.get(f"{INSTALLER}@{plan.platform}", value)
         elif (

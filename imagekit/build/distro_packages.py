@@ -46,6 +46,6 @@ def packages_for(flavour: Flavour) -> tuple[str, ...]:
     flavour (and of slim under a full) finds them installed. `python3-dev` is the suite's
     default Python's: it brings `python3.X-dev`, the name the template asks dpkg about."""
     wanted = slim_packages("3", compile=True)
-    if flavour == Flavour.FULL:
+    if flavour.workstation:
         wanted += full_packages("3")
     return tuple(dict.fromkeys(p for p in wanted if p not in BASE_PACKAGES))

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 from imagekit.kernel.options import JSON, Opt
-from imagekit.kernel.vocabulary import Flavour
 from imagekit.matrix.selection import Selection, pairs
 
 if TYPE_CHECKING:  # imported lazily: `imagekit probe` must not load jinja2
@@ -44,7 +43,7 @@ class RenderRequest:
 def uv_platforms(plans: Iterable[ImagePlan]) -> set[str]:
     """The platforms whose builder stage runs uv: those of the slim images (full installs its
     packages with its slim's own pip)."""
-    return {p.platform for p in plans if p.flavour == Flavour.SLIM}
+    return {p.platform for p in plans if not p.flavour.workstation}
 
 
 @dataclass(frozen=True)

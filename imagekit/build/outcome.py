@@ -4,7 +4,6 @@ budget, and the line a view shows when it is done."""
 from __future__ import annotations
 
 from imagekit.kernel.records import BuildRecord
-from imagekit.kernel.vocabulary import Flavour
 from imagekit.matrix.plan import ImagePlan
 
 
@@ -15,7 +14,7 @@ def platform_mismatch(parent_platform: str, plan: ImagePlan) -> str | None:
     found = "/".join(parent_platform.split("/")[:2])  # linux/arm64/v8 -> linux/arm64
     if not found or found == plan.platform:
         return None
-    parent = "base image" if plan.flavour == Flavour.SLIM else "slim image"
+    parent = "base image" if not plan.flavour.workstation else "slim image"
     return (
         f"the {parent} is {found}, not {plan.platform}: give bases a {plan.platform} image "
         f"(`bases: {{OS: {{{plan.platform}: IMAGE}}}}`, e.g. one `imagekit base bootstrap "
@@ -25,11 +24,11 @@ def platform_mismatch(parent_platform: str, plan: ImagePlan) -> str | None:
 
 def missing_parent(plan: ImagePlan, reference: str, pull_failure: str) -> str:
     """Why a build cannot start: the image it starts FROM is not in the engine."""
-    what = "base image" if plan.flavour == Flavour.SLIM else "slim image of this cell"
+    what = "base image" if not plan.flavour.workstation else "slim image of this cell"
     hint = (
         "pull it with --pull, bootstrap one (`imagekit base bootstrap`) or map it "
         "with --base-override"
-        if plan.flavour == Flavour.SLIM
+        if not plan.flavour.workstation
         else "build the slim flavour first (drop --flavour full)"
     )
     message = f"the {what} {reference} is not in the engine; {hint}"

@@ -23,7 +23,6 @@ from imagekit.build.venv_layers import (
 )
 from imagekit.kernel import labels as L
 from imagekit.kernel.labels import ImageLabels
-from imagekit.kernel.vocabulary import Flavour
 from imagekit.matrix.compat import PYPI_SIMPLE
 from imagekit.matrix.plan import ImagePlan
 from imagekit.resources import templates_dir
@@ -77,7 +76,7 @@ def _environment() -> jinja2.Environment:
 
 def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
     """The OCI and imagekit labels of an image, sorted by key."""
-    base = plan.slim_reference if plan.flavour == Flavour.FULL else _base_image(plan, options)
+    base = plan.slim_reference if plan.flavour.workstation else _base_image(plan, options)
     oci = "org.opencontainers.image."
     labels = {
         f"{oci}version": plan.tag,
@@ -145,7 +144,7 @@ def _pip_args(
 def requirements(plan: ImagePlan) -> dict[str, str]:
     """The pip requirement files of an image's build context."""
     cell = plan.cell
-    if plan.flavour == Flavour.SLIM:
+    if not plan.flavour.workstation:
         lines = [f"torch=={cell.torch}", *plan.packages]
         # Without numpy every `import torch` warns "Failed to initialize NumPy", and
         # `.numpy()` fails: slim carries it, at the version pip resolves with torch's own
@@ -185,7 +184,7 @@ def _requirements_text(lines: list[str], what: str) -> str:
 
 def runtime_packages(plan: ImagePlan) -> list[str]:
     """The distribution packages slim's runtime stage makes sure of (build/distro_packages.py)."""
-    if plan.flavour != Flavour.SLIM:
+    if plan.flavour.workstation:
         return []
     return list(slim_packages(plan.cell.python, compile=plan.compile, rdma=plan.rdma))
 
@@ -195,13 +194,13 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
     options = options or RenderOptions()
     cell = plan.cell
     files = requirements(plan)
-    if plan.flavour == Flavour.FULL:
+    if plan.flavour.workstation:
         files |= full_files()
     files[PRUNE_SCRIPT] = (templates_dir() / PRUNE_SCRIPT).read_text(encoding="utf-8")
     files[LAYER_SCRIPT] = (templates_dir() / LAYER_SCRIPT).read_text(encoding="utf-8")
-    if plan.flavour == Flavour.SLIM:
+    if not plan.flavour.workstation:
         files |= {n: (templates_dir() / n).read_text(encoding="utf-8") for n in SITE_FILES}
-    slim_extra = (PYPI_INDEX_URL,) if plan.packages and plan.flavour == Flavour.SLIM else ()
+    slim_extra = (PYPI_INDEX_URL,) if plan.packages and not plan.flavour.workstation else ()
     labels = image_labels(plan, options)
     what = f"CUDA {cell.cuda}" if cell.cuda else "CPU"
     context = {
@@ -229,7 +228,7 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
     dockerfile = _environment().get_template("Dockerfile.j2").render(context)
     # Macros leave runs of blank lines behind; one blank line is enough.
     dockerfile = re.sub(r"\n{3,}", "\n\n", dockerfile).rstrip("\n") + "\n"
-    if plan.flavour == Flavour.SLIM:
+    if not plan.flavour.workstation:
         build_args = {"BASE_IMAGE": _base_image(plan, options)}
     else:
         build_args = {"SLIM_IMAGE": plan.slim_reference}

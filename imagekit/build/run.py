@@ -26,7 +26,6 @@ from imagekit.kernel.engine import Engine, LocalImage
 from imagekit.kernel.records import BuildRecord, BuildStatus, ImageRecord, LayerSize, PlanRecord
 from imagekit.kernel.runtime import runs_emulated
 from imagekit.kernel.store import RunStore
-from imagekit.kernel.vocabulary import Flavour
 from imagekit.matrix.plan import ImagePlan
 
 __all__ = ["BuildContexts", "BuildRun", "BuildSettings"]
@@ -153,7 +152,7 @@ class BuildRun:
         reference = rendered.build_args.get("BASE_IMAGE") or rendered.build_args["SLIM_IMAGE"]
         parent = self.engine.inspect_image(reference)
         pulled = ""
-        if parent is None and self.settings.pull and plan.flavour == Flavour.SLIM:
+        if parent is None and self.settings.pull and not plan.flavour.workstation:
             pulled = self.engine.pull(reference, self._platform(plan))
             parent = self.engine.inspect_image(reference)
         if parent is None:
@@ -211,7 +210,7 @@ class BuildRun:
         the engine cancels the builds and removes their intermediate containers.
         """
         pending = list(self.plans)
-        selected_slims = {p.cell.id for p in pending if p.flavour == Flavour.SLIM}
+        selected_slims = {p.cell.id for p in pending if not p.flavour.workstation}
         jobs = max(1, self.settings.jobs)
         done: queue.Queue[tuple[ImagePlan, BuildRecord | BaseException]] = queue.Queue()
         running: set[str] = set()
@@ -260,7 +259,7 @@ class BuildRun:
 
     def _waits_for(self, plan: ImagePlan, selected_slims: set[str]) -> str | None:
         """ "wait" while the slim of a full plan is building; a reason to skip if it failed."""
-        if plan.flavour != Flavour.FULL or plan.cell.id not in selected_slims:
+        if not plan.flavour.workstation or plan.cell.id not in selected_slims:
             return None
         slim = f"{plan.cell.id}-slim"
         if slim not in self.results:

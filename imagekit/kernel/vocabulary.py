@@ -28,6 +28,17 @@ class Flavour(StrEnum):
     SLIM = "slim"
     FULL = "full"
 
+    @property
+    def workstation(self) -> bool:
+        """FROM its cell's runtime image, adding compilers, Jupyter, sshd and the entrypoint;
+        else a runtime image FROM the base, whose builder stage makes and prunes the venv."""
+        return self in WORKSTATIONS
+
+
+# A flavour's one rule. Code asks what a flavour is, never which: a new one is its member
+# and, if it is a workstation, its place here.
+WORKSTATIONS = frozenset({Flavour.FULL})
+
 
 class EngineName(StrEnum):
     """Which engine serves the Docker API: Podman's differs in ways imagekit works around."""

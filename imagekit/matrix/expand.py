@@ -214,7 +214,7 @@ class Tags:
         latest_plans = [p for p in plans if p.cell.shared_id == latest.shared_id]
         # An exclusion may drop the latest cell's `full`; `latest` then goes to its
         # other images, not to nobody.
-        latest_owners = [p for p in latest_plans if p.flavour == Flavour.FULL] or latest_plans
+        latest_owners = [p for p in latest_plans if p.flavour.workstation] or latest_plans
         out = []
         for plan in plans:
             aliases = [a for a, p in owner.items() if _owns(p, plan)]

@@ -246,7 +246,7 @@ def judge(facts: WheelFacts, flavour: Flavour | None) -> Verdict:
     return Verdict(
         held=dict(held),
         removed={k: tuple(v) for k, v in removed.items()},
-        left_out=facts.left_out if flavour == Flavour.SLIM else (),
+        left_out=facts.left_out if flavour and not flavour.workstation else (),
         failures=tuple(failures),
         entries=sum(len(d.entries) for d in facts.distributions),
         distributions=len(facts.distributions),
@@ -259,9 +259,9 @@ def _left_out_problems(facts: WheelFacts, flavour: Flavour | None) -> list[str]:
     for pin in facts.left_out:
         name, _, version = pin.partition("==")
         there = installed.get(normalised(name))
-        if flavour == Flavour.SLIM and there is not None:
+        if flavour and not flavour.workstation and there is not None:
             problems.append(f"{pin}: left out of slim, yet {name} {there} is installed")
-        elif flavour == Flavour.FULL and there != version:
+        elif flavour and flavour.workstation and there != version:
             seen = f"{name} {there} is installed" if there else "it is not installed"
             problems.append(f"{pin}: full installs what slim left out back, and {seen}")
     return problems

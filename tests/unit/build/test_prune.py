@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from imagekit.kernel.records import Check
+from imagekit.kernel.vocabulary import Flavour
 from imagekit.verify.wheel_files import parse_facts, wheel_files_check
 
 SCRIPT = Path(__file__).resolve().parents[3] / "templates" / "prune_venv.py"
@@ -247,7 +248,7 @@ def test_a_pruned_venv_still_holds_what_its_wheel_installed(venv: Path) -> None:
             [sys.executable, "-I", "-S", str(WHEEL_FILES), str(venv)],
             check=True, capture_output=True, text=True,
         ).stdout  # fmt: skip
-        return wheel_files_check(parse_facts(out), "slim")
+        return wheel_files_check(parse_facts(out), Flavour.SLIM)
 
     held = check()
     assert held.ok, held.detail

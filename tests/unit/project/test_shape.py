@@ -183,6 +183,12 @@ def test_a_figure_below_its_limit_asks_for_the_limit_to_come_down() -> None:
     assert shape.check({"untyped_dicts": shape.Figure(2)}, {"untyped_dicts": 2}) == []
 
 
+def test_a_ceiling_fails_above_and_holds_below() -> None:
+    assert shape.check({"kernel_lines": shape.Figure(1500)}, {"kernel_lines": 2000}) == []
+    problems = shape.check({"kernel_lines": shape.Figure(2001)}, {"kernel_lines": 2000})
+    assert len(problems) == 1 and "above its limit 2000" in problems[0]
+
+
 def test_a_figure_without_a_limit_and_a_stale_limit_fail() -> None:
     problems = shape.check({"new": shape.Figure(0)}, {"gone": 1})
     assert any("new = 0 has no limit" in p for p in problems)
