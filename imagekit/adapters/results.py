@@ -16,13 +16,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import pydantic
 
 from imagekit import __version__
 from imagekit.errors import InputError
 from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.json import JsonObject, as_object
 from imagekit.kernel.records import Evidence, ImageRecord, PublishRecord
 from imagekit.kernel.store import ContextFile
 from imagekit.site.page import RunRecords
@@ -58,8 +59,9 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Write `data` as indented, key-sorted JSON, atomically."""
+def write_json(path: Path, data: object) -> None:
+    """Write `data` (what `json.dumps` takes: a record's JSON, a TypedDict of one, an SBOM) as
+    indented, key-sorted JSON, atomically."""
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -231,8 +233,9 @@ class RunFolder:
         # A new record, validated, of the sections kept and those written.
         merged = ImageRecord.model_validate(dict(current) | written)
         data = merged.to_json()
-        if record.verify is not None:
-            data["seal"] = seal(data["verify"], self.seal_key).to_json()
+        verify = data.get("verify")
+        if record.verify is not None and isinstance(verify, dict):
+            data["seal"] = seal(verify, self.seal_key).to_json()
         write_json(self.image_file(name), data)
 
     def images(self) -> dict[str, ImageRecord]:
@@ -248,7 +251,7 @@ class RunFolder:
         """publish.json: what happened to each image of a publish run."""
         write_json(self.root / "publish.json", [r.to_json() for r in records])
 
-    def write_artifact(self, name: str, data: Any) -> Path:
+    def write_artifact(self, name: str, data: object) -> Path:
         """Another JSON file of the run (a package list, an SBOM), atomically; its path."""
         path = self.root / name
         write_json(path, data)
@@ -284,18 +287,13 @@ def results_key(environ: Mapping[str, str] | None = None) -> bytes | None:
     return value.encode() if value else None
 
 
-def _run_facts(run: Path) -> dict[str, object]:
-    """run.json of a run, or nothing when it is absent or unreadable."""
+def _run_facts(run: Path) -> JsonObject:
+    """run.json of a run, or nothing when it is absent or unreadable (or edited by hand into
+    something else than an object)."""
     try:
-        data = json.loads((run / "run.json").read_text(encoding="utf-8"))
+        return as_object(json.loads((run / "run.json").read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _object(value: object) -> dict[str, object]:
-    """`value` when it is a JSON object; an empty one otherwise (a run.json edited by hand)."""
-    return value if isinstance(value, dict) else {}
 
 
 def verify_evidence(results_dir: Path, key: bytes | None = None) -> list[Evidence]:
@@ -322,7 +320,7 @@ def verify_evidence(results_dir: Path, key: bytes | None = None) -> list[Evidenc
                         record.verify,
                         seal_problem=seal_problem(raw.get("verify"), raw.get("seal"), key),
                         seal_digest=str((raw.get("seal") or {}).get("digest") or ""),
-                        engine=_object(facts.get("engine")),
+                        engine=as_object(facts.get("engine")),
                         imagekit_version=str(facts.get("imagekit_version") or ""),
                     )
                 )
@@ -354,7 +352,7 @@ def read_runs(results_dir: Path, key: bytes | None = None) -> list[RunRecords]:
             RunRecords(
                 run_id=folder.run_id,
                 command=str(facts.get("command") or ""),
-                host=str(_object(facts.get("host")).get("hostname") or ""),
+                host=str(as_object(facts.get("host")).get("hostname") or ""),
                 images=records,
                 publish=_publish_records(folder.root / "publish.json"),
                 files=frozenset(present),

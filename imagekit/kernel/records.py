@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from imagekit.kernel.json import JsonObject, JsonObjectField, JsonValue
 from imagekit.kernel.vocabulary import AttestationState, Flavour, TagKind
 
 SHA256 = r"^sha256:[0-9a-f]{64}$"
@@ -96,7 +97,7 @@ class Record(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The record as it is written to disk."""
         return self.model_dump(mode="json")
 
@@ -126,7 +127,7 @@ class ProbeResult(Record):
     device: str = ""
     checks: tuple[Check, ...] = ()
     metrics: dict[MetricName, float] = Field(default_factory=dict)
-    facts: dict[str, Any] = Field(default_factory=dict)
+    facts: JsonObjectField = Field(default_factory=dict)
     duration_s: Annotated[float, Field(ge=0)] = 0.0
 
     @model_validator(mode="after")
@@ -193,7 +194,7 @@ class VerifyRecord(Record):
         return (*self.structure, *self.labels_agree)
 
     @property
-    def env_facts(self) -> dict[str, Any]:
+    def env_facts(self) -> JsonObject:
         """The versions the env probe saw inside the image (empty if it did not run)."""
         env = self.result("env")
         return dict(env.facts) if env else {}
@@ -213,7 +214,7 @@ class Evidence:
     record: VerifyRecord
     seal_problem: str = ""
     seal_digest: str = ""
-    engine: Mapping[str, Any] = field(default_factory=dict)
+    engine: Mapping[str, JsonValue] = field(default_factory=dict)
     imagekit_version: str = ""
 
 
@@ -293,7 +294,7 @@ class PlanRecord(Record):
     tag: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_][a-z0-9_.-]{0,127}$")]
     aliases: tuple[str, ...] = ()
     flavour: FlavourField
-    cell: dict[str, Any]
+    cell: JsonObjectField
     required_probes: tuple[str, ...] = ()
     size_budget_bytes: int | None = None
 
@@ -332,7 +333,7 @@ class ImageRecord(Record):
     verify: VerifyRecord | None = None
     seal: Seal | None = None  # of the verify section (written with it)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """Only the sections the run wrote (a section keeps its own empty fields)."""
         return {name: section.to_json() for name, section in self if section is not None}
 
@@ -382,7 +383,7 @@ class PublishRecord(Record):
     attestations: tuple[str, ...] = ()
 
 
-def results_schema() -> dict[str, Any]:
+def results_schema() -> JsonObject:
     """The JSON Schema of an image record, as `imagekit/data/results.schema.json` holds it."""
     schema = ImageRecord.model_json_schema(mode="serialization")
     return {

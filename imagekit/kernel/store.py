@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from imagekit.kernel.records import ImageRecord, PublishRecord
 
@@ -62,8 +62,9 @@ class RunStore(Protocol):
         """publish.json."""
         ...
 
-    def write_artifact(self, name: str, data: Any) -> Path:
-        """Another JSON file of the run (a package list, an SBOM); its path."""
+    def write_artifact(self, name: str, data: object) -> Path:
+        """Another JSON file of the run (a package list, an SBOM: what `json.dumps` takes); its
+        path."""
         ...
 
     def write_context(self, name: str, files: Mapping[str, ContextFile]) -> Path:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from imagekit.errors import NotAttestedError
+from imagekit.kernel.json import JsonObject
 from imagekit.kernel.records import AttestedLevel, Verdict
 from imagekit.kernel.vocabulary import AttestationState
 from imagekit.publish.attest import VERIFY_PREDICATE, Requirement, VerifyPredicate, judge
@@ -25,7 +26,7 @@ class AttestCheckJson(TypedDict):
     ok: bool
     required: str
     reason: str
-    records: list[dict[str, object]]
+    records: list[JsonObject]  # the attested predicates read
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from imagekit.kernel import labels as L
+from imagekit.kernel.json import JsonValue
 from imagekit.kernel.labels import ImageLabels
 from imagekit.kernel.records import Check
 from imagekit.kernel.vocabulary import Platform
@@ -54,13 +54,13 @@ def _minor(version: object) -> str:
     return ".".join(str(version or "").split(".")[:2])
 
 
-def compare(want: Identity, facts: Mapping[str, Any], source: str = "label") -> list[Check]:
+def compare(want: Identity, facts: Mapping[str, JsonValue], source: str = "label") -> list[Check]:
     """One check per version `want` names, against the env probe's `facts`.
 
     `source` says who claims the identity (`label`, `tag`), for the person reading a failure.
     A fact the probe did not report is not compared (an older probe, or no env probe run).
     """
-    rows: list[tuple[str, str, str | None, bool]] = []
+    rows: list[tuple[str, str, JsonValue, bool]] = []  # what, claimed, seen, whether they agree
     if "torch" in facts:
         seen = _public(facts["torch"])
         rows.append(("torch", want.torch, seen, seen == want.torch))
@@ -83,7 +83,7 @@ def compare(want: Identity, facts: Mapping[str, Any], source: str = "label") -> 
     ]
 
 
-def disagreements(want: Identity, facts: Mapping[str, Any], source: str) -> list[str]:
+def disagreements(want: Identity, facts: Mapping[str, JsonValue], source: str) -> list[str]:
     """Only what differs, as sentences."""
     return [c.detail for c in compare(want, facts, source) if not c.ok]
 

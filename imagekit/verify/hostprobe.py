@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from imagekit import __version__
+from imagekit.kernel.json import JsonObject
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, time_limit_s
 from imagekit.verify.nodes import run_across
 from imagekit.verify.ports import ProbeRequest, ProbeRun, ProbeRunner
@@ -73,7 +74,7 @@ class HostDocument(TypedDict):
     device_reason: str
     status: str
     wall_s: float
-    probes: list[dict[str, object]]
+    probes: list[JsonObject]  # each probe's result, as its record holds it
 
 
 def host_document(run: ProbeRun) -> HostDocument:

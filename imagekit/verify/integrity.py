@@ -18,20 +18,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping
-from typing import Any
 
+from imagekit.kernel.json import JsonObject, JsonValue
 from imagekit.kernel.records import Seal
 
 KEY_ENV = "IMAGEKIT_RESULTS_KEY"
 
 
-def canonical(data: Any) -> bytes:
+def canonical(data: JsonValue) -> bytes:
     """The canonical JSON of `data`: sorted keys, no spaces, UTF-8."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _sealed_bytes(verify: Mapping[str, Any]) -> bytes:
+def _sealed_bytes(verify: JsonObject) -> bytes:
     return canonical({"image_id": verify.get("image_id"), "verify": verify})
 
 
@@ -40,7 +39,7 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(key).hexdigest()[:16]
 
 
-def seal(verify: Mapping[str, Any], key: bytes | None = None) -> Seal:
+def seal(verify: JsonObject, key: bytes | None = None) -> Seal:
     """The seal of a verify section as it is written to disk (its JSON form)."""
     body = _sealed_bytes(verify)
     return Seal(
@@ -51,12 +50,11 @@ def seal(verify: Mapping[str, Any], key: bytes | None = None) -> Seal:
     )
 
 
-def seal_problem(
-    verify: Mapping[str, Any] | None, sealed: Mapping[str, Any] | None, key: bytes | None = None
-) -> str:
+def seal_problem(verify: JsonValue, sealed: JsonValue, key: bytes | None = None) -> str:
     """Why `sealed` does not vouch for the verify section `verify` as read from disk ("" when
-    it does). With `key`, the record must carry an HMAC made with that very key."""
-    if verify is None:
+    it does; None: the record has no such section). With `key`, the record must carry an HMAC
+    made with that very key."""
+    if not isinstance(verify, dict):
         return "no verify section"
     if not sealed:
         return "the record has no integrity seal (written by hand or by an older imagekit)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TypedDict
 
 from imagekit.kernel.labels import ImageLabels
 from imagekit.kernel.runtime import MIN_SHM_BYTES
@@ -75,6 +75,24 @@ class ProbeSettings:
         return cls(require_non_root=True, min_shm_bytes=MIN_SHM_BYTES, time_scale=time_scale)
 
 
+class ExpectedJson(TypedDict, total=False):
+    """The runner's `--expected`, as the probes read it: each key only when it is set."""
+
+    torch: str
+    cuda: str | None  # with torch, always: a CPU image's is null
+    python: str
+    cudnn: str
+    nccl: str
+    archs: list[str]
+    glibc_floor: str
+    rdma: bool
+    torch_compile: bool
+    require_non_root: bool
+    min_shm_bytes: int
+    ddp_init_timeout_s: float
+    time_scale: float
+
+
 @dataclass(frozen=True)
 class ProbeExpectations:
     """The runner's `--expected`: the image's versions and the run's settings."""
@@ -94,25 +112,31 @@ class ProbeExpectations:
         )
         return cls(ImageVersions.from_labels(labels), settings)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ExpectedJson:
         """The JSON the probes read (`probes/_runner.py --expected`): only the keys that are set."""
         v, s = self.versions, self.settings
-        found: dict[str, Any] = {}
+        found: ExpectedJson = {}
         if v.torch:
             # A CPU image must report no CUDA: its `cuda` goes as null, never left out.
             found |= {"torch": v.torch, "cuda": v.cuda}
-        optional = {
-            "python": v.python,
-            "cudnn": v.cudnn,
-            "nccl": v.nccl,
-            "archs": list(v.archs),
-            "glibc_floor": v.glibc_floor,
-            "rdma": v.rdma,
-            "require_non_root": s.require_non_root,
-            "min_shm_bytes": s.min_shm_bytes,
-            "ddp_init_timeout_s": s.ddp_init_timeout_s,
-        }
-        found |= {key: value for key, value in optional.items() if value}
+        if v.python:
+            found["python"] = v.python
+        if v.cudnn:
+            found["cudnn"] = v.cudnn
+        if v.nccl:
+            found["nccl"] = v.nccl
+        if v.archs:
+            found["archs"] = list(v.archs)
+        if v.glibc_floor:
+            found["glibc_floor"] = v.glibc_floor
+        if v.rdma:
+            found["rdma"] = v.rdma
+        if s.require_non_root:
+            found["require_non_root"] = s.require_non_root
+        if s.min_shm_bytes:
+            found["min_shm_bytes"] = s.min_shm_bytes
+        if s.ddp_init_timeout_s:
+            found["ddp_init_timeout_s"] = s.ddp_init_timeout_s
         if v.torch_compile is not None:
             found["torch_compile"] = v.torch_compile
         if s.time_scale != 1:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from imagekit.kernel.json import JsonObject
 from imagekit.kernel.records import Check, ProbeResult, Status
 from imagekit.verify.probes import nonce_events, result_from
 
@@ -143,7 +143,7 @@ def combine_nodes(
         for i, r in enumerate(ranks[o.node])
         for c in r.checks
     )
-    facts: dict[str, Any] = {"nodes": len(outputs), "nproc_per_node": nproc}
+    facts: JsonObject = {"nodes": len(outputs), "nproc_per_node": nproc}
     first = next((r for o in outputs for r in ranks[o.node]), None)
     if first is not None:
         facts |= {k: v for k, v in first.facts.items() if k not in ("node", "rank")}

@@ -14,11 +14,11 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pydantic
 
 from imagekit.errors import InputError
+from imagekit.kernel.json import JsonObject
 from imagekit.kernel.records import LEVELS, Level, ProbeResult, Status, Verdict
 from imagekit.kernel.vocabulary import Flavour
 from imagekit.verify.probe_contract import ProbeDevice, ProbeExpectations
@@ -177,7 +177,7 @@ class RunnerOutput:
     results: tuple[ProbeResult, ...]
 
 
-def result_from(event: dict[str, Any]) -> ProbeResult:
+def result_from(event: JsonObject) -> ProbeResult:
     """A result line as a typed result; a malformed line is the probe's `error`, never a crash."""
     name = str(event.get("probe") or "?")
     try:
@@ -190,7 +190,7 @@ def result_from(event: dict[str, Any]) -> ProbeResult:
         )
 
 
-def nonce_events(text: str, nonce: str) -> Iterator[dict[str, object]]:
+def nonce_events(text: str, nonce: str) -> Iterator[JsonObject]:
     """The runner's event lines in `text` that carry the run's `nonce` (which is removed): a
     line a probe printed itself, or another run's, is no event."""
     for line in text.splitlines():
