@@ -20,6 +20,7 @@ from imagekit.build.ports import ContextWriter
 from imagekit.errors import GpuUnavailableError, RegistryError
 from imagekit.events import Event
 from imagekit.kernel.engine import Engine, EngineInfo, Layer, LocalImage
+from imagekit.kernel.json import JsonObject, JsonValue
 from imagekit.kernel.records import (
     LEVELS,
     Check,
@@ -382,7 +383,7 @@ class FakeSbom:
 
     seen: list[Inventory] = field(default_factory=list)
 
-    def image_sbom(self, inventory: Inventory) -> dict[str, Any]:
+    def image_sbom(self, inventory: Inventory) -> JsonObject:
         self.seen.append(inventory)
         packages = (*inventory.python_packages, *inventory.os_packages)
         return {"bomFormat": "CycloneDX", "components": [{"name": p.name} for p in packages]}
@@ -395,7 +396,7 @@ class FakeSigner:
 
     key: str = "cosign.key"
     signed: list[str] = field(default_factory=list)
-    attestations: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    attestations: list[tuple[str, str, JsonObject]] = field(default_factory=list)
     failing: set[str] = field(default_factory=set)
 
     def sign(self, reference: str) -> str:
@@ -405,7 +406,9 @@ class FakeSigner:
         self.signed.append(reference)
         return ""
 
-    def attest(self, reference: str, predicate_type: str, predicate: Mapping[str, Any]) -> str:
+    def attest(
+        self, reference: str, predicate_type: str, predicate: Mapping[str, JsonValue]
+    ) -> str:
         assert "@sha256:" in reference, f"attesting {reference}: a digest, never a tag"
         if "attest" in self.failing:
             return "cosign: PUT ...: 500 Internal Server Error"

@@ -18,9 +18,9 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from imagekit.errors import InputError
+from imagekit.kernel.json import JsonObject, JsonValue, as_list, as_object
 from imagekit.kernel.reference import parse
 from imagekit.kernel.vocabulary import AttestationState
 from imagekit.publish.ports import Attested
@@ -93,7 +93,9 @@ class Cosign:
     def sign(self, reference: str) -> str:
         return self._call(["sign", "--key", self.key, "--tlog-upload=false", "--yes"], reference)
 
-    def attest(self, reference: str, predicate_type: str, predicate: Mapping[str, Any]) -> str:
+    def attest(
+        self, reference: str, predicate_type: str, predicate: Mapping[str, JsonValue]
+    ) -> str:
         with tempfile.TemporaryDirectory(prefix="imagekit-attest-") as folder:
             path = Path(folder) / "predicate.json"
             path.write_text(json.dumps(predicate, sort_keys=True), encoding="utf-8")
@@ -158,21 +160,21 @@ def _signed_digest(stdout: str) -> str:
         return ""
 
 
-def _predicates(stdout: str, predicate_type: str, digest: str) -> list[dict[str, Any]]:
+def _predicates(stdout: str, predicate_type: str, digest: str) -> list[JsonObject]:
     """The predicates of the DSSE envelopes `verify-attestation` printed, one per line, whose
     statement names `digest` as its subject."""
     found = []
     for line in stdout.splitlines():
         try:
             envelope = json.loads(line)
-            statement = json.loads(base64.b64decode(envelope["payload"]))
+            statement = as_object(json.loads(base64.b64decode(envelope["payload"])))
         except (ValueError, LookupError, TypeError):
             continue
         if statement.get("predicateType") != predicate_type:
             continue
         subjects = [
-            f"sha256:{(s.get('digest') or {}).get('sha256', '')}"
-            for s in statement.get("subject") or []
+            f"sha256:{as_object(s.get('digest')).get('sha256', '')}"
+            for s in as_list(statement.get("subject"))
             if isinstance(s, dict)
         ]
         predicate = statement.get("predicate")

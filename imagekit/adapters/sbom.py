@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
 
 from cyclonedx.model import Property
 from cyclonedx.model.bom import Bom, BomMetaData
@@ -24,6 +23,7 @@ from packageurl import PackageURL
 
 from imagekit import __version__
 from imagekit.errors import PublishError
+from imagekit.kernel.json import JsonObject, as_object
 from imagekit.publish.ports import Inventory, Package
 
 SPEC = SchemaVersion.V1_6
@@ -58,7 +58,7 @@ def _pypi(package: Package) -> Component:
     )
 
 
-def problems(document: dict[str, Any]) -> str:
+def problems(document: JsonObject) -> str:
     """Why `document` is not a valid CycloneDX 1.6 JSON document ("" when it is)."""
     error = JsonStrictValidator(SPEC).validate_str(json.dumps(document))
     return "" if error is None else str(error)[:500]
@@ -67,7 +67,7 @@ def problems(document: dict[str, Any]) -> str:
 class CycloneDx:
     """The `SbomMaker` port over cyclonedx-python-lib."""
 
-    def image_sbom(self, inventory: Inventory) -> dict[str, Any]:
+    def image_sbom(self, inventory: Inventory) -> JsonObject:
         """The SBOM of the whole image, checked against the CycloneDX schema."""
         image = Component(
             name=inventory.reference,
@@ -91,9 +91,10 @@ class CycloneDx:
             ],
         )
         bom.register_dependency(image, list(bom.components))  # the image holds them all
-        document: dict[str, Any] = json.loads(JsonV1Dot6(bom).output_as_string())
-        document.get("metadata", {}).pop("timestamp", None)
-        document.get("metadata", {}).pop("tools", None)  # the library's own version: noise
+        document: JsonObject = json.loads(JsonV1Dot6(bom).output_as_string())
+        metadata = as_object(document.get("metadata"))
+        metadata.pop("timestamp", None)
+        metadata.pop("tools", None)  # the library's own version: noise
         why = problems(document)
         if why:
             raise PublishError(

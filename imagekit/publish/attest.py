@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import pydantic
 from pydantic import Field, StringConstraints
 
+from imagekit.kernel.json import JsonObject, JsonObjectField, JsonValue
 from imagekit.kernel.records import (
     SHA256,
     Evidence,
@@ -80,7 +81,7 @@ class VerifyPredicate(Record):
     probes: Annotated[tuple[PredicateProbe, ...], Field(min_length=1)]
     # `probe.metric` -> value: the timings and throughputs the probes measured.
     metrics: dict[str, float] = Field(default_factory=dict)
-    engine: dict[str, Any] = Field(default_factory=dict)
+    engine: JsonObjectField = Field(default_factory=dict)  # the verify run's, as run.json says
     gpu: PredicateGpu | None = None
     verify_run: str
     record_seal: str = ""  # the digest of the verify record's integrity seal
@@ -154,7 +155,7 @@ def _shortfall(record: VerifyPredicate, required: Requirement) -> list[str]:
 
 
 def judge(
-    predicates: Sequence[Mapping[str, Any]], required: Requirement, digest: str = ""
+    predicates: Sequence[Mapping[str, JsonValue]], required: Requirement, digest: str = ""
 ) -> tuple[bool, str, list[VerifyPredicate]]:
     """Whether the verified attestations of an image meet `required`: for every platform
     attested, one record (of this digest) must meet it all. Returns (ok, one line saying why
@@ -196,7 +197,7 @@ def judge(
     return True, said, records
 
 
-def predicate_schema() -> dict[str, Any]:
+def predicate_schema() -> JsonObject:
     """The JSON Schema of the verify predicate, as imagekit/data/verify-predicate.schema.json
     holds it."""
     schema = VerifyPredicate.model_json_schema(mode="serialization")

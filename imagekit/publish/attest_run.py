@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from imagekit import __version__
+from imagekit.kernel.json import JsonValue
 from imagekit.kernel.records import Evidence, PublishStatus
 from imagekit.publish.attest import SBOM_PREDICATE, VERIFY_PREDICATE, predicate
 from imagekit.publish.ports import Signer
@@ -45,7 +45,7 @@ def sign_and_attest(
     repository: str,
     digest: str,
     records: Sequence[Evidence],
-    sbom: Mapping[str, Any] | None,
+    sbom: Mapping[str, JsonValue] | None,
 ) -> Attestation:
     """Sign `repository@digest`, then attest each verify record in `records` and the SBOM."""
     reference = f"{repository}@{digest}"

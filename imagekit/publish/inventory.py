@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
 
+from imagekit.kernel.json import JsonValue
 from imagekit.kernel.labels import ImageLabels
 from imagekit.publish.ports import Inventory, Package
 
@@ -32,7 +32,9 @@ def carries_stack(name: str) -> bool:
     return found == "torch" or found.startswith("nvidia-")
 
 
-def cuda_stack(labels: ImageLabels, env_facts: Mapping[str, Any] | None = None) -> dict[str, str]:
+def cuda_stack(
+    labels: ImageLabels, env_facts: Mapping[str, JsonValue] | None = None
+) -> dict[str, str]:
     """CUDA, cuDNN and NCCL versions of the image: seen by the env probe, else labelled."""
     facts = env_facts or {}
     said = {"cuda": labels.cuda or "", "cudnn": labels.cudnn, "nccl": labels.nccl}

@@ -13,6 +13,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 from imagekit.errors import InputError
 from imagekit.matrix.plan import ImagePlan, platform_arch
@@ -82,20 +83,38 @@ class PlatformManifest:
     media_type: str
 
 
+class PlatformJson(TypedDict):
+    """The platform of an index's entry, as the OCI image index spells it."""
+
+    os: str
+    architecture: str
+    variant: NotRequired[str]
+
+
+class IndexEntry(TypedDict):
+    """One manifest an index names."""
+
+    mediaType: str
+    digest: str
+    size: int
+    platform: PlatformJson
+
+
 def index_document(manifests: Sequence[PlatformManifest]) -> ManifestDocument:
     """The index of `manifests`: a Docker manifest list when every entry is a Docker v2
     manifest (what the classic store pushes), else an OCI index."""
-    entries: list[dict[str, object]] = []
+    entries: list[IndexEntry] = []
     children: list[tuple[str, str]] = []
     for m in sorted(manifests, key=lambda m: m.platform):
         os_name, arch = m.platform.split("/")[:2]
-        platform = {"os": os_name, "architecture": arch}
-        if arch in _VARIANTS:
-            platform["variant"] = _VARIANTS[arch]
+        platform: PlatformJson = {"os": os_name, "architecture": arch}
+        variant = _VARIANTS.get(arch)
+        if variant:
+            platform["variant"] = variant
         entries.append(
             {"mediaType": m.media_type, "digest": m.digest, "size": m.size, "platform": platform}
         )
-        children.append((m.digest, "/".join(platform.values())))
+        children.append((m.digest, "/".join([os_name, arch, *([variant] if variant else [])])))
     docker = all(m.media_type == DOCKER_MANIFEST for m in manifests)
     media_type = DOCKER_LIST if docker else OCI_INDEX
     body = json.dumps(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from imagekit.kernel.json import JsonObject, JsonValue
 from imagekit.kernel.vocabulary import AttestationState, PushFailure
 
 
@@ -106,7 +107,7 @@ class Inventory:
 class SbomMaker(Protocol):
     """Writes software bills of materials."""
 
-    def image_sbom(self, inventory: Inventory) -> dict[str, Any]:
+    def image_sbom(self, inventory: Inventory) -> JsonObject:
         """One CycloneDX document for the whole image: OS and Python packages together,
         checked against the CycloneDX schema."""
         ...
@@ -119,7 +120,9 @@ class Signer(Protocol):
         """Sign `repository@digest`; "" when it worked, else the reason."""
         ...
 
-    def attest(self, reference: str, predicate_type: str, predicate: Mapping[str, Any]) -> str:
+    def attest(
+        self, reference: str, predicate_type: str, predicate: Mapping[str, JsonValue]
+    ) -> str:
         """Attach a signed in-toto attestation of `predicate` to `repository@digest`; "" when
         it worked, else the reason."""
         ...
@@ -134,7 +137,7 @@ class Attested:
     state: AttestationState
     reason: str = ""
     digest: str = ""
-    predicates: tuple[Mapping[str, Any], ...] = ()
+    predicates: tuple[JsonObject, ...] = ()
 
 
 class AttestationReader(Protocol):

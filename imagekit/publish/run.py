@@ -19,10 +19,11 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from imagekit.errors import EngineError, ImagekitError, RegistryError
 from imagekit.kernel.engine import Engine
+from imagekit.kernel.json import JsonObject
 from imagekit.kernel.records import PublishRecord, PublishStatus, TagRecord
 from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
@@ -110,7 +111,7 @@ class PackagesManifest(TypedDict):
     image_id: str
     digest: str
     distro: str
-    python_packages: list[dict[str, object]]  # `pip list --format json`, as pip wrote it
+    python_packages: list[JsonObject]  # `pip list --format json`, as pip wrote it
     os_packages: list[OsPackageJson]
 
 
@@ -267,7 +268,7 @@ class LocalPush:
 
     def _inventory(
         self, plan: ImagePlan, image_id: str, digest: str, decision: GateDecision
-    ) -> tuple[str, str, dict[str, Any]]:
+    ) -> tuple[str, str, JsonObject]:
         """The image's Python and OS packages, and one CycloneDX SBOM of both (the CUDA stack
         on torch and the nvidia-* wheels); the files written, and the SBOM."""
         engine = self.engine
