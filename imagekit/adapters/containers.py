@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
-from typing import Any
 
 import docker
 import docker.errors
@@ -105,7 +104,11 @@ class ContainerProbeRunner:
         )
 
     def _start(
-        self, request: ProbeRequest, command: list[str], gpus: list[Any], nonce: str
+        self,
+        request: ProbeRequest,
+        command: list[str],
+        gpus: list[docker.types.DeviceRequest],
+        nonce: str,
     ) -> Container:
         with engine_errors(f"creating a probe container of {request.image}"):
             try:

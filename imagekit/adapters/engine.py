@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, TypedDict, Unpack
+from typing import TypedDict, Unpack
 
 import docker
 import docker.context
@@ -31,6 +31,7 @@ from imagekit.adapters.engine_facts import (
 )
 from imagekit.errors import EngineError, EngineUnavailableError, ImagekitError
 from imagekit.kernel.engine import EngineInfo, Layer, LocalImage
+from imagekit.kernel.json import JsonObject, as_list
 from imagekit.kernel.reference import parse
 from imagekit.kernel.vocabulary import EngineName, ImageStore
 
@@ -260,10 +261,10 @@ class DockerEngine:
             rootless=self._rootless(info, podman=podman),
         )
 
-    def _rootless(self, info: Mapping[str, Any], *, podman: bool) -> bool:
+    def _rootless(self, info: JsonObject, *, podman: bool) -> bool:
         """Whether the engine runs as a user: Docker says so among its security options;
         Podman's Docker API does not, its own API does (`host.security.rootless`)."""
-        if any("rootless" in str(option) for option in info.get("SecurityOptions") or []):
+        if any("rootless" in str(option) for option in as_list(info.get("SecurityOptions"))):
             return True
         if not podman:
             return False

@@ -6,43 +6,44 @@ spec folders; calls no engine itself."""
 from __future__ import annotations
 
 import resource
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import docker.types
 import yaml
 
 from imagekit.kernel.engine import EngineInfo, LocalImage
+from imagekit.kernel.json import JsonObject, as_list, as_number, as_object
 from imagekit.kernel.vocabulary import EngineName, GpuMechanism, ImageStore
 
 # Where CDI specs live when the engine does not say (Podman's and the CDI spec's defaults).
 CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 
 
-def image_store(info: Mapping[str, Any]) -> ImageStore:
+def image_store(info: JsonObject) -> ImageStore:
     """`containerd` when Docker keeps images in containerd (`driver-type
     io.containerd.snapshotter.v1`, Docker 29's default), else `classic`."""
-    for pair in info.get("DriverStatus") or []:
-        if len(pair) == 2 and pair[0] == "driver-type" and "snapshotter" in str(pair[1]):
+    pairs = [p for p in as_list(info.get("DriverStatus")) if isinstance(p, list) and len(p) == 2]
+    for key, value in pairs:
+        if key == "driver-type" and "snapshotter" in str(value):
             return ImageStore.CONTAINERD
     return ImageStore.CLASSIC
 
 
-def cdi_devices(info: Mapping[str, Any], *, podman: bool, local: bool) -> tuple[str, ...]:
+def cdi_devices(info: JsonObject, *, podman: bool, local: bool) -> tuple[str, ...]:
     """The CDI devices the engine can inject: what Docker 28.2+ reports (`DiscoveredDevices`),
     else, for an engine on this machine with CDI on (Docker's `CDISpecDirs`; Podman always),
     the devices of the specs in its spec folders. A remote engine's folders are not ours to
     read: there only what it reports counts."""
     found = {
         str(d.get("ID"))
-        for d in info.get("DiscoveredDevices") or []
-        if d.get("Source") == GpuMechanism.CDI and d.get("ID")
+        for d in as_list(info.get("DiscoveredDevices"))
+        if isinstance(d, dict) and d.get("Source") == GpuMechanism.CDI and d.get("ID")
     }
     if found or not local:
         return tuple(sorted(found))
-    folders = info.get("CDISpecDirs") or (CDI_SPEC_DIRS if podman else ())
-    for folder in folders:
+    folders = [str(f) for f in as_list(info.get("CDISpecDirs"))]
+    for folder in folders or (CDI_SPEC_DIRS if podman else ()):
         found |= spec_devices(Path(folder))
     return tuple(sorted(found))
 
@@ -69,18 +70,19 @@ def spec_devices(folder: Path) -> set[str]:
     return found
 
 
-def image_from_inspect(attrs: Mapping[str, Any]) -> LocalImage:
+def image_from_inspect(attrs: JsonObject) -> LocalImage:
     """The image `docker image inspect` describes (`attrs`, its output)."""
-    config = attrs.get("Config") or {}
-    parts = [attrs.get("Os") or "", attrs.get("Architecture") or "", attrs.get("Variant")]
+    config = as_object(attrs.get("Config"))
+    parts = [str(attrs.get(k) or "") for k in ("Os", "Architecture", "Variant")]
+    env = [str(e) for e in as_list(config.get("Env"))]
     return LocalImage(
-        id=attrs["Id"],
-        tags=tuple(attrs.get("RepoTags") or ()),
-        labels=dict(config.get("Labels") or {}),
-        size_bytes=int(attrs.get("Size") or 0),
-        layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
+        id=str(attrs["Id"]),
+        tags=tuple(str(t) for t in as_list(attrs.get("RepoTags"))),
+        labels={k: str(v) for k, v in as_object(config.get("Labels")).items()},
+        size_bytes=int(as_number(attrs.get("Size"))),
+        layers=tuple(str(x) for x in as_list(as_object(attrs.get("RootFS")).get("Layers"))),
         created=str(attrs.get("Created", "")),
-        env=dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e),
+        env={k: v for k, _, v in (e.partition("=") for e in env if "=" in e)},
         platform="/".join(p for p in parts if p) if parts[0] and parts[1] else "",
     )
 

@@ -8,9 +8,9 @@ as Docker reads it: `ubuntu:22.04` is docker.io/library/ubuntu:22.04, asked of D
 from __future__ import annotations
 
 import platform
-from typing import Any
 
 from imagekit.errors import EngineUnavailableError, InputError, RegistryError
+from imagekit.kernel.json import JsonObject, as_object
 from imagekit.kernel.reference import parse
 from imagekit.kernel.runtime import docker_arch
 
@@ -30,7 +30,7 @@ def labels_of(reference: str) -> dict[str, str]:
         pass  # no engine here: a registry may still answer
     here = f"linux/{docker_arch(platform.machine())}"
     try:
-        config: dict[str, Any] | None = remote_config(reference, registry_auth(ref.registry), here)
+        config: JsonObject | None = remote_config(reference, registry_auth(ref.registry), here)
     except RegistryError as exc:
         raise InputError(
             f"image {reference} is not in the local engine and its registry "
@@ -42,4 +42,5 @@ def labels_of(reference: str) -> dict[str, str]:
             f"image {reference} ({ref}) is neither in the local engine nor in its registry",
             "check the name and tag (imagekit tags lists them)",
         )
-    return dict((config.get("config") or {}).get("Labels") or {})
+    labels = as_object(as_object(config.get("config")).get("Labels"))
+    return {name: str(value) for name, value in labels.items()}

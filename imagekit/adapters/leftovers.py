@@ -4,16 +4,15 @@ stages and dangling images that carry imagekit's labels), found and removed."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 import docker
 import docker.errors
 
 from imagekit.adapters.engine import DockerEngine, engine_errors, short_error
 from imagekit.kernel import labels as L
+from imagekit.kernel.json import JsonObject, as_list, as_number
 
 
 class LeftoverKind(StrEnum):
@@ -33,12 +32,13 @@ class Leftover:
     created_s: float
 
 
-def _container(c: Mapping[str, Any]) -> Leftover:
-    return Leftover(LeftoverKind.CONTAINER, c["Id"], ",".join(c.get("Names") or []), c["Created"])
+def _container(c: JsonObject) -> Leftover:
+    names = ",".join(str(n) for n in as_list(c.get("Names")))
+    return Leftover(LeftoverKind.CONTAINER, str(c["Id"]), names, as_number(c["Created"]))
 
 
-def _image(i: Mapping[str, Any], name: str) -> Leftover:
-    return Leftover(LeftoverKind.IMAGE, i["Id"], name, i["Created"])
+def _image(i: JsonObject, name: str) -> Leftover:
+    return Leftover(LeftoverKind.IMAGE, str(i["Id"]), name, as_number(i["Created"]))
 
 
 def leftovers(engine: DockerEngine, run_id: str | None = None) -> list[Leftover]:

@@ -26,6 +26,7 @@ import docker.errors
 
 from imagekit.adapters.engine import DockerEngine, engine_errors
 from imagekit.kernel import labels as L
+from imagekit.kernel.json import JsonObject, as_list
 
 PROC = Path("/proc")
 
@@ -118,6 +119,6 @@ def removed_line(removed: list[Orphan]) -> str:
     )
 
 
-def _name(container: dict[str, object]) -> str:
-    names = container.get("Names") or []
-    return str(names[0]).lstrip("/") if isinstance(names, list) and names else ""
+def _name(container: JsonObject) -> str:
+    names = as_list(container.get("Names"))
+    return str(names[0]).lstrip("/") if names else ""

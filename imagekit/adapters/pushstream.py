@@ -17,13 +17,13 @@ import threading
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import docker.auth
 import docker.errors
 import requests
 
 from imagekit.adapters.engine import DockerEngine
+from imagekit.kernel.json import JsonValue, as_object
 
 # The statuses that end a layer's push well.
 DONE = frozenset({"Pushed", "Layer already exists", "Mounted from"})
@@ -36,10 +36,10 @@ class PushProgress:
     layers: dict[str, str] = field(default_factory=dict)  # layer id -> last status
     error: str | None = None
 
-    def read(self, item: Mapping[str, Any]) -> None:
+    def read(self, item: Mapping[str, JsonValue]) -> None:
         """Take one item of the stream."""
         if "error" in item or "errorDetail" in item:
-            detail = item.get("errorDetail") or {}
+            detail = as_object(item.get("errorDetail"))
             self.error = str(detail.get("message") or item.get("error") or "push failed")
             return
         layer, status = item.get("id"), item.get("status")

@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import docker.errors
 import requests.exceptions
@@ -28,6 +28,7 @@ import requests.exceptions
 from imagekit.adapters.engine import DockerEngine, engine_errors
 from imagekit.adapters.pushstream import push_within
 from imagekit.errors import InputError, RegistryError
+from imagekit.kernel.json import JsonObject, as_object
 from imagekit.kernel.reference import DOCKER_HUB_HOSTS, LEGACY_DOCKER_HUB, ImageReference, parse
 from imagekit.kernel.retry import Backoff
 from imagekit.kernel.vocabulary import PushFailure
@@ -267,10 +268,10 @@ def remote_document(reference: str, auth: dict[str, str] | None = None) -> Manif
     return ManifestDocument(media_type, body, digest, config, children)
 
 
-def _platform(platform: dict[str, Any]) -> str:
+def _platform(platform: JsonObject) -> str:
     """`linux/amd64`, `linux/arm64/v8`; `unknown/unknown` marks an attestation manifest."""
-    parts = [platform.get("os", "unknown"), platform.get("architecture", "unknown")]
-    return "/".join(parts + ([platform["variant"]] if platform.get("variant") else []))
+    said = [platform.get("os", "unknown"), platform.get("architecture", "unknown")]
+    return "/".join(map(str, said + ([platform["variant"]] if platform.get("variant") else [])))
 
 
 def put_document(
@@ -295,7 +296,7 @@ def remote_manifest(reference: str, auth: dict[str, str] | None = None) -> Remot
 
 def remote_config(
     reference: str, auth: dict[str, str] | None = None, platform: str | None = None
-) -> dict[str, Any] | None:
+) -> JsonObject | None:
     """The image config (its `config.Labels`, `config.Env`) of a tag, read from the registry
     without pulling a layer; None when the tag is absent. For an index (`ubuntu:22.04` is
     one), the config of its image for `platform` (`linux/arm64`), else of its first image."""
@@ -310,8 +311,7 @@ def remote_config(
     if status != 200:
         what = f"the config of {reference}"
         raise RegistryError(f"registry {ref.registry} answered {status} for {what}")
-    config: dict[str, Any] = json.loads(body)
-    return config
+    return as_object(json.loads(body))
 
 
 def _image_for(index: ManifestDocument, platform: str | None) -> str | None:

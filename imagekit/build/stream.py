@@ -13,6 +13,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from imagekit.kernel.json import JsonValue
+
 TAIL_LINES = 50
 # The start of the line a failed build step writes about itself (templates/Dockerfile.j2's
 # apt_install): the reader makes the rest the failure's reason instead of the engine's line.
@@ -41,7 +43,7 @@ class BuildLog:
     step_reason: str | None = None
     _partial: str = ""
 
-    def feed(self, item: Mapping[str, object]) -> list[str]:
+    def feed(self, item: Mapping[str, JsonValue]) -> list[str]:
         """Take one stream item (a decoded JSON object); return the complete log lines it
         finished."""
         finished: list[str] = []

@@ -36,3 +36,8 @@ def as_object(value: JsonValue) -> JsonObject:
 def as_list(value: JsonValue) -> list[JsonValue]:
     """`value` when it is a JSON array; an empty one otherwise (absent, or something else)."""
     return value if isinstance(value, list) else []
+
+
+def as_number(value: JsonValue) -> float:
+    """`value` when it is a JSON number (an int stays one); 0 otherwise."""
+    return value if isinstance(value, int | float) else 0
