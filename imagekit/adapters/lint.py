@@ -15,6 +15,7 @@ from imagekit.errors import InputError
 
 if TYPE_CHECKING:
     from imagekit.matrix.load import Matrix
+    from imagekit.matrix.report import FindingJson
 
 FAILING_LEVELS = ("error", "warning")
 
@@ -33,6 +34,16 @@ class HadolintFinding:
     def fails(self) -> bool:
         """Whether this finding fails `imagekit check` (warning or worse)."""
         return self.level in FAILING_LEVELS
+
+    def to_json(self) -> FindingJson:
+        """As `imagekit check --json` shows it."""
+        return {
+            "image": self.image,
+            "line": self.line,
+            "code": self.code,
+            "level": self.level,
+            "message": self.message,
+        }
 
     def format(self) -> str:
         """`image/Dockerfile:line: level CODE message`."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from imagekit.errors import InputError
 from imagekit.kernel.text import table
@@ -163,16 +163,51 @@ def explain_cell(
     return facts, reasons
 
 
+class FindingJson(TypedDict):
+    """One finding of the Dockerfile linter, as `imagekit check --json` shows it."""
+
+    image: str
+    line: int
+    code: str
+    level: str
+    message: str
+
+
+class LintFinding(Protocol):
+    """A finding of the Dockerfile linter (hadolint's: `adapters/lint.py`)."""
+
+    @property
+    def fails(self) -> bool:
+        """Whether it fails `imagekit check`."""
+        ...
+
+    def to_json(self) -> FindingJson:
+        """As `imagekit check --json` shows it."""
+        ...
+
+
+class CheckDocument(TypedDict):
+    """`imagekit check --json`."""
+
+    matrix: str
+    cells: int
+    images: int
+    dockerfiles_linted: int
+    findings: list[FindingJson]
+    warnings: list[str]
+    ok: bool
+
+
 def check_document(
-    matrix: str, loaded: Matrix, findings: Sequence[Any], linted: int
-) -> dict[str, object]:
+    matrix: str, loaded: Matrix, findings: Sequence[LintFinding], linted: int
+) -> CheckDocument:
     """`imagekit check --json`: the matrix's counts, hadolint's findings, the warnings."""
     return {
         "matrix": matrix,
         "cells": len(loaded.cells),
         "images": len(loaded.plans),
         "dockerfiles_linted": linted,
-        "findings": [f.__dict__ for f in findings],
+        "findings": [f.to_json() for f in findings],
         "warnings": [w.format() for w in loaded.warnings],
         "ok": not any(f.fails for f in findings),
     }

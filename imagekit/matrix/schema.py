@@ -9,7 +9,7 @@ committed copy in step.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -22,6 +22,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from imagekit.kernel.json import JsonObject
 from imagekit.kernel.vocabulary import Flavour, Platform
 
 SCHEMA_VERSION = 1
@@ -43,7 +44,10 @@ PlatformList = Annotated[list[DockerPlatform], Field(min_length=1)]
 Text = Annotated[StrictStr, Field(min_length=1)]
 
 
-def _one_or_many(value: Any) -> Any:
+Given = TypeVar("Given")
+
+
+def _one_or_many(value: Given) -> Given | list[Given]:
     """Let `python: "3.12"` stand for `python: ["3.12"]`."""
     return [value] if isinstance(value, str | int | float | bool) else value
 
@@ -218,7 +222,7 @@ class MatrixFile(_Strict):
     exclude: list[Exclusion] = Field(default_factory=list)
 
 
-def json_schema() -> dict[str, Any]:
+def json_schema() -> JsonObject:
     """The JSON Schema of matrix.yaml (draft 2020-12)."""
     schema = MatrixFile.model_json_schema()
     schema["title"] = "imagekit matrix"

@@ -8,7 +8,7 @@ members; `shape_problems` turns each error into one `Problem` at its key or valu
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pydantic
 
@@ -137,11 +137,11 @@ def _not_text(
 
 def _model_at(loc: Path) -> type[pydantic.BaseModel] | None:
     """The pydantic model that holds the mapping at `loc` (for "did you mean")."""
-    model: Any = MatrixFile
+    model: type[pydantic.BaseModel] = MatrixFile
     for part in loc:
         if isinstance(part, int):
             continue
-        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        field = model.model_fields.get(part)
         if field is None:
             return None
         annotation = field.annotation
@@ -156,7 +156,7 @@ def _model_at(loc: Path) -> type[pydantic.BaseModel] | None:
             break
         else:
             return None
-    return model if isinstance(model, type) else None
+    return model
 
 
 def _document_path(loc: tuple[str | int, ...], source: SourceMap) -> Path:

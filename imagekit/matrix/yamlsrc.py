@@ -17,13 +17,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from imagekit.errors import Problem, ValidationError
+from imagekit.kernel.json import JsonObject, JsonValue
 
 Path = tuple[str | int, ...]
 
@@ -120,7 +120,7 @@ class _Converter:
         if path is not None:
             self.source.poisoned.add(path)
 
-    def convert(self, node: Node, path: Path, depth: int = 0) -> Any:
+    def convert(self, node: Node, path: Path, depth: int = 0) -> JsonValue:
         self.count += 1
         if self.count > _MAX_VALUES or depth > _MAX_DEPTH:
             raise _TooLarge(node)
@@ -140,7 +140,7 @@ class _Converter:
         assert isinstance(node, MappingNode)
         return self.mapping(node, path, depth)
 
-    def scalar(self, node: ScalarNode, path: Path) -> Any:
+    def scalar(self, node: ScalarNode, path: Path) -> JsonValue:
         if node.tag not in _SCALAR_TAGS:
             self.problem(
                 node,
@@ -153,7 +153,7 @@ class _Converter:
         self.source.scalars[path] = Scalar(node.tag, quoted, node.value)
         if node.tag == f"{_YAML}timestamp":
             # A date is only ever meant as text in a matrix.
-            return node.value
+            return str(node.value)
         if node.tag == f"{_YAML}str":
             bad = bad_characters(node.value)
             if bad:
@@ -164,15 +164,17 @@ class _Converter:
                     "values end up in Dockerfiles and tags; keep each on one line",
                     path,
                 )
-            return node.value
+            return str(node.value)
         try:
-            return self.constructor.construct_object(node, deep=True)
+            # An int, a float, a bool or None: the only other tags allowed here.
+            value: JsonValue = self.constructor.construct_object(node, deep=True)
+            return value
         except (ConstructorError, ValueError) as exc:
             self.problem(node, f"cannot read value {node.value!r}: {exc}", path=path)
             return None
 
-    def mapping(self, node: MappingNode, path: Path, depth: int) -> dict[str, Any]:
-        result: dict[str, Any] = {}
+    def mapping(self, node: MappingNode, path: Path, depth: int) -> JsonObject:
+        result: JsonObject = {}
         first_seen: dict[str, tuple[int, int]] = {}
         for key_node, value_node in node.value:
             if key_node.tag == f"{_YAML}merge":
@@ -211,7 +213,7 @@ class _TooLarge(Exception):
         self.node = node
 
 
-def load_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
+def load_yaml(text: str, file: str) -> tuple[JsonValue, SourceMap]:
     """Parse one YAML document into plain data and its `SourceMap`.
 
     Syntax errors raise `ValidationError`. Other problems (duplicate keys,
