@@ -26,6 +26,7 @@ from imagekit.errors import Problem, ValidationError
 from imagekit.kernel.vocabulary import WHEEL_MACHINES
 from imagekit.matrix.compat import version_key
 from imagekit.matrix.schema import MatrixFile
+from imagekit.upstream.document import FindingJson, ProposalJson
 from imagekit.upstream.metadata import CompatSource, Release, Variant, disagreements, read_compat
 from imagekit.upstream.yaml_text import YamlText, end_line, flow_list, value_at
 
@@ -56,7 +57,7 @@ class Finding:
             *(f"  from {w.source}" for w in v.wheels),
         ]
 
-    def document(self) -> dict[str, object]:
+    def document(self) -> FindingJson:
         """The finding as JSON."""
         v = self.variant
         return {
@@ -94,7 +95,7 @@ class Proposal:
             )
         return "\n".join(lines)
 
-    def document(self) -> dict[str, object]:
+    def document(self) -> ProposalJson:
         """The proposal as JSON (`--json`)."""
         return {
             "findings": [f.document() for f in self.findings],
