@@ -16,11 +16,12 @@ import io
 import itertools
 import tarfile
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import docker
 import docker.errors
+from docker.models.containers import Container
 
 from imagekit.adapters.engine import DockerEngine, engine_errors
 from imagekit.adapters.engine_facts import ContainerLimits, container_limits
@@ -53,6 +54,41 @@ BASE_SAYS = ", from its base (bootstrapped --packages-for full, label io.imageki
 # AssertionError reached the user as a traceback. 126 and 127 are the command's own answers.
 ENGINE_FAILED = 125
 EXEC_TRIES = 3
+
+
+class CommandResult(Protocol):
+    """What a command run in the container gave (testinfra's, which ships no types)."""
+
+    @property
+    def rc(self) -> int: ...
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
+
+
+class FileState(Protocol):
+    """A file of the container, as testinfra's `host.file` sees it."""
+
+    @property
+    def exists(self) -> bool: ...
+
+
+class Backend(Protocol):
+    """What runs testinfra's commands in the container (its docker backend)."""
+
+    name: str  # the container's
+    run: Callable[..., CommandResult]
+    imagekit_checked: bool  # set once `engine_checked` wrapped `run` (read with getattr)
+
+
+class Host(Protocol):
+    """A testinfra host of the container, as the checks use it."""
+
+    @property
+    def backend(self) -> Backend: ...
+    def run(self, command: str, *args: str) -> CommandResult: ...
+    def file(self, path: str) -> FileState: ...
 
 
 class DockerInspector:
@@ -139,7 +175,7 @@ class DockerInspector:
         ]
 
 
-def engine_checked(host: Any, pause_s: float = 1.0) -> Any:
+def engine_checked(host: Host, pause_s: float = 1.0) -> Host:
     """`host` (a testinfra host) with every command it runs retried where the engine failed
     to start it (exit 125), and, after EXEC_TRIES, an EngineError (exit 3) with the engine's
     own line: the engine's trouble, not the image's and never a traceback. testinfra caches
@@ -149,7 +185,7 @@ def engine_checked(host: Any, pause_s: float = 1.0) -> Any:
         return host
     run = backend.run
 
-    def checked(command: str, *args: str, **kwargs: Any) -> Any:
+    def checked(command: str, *args: str, **kwargs: object) -> CommandResult:
         backoff = Backoff(attempts=EXEC_TRIES, backoff_s=pause_s)
         for attempt in itertools.count(1):
             out = run(command, *args, **kwargs)
@@ -170,7 +206,7 @@ def engine_checked(host: Any, pause_s: float = 1.0) -> Any:
     return host
 
 
-def _user_checks(configured: str, workload: str, user: Any) -> list[Check]:
+def _user_checks(configured: str, workload: str, user: Host) -> list[Check]:
     uid = user.run("id -u").stdout.strip()
     probe = "/workspace/.imagekit-write-test"
     wrote = user.run(f"touch {probe} && rm {probe}")
@@ -194,7 +230,7 @@ def _user_checks(configured: str, workload: str, user: Any) -> list[Check]:
     ]
 
 
-def _cleanliness_checks(root: Any) -> list[Check]:
+def _cleanliness_checks(root: Host) -> list[Check]:
     caches = root.run(
         "find / -xdev -type d -path '*/.cache/pip' 2>/dev/null | head -5"
     ).stdout.split()
@@ -214,7 +250,7 @@ def _cleanliness_checks(root: Any) -> list[Check]:
     ]
 
 
-def _privilege_checks(root: Any) -> list[Check]:
+def _privilege_checks(root: Host) -> list[Check]:
     """No setuid or setgid program: nothing in an imagekit image takes a user back to root
     (its containers start as the image's user, or as root only to hand over)."""
     found = root.run("find / -xdev -perm /6000 -type f 2>/dev/null | head -20").stdout.split()
@@ -236,7 +272,7 @@ def _label_checks(labels: Mapping[str, str]) -> list[Check]:
     ]
 
 
-def _flavour_checks(labels: ImageLabels, root: Any) -> list[Check]:
+def _flavour_checks(labels: ImageLabels, root: Host) -> list[Check]:
     """Slim carries no services and no compilers; full carries both and no SSH host key."""
     present = {name: root.file(path).exists for name, path in SERVICES.items()}
     # A CUDA image's full flavour carries the CUDA compiler too; its slim flavour must not.
@@ -278,7 +314,7 @@ def _flavour_checks(labels: ImageLabels, root: Any) -> list[Check]:
     ]
 
 
-def _slim_compiler_check(labels: ImageLabels, root: Any) -> Check:
+def _slim_compiler_check(labels: ImageLabels, root: Host) -> Check:
     """A slim that promises torch.compile carries exactly what inductor builds with (g++,
     Python.h, torch's own headers); one that does not carries no compiler at all."""
     found = [c for c in (*COMPILERS, "nvcc") if root.run(f"command -v {c}").rc == 0]
@@ -315,7 +351,7 @@ def _slim_compiler_check(labels: ImageLabels, root: Any) -> Check:
     )
 
 
-def _python_checks(labels: ImageLabels, user: Any, emulated: bool = False) -> list[Check]:
+def _python_checks(labels: ImageLabels, user: Host, emulated: bool = False) -> list[Check]:
     """`import torch` is silent: no NumPy warning or anything else on stderr (under emulation,
     apart from what only emulation prints)."""
     if not labels.torch:
@@ -333,7 +369,7 @@ def _python_checks(labels: ImageLabels, user: Any, emulated: bool = False) -> li
     ]
 
 
-def _wheel_files_checks(container: Any, labels: ImageLabels, root: Any) -> list[Check]:
+def _wheel_files_checks(container: Container, labels: ImageLabels, root: Host) -> list[Check]:
     """Every file each installed wheel's RECORD lists, hashed inside the container in one
     Python process (templates/wheel_files.py), judged by `imagekit.verify.wheel_files`."""
     script = (templates_dir() / WHEEL_FILES_SCRIPT).read_bytes()
