@@ -13,7 +13,6 @@ import inspect
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from imagekit.kernel.options import NOT_SET, Flags, Opt
 
@@ -24,15 +23,15 @@ class Param:
 
     path: tuple[str, ...]
     spec: Opt
-    field_type: Any
-    default: Any
+    field_type: object  # a type expression (`str | None`, `tuple[Path, ...]`)
+    default: object
 
     @property
     def name(self) -> str:
         return self.path[-1]
 
     @property
-    def line_type(self) -> Any:
+    def line_type(self) -> object:
         """The type the value is parsed as (a repeatable option's: a list)."""
         if self.spec.given_as is not None:
             return self.spec.given_as
@@ -44,7 +43,7 @@ class Param:
         return self.field_type
 
     @property
-    def line_default(self) -> Any:
+    def line_default(self) -> object:
         """The default the command line shows and gives (empty: required)."""
         if self.spec.default is not NOT_SET:
             return self.spec.default
@@ -52,22 +51,22 @@ class Param:
             return inspect.Parameter.empty
         if typing.get_origin(_unoptional(self.line_type)[0]) is list:
             return None
-        if self.spec.choices is not None and self.default is not None:
+        if self.spec.choices is not None and isinstance(self.default, str):
             return self.spec.choices(self.default)
         return self.default
 
-    def value(self, given: Any) -> Any:
+    def value(self, given: object) -> object:
         """What the request's field gets for the value parsed."""
         if typing.get_origin(_unoptional(self.line_type)[0]) is list:
-            given = tuple(given or ())
+            given = tuple(given) if isinstance(given, list | tuple) else ()
         if self.spec.parse is not None:
             return self.spec.parse(given)
-        if self.spec.choices is not None and given is not None:
+        if self.spec.choices is not None and isinstance(given, str):
             return self.spec.choices(given)
         return given
 
 
-def _unoptional(kind: Any) -> tuple[Any, bool]:
+def _unoptional(kind: object) -> tuple[object, bool]:
     """`X | None` as (X, True); anything else as (it, False)."""
     args = typing.get_args(kind)
     if type(None) in args and typing.get_origin(kind) in (typing.Union, type(int | None)):

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from imagekit.cli.common import dispatch, handles
+from imagekit.cli.common import Request, dispatch, handles
 from imagekit.cli.line import Param, help_text, ordered, params, request_of
 from imagekit.kernel.options import Arg
 
@@ -35,13 +35,13 @@ def typer_parameter(param: Param) -> inspect.Parameter:
 def command(
     group: typer.Typer,
     name: str,
-    kind: type,
-    make: Callable[..., object] | None = None,
+    kind: type[Request],
+    make: Callable[..., Request] | None = None,
     *,
     help: str | None = None,
     callback: bool = False,
-    **settings: Any,
-) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
+    context_settings: dict[str, bool] | None = None,
+) -> Callable[[Callable[[Request], None]], Callable[[Request], None]]:
     """Register the command `name` of `group` (`callback`: the group's own, run when no
     subcommand is named): its help is `kind`'s docstring unless given, its options the fields
     of `kind`; it makes the request (`make(**fields)`, by default `kind(**fields)`) and
@@ -60,7 +60,7 @@ def command(
     run.__doc__ = help_text(help or kind.__doc__)
     COMMANDS[kind] = name
     if callback:
-        group.callback(invoke_without_command=True, **settings)(run)
+        group.callback(invoke_without_command=True, context_settings=context_settings)(run)
     else:
-        group.command(name, help=run.__doc__, **settings)(run)
+        group.command(name, help=run.__doc__, context_settings=context_settings)(run)
     return handles(kind)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from imagekit.kernel.vocabulary import Flavour, Platform
 
-NOT_SET: Any = object()
+NOT_SET: Final = object()  # an option with no default of its own
 
 
 class Opt:
@@ -35,9 +35,9 @@ class Opt:
         max: float | None = None,
         metavar: str | None = None,
         choices: type[StrEnum] | None = None,
-        parse: Callable[[Any], Any] | None = None,
-        given_as: Any = None,
-        default: Any = NOT_SET,
+        parse: Callable[[Any], object] | None = None,  # each takes what its line gives
+        given_as: object = None,  # a type expression
+        default: object = NOT_SET,
         after: str | None = None,
     ) -> None:
         self.decls, self.help, self.envvar, self.metavar = decls, help, envvar, metavar
