@@ -128,7 +128,7 @@ class FakeEngine:
         return self.outputs.get(argv[0], "")
 
 
-def passing(probe: str, facts: Mapping[str, Any] | None = None) -> ProbeResult:
+def passing(probe: str, facts: Mapping[str, JsonValue] | None = None) -> ProbeResult:
     """A probe result that passed one check."""
     return ProbeResult(
         probe=probe,
@@ -189,7 +189,7 @@ class FakeProbeRunner:
     """Answers each request with what `script` makes of it (default: every probe passes,
     env reporting `env_facts`); `gpus_refused` plays an engine without the NVIDIA runtime."""
 
-    env_facts: dict[str, Any] = field(default_factory=dict)
+    env_facts: JsonObject = field(default_factory=dict)
     script: Script | None = None
     gpus_refused: bool = False
     requests: list[ProbeRequest] = field(default_factory=list)
@@ -340,7 +340,7 @@ class FakeRegistry:
 class FakePushResponse:
     """The engine's answer to one push request: its stream of JSON lines."""
 
-    def __init__(self, items: list[dict[str, Any]]) -> None:
+    def __init__(self, items: list[JsonObject]) -> None:
         self.items, self.raw = items, None
 
     def raise_for_status(self) -> None:
@@ -360,7 +360,7 @@ class FakePushClient:
     base_url, api_version = "http+docker://localhost", "1.45"
     _auth_configs, credstore_env = None, None  # docker-py's credential lookup reads these
 
-    def __init__(self, streams: list[list[dict[str, Any]]]) -> None:
+    def __init__(self, streams: list[list[JsonObject]]) -> None:
         self.api = self
         self.streams = list(streams)
         self.pushes = 0
