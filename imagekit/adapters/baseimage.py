@@ -17,18 +17,15 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from imagekit.adapters.engine import DockerEngine, engine_errors
 from imagekit.adapters.rootfs_cache import RootfsCache
 from imagekit.build.context import file_sha256
-from imagekit.build.distro_packages import BASE_PACKAGES
 from imagekit.build.requests import BootstrapCommand
 from imagekit.errors import ExitCode, ImagekitError, InputError
 from imagekit.kernel import labels as L
 
-DEFAULT_INCLUDE = BASE_PACKAGES
 DEBIAN_SUITES = {"bullseye", "bookworm", "trixie", "sid", "forky"}
 UBUNTU_SUITES = {"focal", "jammy", "noble", "oracular", "plucky"}
 DEFAULT_MIRRORS = {
@@ -47,30 +44,16 @@ class BootstrapError(ImagekitError):
     exit_code = ExitCode.BUILD_FAILED
 
 
-@dataclass(frozen=True)
-class BootstrapRequest:
-    """What base to make."""
-
-    suite: str
-    tag: str
-    mirror: str | None = None
-    include: tuple[str, ...] = DEFAULT_INCLUDE
-    variant: str = "minbase"
-    source_date_epoch: int | None = None
-    docs: bool = False
-    arch: str = "amd64"  # Debian's name: amd64, arm64
-
-    @classmethod
-    def of(cls, command: BootstrapCommand) -> BootstrapRequest:
-        """The request for `imagekit base bootstrap`'s options (`--packages-for` included)."""
-        given = {k: v for k, v in asdict(command).items() if k != "packages_for"}
-        return cls(**{**given, "include": command.packages})
-
-
 def host_arch() -> str:
     """The Debian architecture name of this machine (`amd64`, `arm64`); "" when neither."""
     machine = os.uname().machine
     return next((a for a, (m, _) in ARCHITECTURES.items() if m == machine), "")
+
+
+def default_arch() -> str:
+    """The architecture a base is made for when none is asked: this machine's (amd64 on any
+    other machine, which then runs it emulated)."""
+    return host_arch() or "amd64"
 
 
 def emulation_problem(arch: str, binfmt: Path = BINFMT) -> str | None:
@@ -98,7 +81,7 @@ def distribution(suite: str) -> str:
     raise InputError(f"unknown suite {suite!r}", f"known suites: {known}")
 
 
-def image_config(request: BootstrapRequest, layer_sha: str, created: str) -> bytes:
+def image_config(request: BootstrapCommand, layer_sha: str, created: str) -> bytes:
     """The image config: one layer, a PATH, a shell; canonical JSON so it hashes stably."""
     variant = ARCHITECTURES[request.arch][1]
     config = {
@@ -111,7 +94,7 @@ def image_config(request: BootstrapRequest, layer_sha: str, created: str) -> byt
             "Cmd": ["bash"],
             "Labels": {
                 L.BASE_SUITE: request.suite,
-                L.BASE_INCLUDE: ",".join(request.include),
+                L.BASE_INCLUDE: ",".join(request.packages),
                 L.BASE_VARIANT: request.variant,
                 L.BASE_DOCS: "yes" if request.docs else "no",
             },
@@ -121,7 +104,7 @@ def image_config(request: BootstrapRequest, layer_sha: str, created: str) -> byt
             {
                 "created": created,
                 "created_by": f"imagekit base bootstrap --suite {request.suite} "
-                f"--include {','.join(request.include)}",
+                f"--include {','.join(request.packages)}",
             }
         ],
     }
@@ -176,13 +159,13 @@ SLIM_DPKG_OPTIONS = (
 HOSTS = r"127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n"
 
 
-def mmdebstrap_command(request: BootstrapRequest, out_tar: Path) -> list[str]:
+def mmdebstrap_command(request: BootstrapCommand, out_tar: Path) -> list[str]:
     """The mmdebstrap command line that writes the root filesystem tar."""
     mirror = request.mirror or DEFAULT_MIRRORS[distribution(request.suite)]
     command = ["mmdebstrap", "--quiet", f"--variant={request.variant}", "--format=tar"]
     command.append(f"--architectures={request.arch}")
-    if request.include:
-        command.append("--include=" + ",".join(request.include))
+    if request.packages:
+        command.append("--include=" + ",".join(request.packages))
     if not request.docs:
         command += [f"--dpkgopt={option}" for option in SLIM_DPKG_OPTIONS]
     # Drop caches and logs that differ between runs and nobody needs in an image, and the SSH
@@ -207,7 +190,7 @@ def mmdebstrap_command(request: BootstrapRequest, out_tar: Path) -> list[str]:
 
 
 def bootstrap(
-    engine: DockerEngine, request: BootstrapRequest, cache: RootfsCache | None = None
+    engine: DockerEngine, request: BootstrapCommand, cache: RootfsCache | None = None
 ) -> str:
     """Make the base image `request.tag` in the engine; returns its image id. With a `cache`,
     a root filesystem made before from the same mirror state is loaded again instead of
@@ -264,7 +247,7 @@ def bootstrap(
     return image_id
 
 
-def _mmdebstrap(request: BootstrapRequest, rootfs: Path, env: dict[str, str]) -> None:
+def _mmdebstrap(request: BootstrapCommand, rootfs: Path, env: dict[str, str]) -> None:
     """Run mmdebstrap into `rootfs`; a BootstrapError with its last lines where it fails."""
     done = subprocess.run(
         mmdebstrap_command(request, rootfs), env=env, capture_output=True, text=True, check=False

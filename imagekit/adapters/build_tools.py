@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING
-
-from imagekit.build.requests import BuildCommand
 
 if TYPE_CHECKING:  # imported lazily: the adapters load docker
     from imagekit.adapters.engine import DockerEngine
     from imagekit.build.context import ContextInputs
+    from imagekit.build.inputs import RenderInputs
     from imagekit.build.ports import Builder
     from imagekit.build.render import RenderOptions
     from imagekit.events import EventSink
@@ -21,28 +21,33 @@ if TYPE_CHECKING:  # imported lazily: the adapters load docker
 
 
 class DockerBuildTools:
-    """`build_images`'s world for one request (`BuildTools` says what each method does):
+    """`build_images`'s world for one build (`BuildTools` says what each method does):
     Docker, buildx, the results folder, the terminal. An adapter's function is looked up in
     its module when it is called, so that tests can replace it by name."""
 
     def __init__(
         self,
-        request: BuildCommand,
         plans: list[ImagePlan],
+        inputs: RenderInputs,
+        results: Path,
+        matrix: Path,
         tidy: Callable[[DockerEngine], None],
         view: Callable[[], AbstractContextManager[EventSink]],
     ) -> None:
-        """`tidy(engine)`: remove what ended runs left and note the rest; `view()`: where the
-        events go (both belong to the terminal, so the caller gives them)."""
-        from imagekit.adapters import builders, engine, installer, results
+        """`plans` rendered with `inputs`, the run folder made under `results` (its run.json
+        naming `matrix`); `tidy(engine)`: remove what ended runs left and note the rest;
+        `view()`: where the events go (both belong to the terminal, so the caller gives them)."""
+        from imagekit.adapters import builders, engine, installer
+        from imagekit.adapters import results as run_folders
 
-        self.request, self.plans, self.tidy_up, self.make_view = request, plans, tidy, view
-        self.builders, self.docker, self.results = builders, engine, results
+        self.plans, self.inputs, self.results_dir, self.matrix = plans, inputs, results, matrix
+        self.tidy_up, self.make_view = tidy, view
+        self.builders, self.docker, self.results = builders, engine, run_folders
         self.installer = installer
         self.engine: DockerEngine | None = None
 
     def render(self, buildkit: bool) -> tuple[RenderOptions, ContextInputs]:
-        return self.installer.rendering(self.request.inputs, self.plans, buildkit=buildkit)
+        return self.installer.rendering(self.inputs, self.plans, buildkit=buildkit)
 
     def buildx_available(self) -> bool:
         return self.builders.buildx_available()
@@ -51,7 +56,7 @@ class DockerBuildTools:
         return self.builders.buildx_driver()
 
     def check_results(self) -> None:
-        self.results.RunFolder.check_writable(self.request.results)
+        self.results.RunFolder.check_writable(self.results_dir)
 
     def connect(self) -> Engine:
         self.engine = self.docker.open_engine()
@@ -69,10 +74,8 @@ class DockerBuildTools:
 
     def open_run(self) -> RunStore:
         assert self.engine is not None
-        facts = self.results.RunFacts(matrix=str(self.request.selection.matrix))
-        return self.results.RunFolder.begin(
-            self.request.results, "build", self.engine.info(), facts
-        )
+        facts = self.results.RunFacts(matrix=str(self.matrix))
+        return self.results.RunFolder.begin(self.results_dir, "build", self.engine.info(), facts)
 
     def view(self) -> AbstractContextManager[EventSink]:
         return self.make_view()

@@ -36,7 +36,9 @@ def build(request: BuildCommand) -> None:
     from imagekit.kernel.text import build_table
 
     plans = request.selection.plans()
-    tools = DockerBuildTools(request, plans, tidy=note_leftovers, view=event_view)
+    tools = DockerBuildTools(
+        plans, request.inputs, request.results, request.selection.matrix, note_leftovers, event_view
+    )
     report = build_images(plans, request.settings, tools)
     data = {"run_id": report.run_id, "results": [r.to_json() for r in report.results]}
     show(request.json, data, build_table(report.results))
@@ -71,14 +73,10 @@ app.add_typer(base_app, name="base")
 
 def _bootstrap_request(arch: str | None, **options: Any) -> BootstrapCommand:
     """The request, its architecture this machine's unless given, SOURCE_DATE_EPOCH read."""
+    from imagekit.adapters.baseimage import default_arch
+
     epoch = epoch_from(os.environ)
-    return BootstrapCommand(**options, arch=arch or _host_arch(), source_date_epoch=epoch)
-
-
-def _host_arch() -> str:
-    from imagekit.adapters.baseimage import host_arch
-
-    return host_arch() or "amd64"
+    return BootstrapCommand(**options, arch=arch or default_arch(), source_date_epoch=epoch)
 
 
 @command(base_app, "bootstrap", BootstrapCommand, _bootstrap_request)
@@ -89,9 +87,10 @@ def bootstrap(request: BootstrapCommand) -> None:
     from imagekit.adapters.installer import base_cache
 
     engine, cache = open_engine(), base_cache()
-    took = "about a minute" if request.arch == _host_arch() else "several minutes: emulated"
+    native = request.arch == baseimage.default_arch()
+    took = "about a minute" if native else "several minutes: emulated"
     say(f"bootstrapping {request.suite} {request.arch} into {request.tag} ({took})")
-    image_id = baseimage.bootstrap(engine, baseimage.BootstrapRequest.of(request), cache)
+    image_id = baseimage.bootstrap(engine, request, cache)
     typer.echo(image_id)
     reused = f" (root filesystem reused, {request.suite}'s index unchanged: {cache.reused})"
     say(f"{request.tag} is {image_id}" + (reused if cache.reused else ""))

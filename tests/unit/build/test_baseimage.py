@@ -21,10 +21,8 @@ import pytest
 from imagekit.adapters import baseimage
 from imagekit.adapters.baseimage import (
     DEBIAN_SUITES,
-    DEFAULT_INCLUDE,
     UBUNTU_SUITES,
     BootstrapError,
-    BootstrapRequest,
     _docker_archive,
     bootstrap,
     distribution,
@@ -33,6 +31,8 @@ from imagekit.adapters.baseimage import (
 )
 from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.rootfs_cache import RootfsCache, release_url, rootfs_key
+from imagekit.build.distro_packages import BASE_PACKAGES
+from imagekit.build.requests import BootstrapCommand
 from imagekit.errors import InputError
 
 TAG = "imagekit-base/debian:bookworm"
@@ -98,10 +98,10 @@ def test_unknown_suite_is_an_input_error_listing_the_known_suites(suite: str) ->
 @pytest.mark.parametrize(
     "request_,mirror",
     [
-        (BootstrapRequest("bookworm", TAG), "http://deb.debian.org/debian"),
-        (BootstrapRequest("noble", "base/ubuntu:noble"), "http://archive.ubuntu.com/ubuntu"),
+        (BootstrapCommand("bookworm", TAG), "http://deb.debian.org/debian"),
+        (BootstrapCommand("noble", "base/ubuntu:noble"), "http://archive.ubuntu.com/ubuntu"),
         (
-            BootstrapRequest(
+            BootstrapCommand(
                 "bookworm", TAG, mirror="http://snapshot.debian.org/archive/debian/20250101T000000Z"
             ),
             "http://snapshot.debian.org/archive/debian/20250101T000000Z",
@@ -110,7 +110,7 @@ def test_unknown_suite_is_an_input_error_listing_the_known_suites(suite: str) ->
     ids=["debian-default", "ubuntu-default", "explicit-mirror"],
 )
 def test_mmdebstrap_command_writes_a_tar_of_the_suite_from_its_mirror(
-    request_: BootstrapRequest, mirror: str
+    request_: BootstrapCommand, mirror: str
 ) -> None:
     command = mmdebstrap_command(request_, Path("/tmp/out/rootfs.tar"))
 
@@ -122,7 +122,7 @@ def test_mmdebstrap_command_writes_a_tar_of_the_suite_from_its_mirror(
 
 
 def test_mmdebstrap_command_takes_the_variant_and_packages_asked_for() -> None:
-    request = BootstrapRequest("trixie", TAG, include=("python3", "git"), variant="apt")
+    request = BootstrapCommand("trixie", TAG, include=("python3", "git"), variant="apt")
 
     command = mmdebstrap_command(request, Path("rootfs.tar"))
 
@@ -131,32 +131,32 @@ def test_mmdebstrap_command_takes_the_variant_and_packages_asked_for() -> None:
 
 
 def test_bases_leave_out_docs_but_keep_copyright_files_unless_asked() -> None:
-    slim = mmdebstrap_command(BootstrapRequest("bookworm", TAG), Path("r.tar"))
+    slim = mmdebstrap_command(BootstrapCommand("bookworm", TAG), Path("r.tar"))
     assert "--dpkgopt=path-exclude=/usr/share/doc/*" in slim
     assert "--dpkgopt=path-include=/usr/share/doc/*/copyright" in slim
     assert slim.index("--dpkgopt=path-exclude=/usr/share/doc/*") < slim.index(
         "--dpkgopt=path-include=/usr/share/doc/*/copyright"
     )  # dpkg applies the last matching rule
-    with_docs = mmdebstrap_command(BootstrapRequest("bookworm", TAG, docs=True), Path("r.tar"))
+    with_docs = mmdebstrap_command(BootstrapCommand("bookworm", TAG, docs=True), Path("r.tar"))
     assert not any(arg.startswith("--dpkgopt") for arg in with_docs)
 
 
 def test_mmdebstrap_command_has_no_include_when_no_packages_are_asked_for() -> None:
-    command = mmdebstrap_command(BootstrapRequest("bookworm", TAG, include=()), Path("r.tar"))
+    command = mmdebstrap_command(BootstrapCommand("bookworm", TAG, include=()), Path("r.tar"))
 
     assert not any(arg.startswith("--include") for arg in command)
 
 
 def test_mmdebstrap_command_for_an_unknown_suite_is_refused() -> None:
     with pytest.raises(InputError, match="unknown suite 'buster'"):
-        mmdebstrap_command(BootstrapRequest("buster", TAG), Path("r.tar"))
+        mmdebstrap_command(BootstrapCommand("buster", TAG), Path("r.tar"))
 
 
 # The image config ---------------------------------------------------------------
 
 
 def test_image_config_is_byte_identical_for_the_same_inputs() -> None:
-    request = BootstrapRequest("bookworm", TAG)
+    request = BootstrapCommand("bookworm", TAG)
 
     assert image_config(request, "ab" * 32, CREATED) == image_config(request, "ab" * 32, CREATED)
 
@@ -164,23 +164,23 @@ def test_image_config_is_byte_identical_for_the_same_inputs() -> None:
 @pytest.mark.parametrize(
     "changed",
     [
-        (BootstrapRequest("trixie", TAG), "ab" * 32, CREATED),
-        (BootstrapRequest("bookworm", TAG, include=("python3",)), "ab" * 32, CREATED),
-        (BootstrapRequest("bookworm", TAG), "cd" * 32, CREATED),
-        (BootstrapRequest("bookworm", TAG), "ab" * 32, "2024-01-01T00:00:00Z"),
+        (BootstrapCommand("trixie", TAG), "ab" * 32, CREATED),
+        (BootstrapCommand("bookworm", TAG, include=("python3",)), "ab" * 32, CREATED),
+        (BootstrapCommand("bookworm", TAG), "cd" * 32, CREATED),
+        (BootstrapCommand("bookworm", TAG), "ab" * 32, "2024-01-01T00:00:00Z"),
     ],
     ids=["suite", "include", "layer", "created"],
 )
 def test_image_config_changes_with_each_input(
-    changed: tuple[BootstrapRequest, str, str],
+    changed: tuple[BootstrapCommand, str, str],
 ) -> None:
     assert image_config(*changed) != image_config(
-        BootstrapRequest("bookworm", TAG), "ab" * 32, CREATED
+        BootstrapCommand("bookworm", TAG), "ab" * 32, CREATED
     )
 
 
 def test_image_config_describes_one_layer_with_python_friendly_defaults() -> None:
-    config = json.loads(image_config(BootstrapRequest("bookworm", TAG), "ab" * 32, CREATED))
+    config = json.loads(image_config(BootstrapCommand("bookworm", TAG), "ab" * 32, CREATED))
 
     assert config["created"] == CREATED
     assert config["history"][0]["created"] == CREATED
@@ -188,7 +188,7 @@ def test_image_config_describes_one_layer_with_python_friendly_defaults() -> Non
     assert config["config"]["Cmd"] == ["bash"]
     assert "LANG=C.UTF-8" in config["config"]["Env"]
     assert config["config"]["Labels"]["io.imagekit.base.suite"] == "bookworm"
-    assert config["config"]["Labels"]["io.imagekit.base.include"] == ",".join(DEFAULT_INCLUDE)
+    assert config["config"]["Labels"]["io.imagekit.base.include"] == ",".join(BASE_PACKAGES)
 
 
 # The docker-archive ---------------------------------------------------------------
@@ -197,7 +197,7 @@ def test_image_config_describes_one_layer_with_python_friendly_defaults() -> Non
 def test_docker_archive_image_id_is_the_sha256_of_its_config(tmp_path: Path) -> None:
     rootfs = rootfs_tar(tmp_path / "rootfs.tar")
     layer_sha = sha256(rootfs.read_bytes())
-    config = image_config(BootstrapRequest("bookworm", TAG), layer_sha, CREATED)
+    config = image_config(BootstrapCommand("bookworm", TAG), layer_sha, CREATED)
 
     image_id = _docker_archive(rootfs, config, TAG, tmp_path / "image.tar")
 
@@ -215,7 +215,7 @@ def test_docker_archive_ids_are_identical_for_identical_inputs(tmp_path: Path) -
     # Same content, different file times: as two mmdebstrap runs with SOURCE_DATE_EPOCH.
     first = rootfs_tar(tmp_path / "a.tar", mtime=1_000_000)
     second = rootfs_tar(tmp_path / "b.tar", mtime=2_000_000)
-    config = image_config(BootstrapRequest("bookworm", TAG), sha256(first.read_bytes()), CREATED)
+    config = image_config(BootstrapCommand("bookworm", TAG), sha256(first.read_bytes()), CREATED)
 
     one = _docker_archive(first, config, TAG, tmp_path / "one.tar")
     two = _docker_archive(second, config, TAG, tmp_path / "two.tar")
@@ -268,7 +268,7 @@ def test_bootstrap_loads_the_archive_and_returns_its_image_id(
 ) -> None:
     calls = fake_mmdebstrap(monkeypatch)
     api = FakeApi([{"stream": f"Loaded image: {TAG}\n"}])
-    request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000)
+    request = BootstrapCommand("bookworm", TAG, source_date_epoch=1_700_000_000)
 
     image_id = bootstrap(DockerEngine(SimpleNamespace(api=api)), request)  # type: ignore[arg-type]
 
@@ -284,7 +284,7 @@ def test_bootstrap_twice_with_the_same_epoch_gives_the_same_image_id(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake_mmdebstrap(monkeypatch)
-    request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000)
+    request = BootstrapCommand("bookworm", TAG, source_date_epoch=1_700_000_000)
 
     ids = {
         bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), request)  # type: ignore[arg-type]
@@ -300,7 +300,7 @@ def test_bootstrap_without_mmdebstrap_says_how_to_install_it(
     monkeypatch.setattr(baseimage.shutil, "which", lambda name: None)
 
     with pytest.raises(InputError, match="mmdebstrap is not installed") as caught:
-        bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]
+        bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), BootstrapCommand("bookworm", TAG))  # type: ignore[arg-type]
 
     assert "apt-get install mmdebstrap" in caught.value.hint
 
@@ -313,7 +313,7 @@ def test_bootstrap_failure_of_mmdebstrap_shows_its_last_lines(
     api = FakeApi([])
 
     with pytest.raises(BootstrapError) as caught:
-        bootstrap(DockerEngine(SimpleNamespace(api=api)), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]
+        bootstrap(DockerEngine(SimpleNamespace(api=api)), BootstrapCommand("bookworm", TAG))  # type: ignore[arg-type]
 
     message = caught.value.message
     assert message.startswith("mmdebstrap failed for bookworm (exit 25):")
@@ -332,7 +332,7 @@ def test_bootstrap_fails_when_the_engine_refuses_the_archive(
     api = FakeApi([{"errorDetail": {"message": refused}, "error": refused}])
 
     with pytest.raises(BootstrapError, match=refused):
-        bootstrap(DockerEngine(SimpleNamespace(api=api)), BootstrapRequest("bookworm", TAG))  # type: ignore[arg-type]
+        bootstrap(DockerEngine(SimpleNamespace(api=api)), BootstrapCommand("bookworm", TAG))  # type: ignore[arg-type]
 
 
 # The root filesystem cache: mmdebstrap runs once per mirror state --------------------------
@@ -351,7 +351,7 @@ def test_a_second_bootstrap_from_the_same_mirror_state_runs_no_mmdebstrap(
 ) -> None:
     calls = fake_mmdebstrap(monkeypatch)
     cache = cache_with(tmp_path / "bases", {INDEX: b"Date: Sat, 05 Dec 2026\n"})
-    request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000)
+    request = BootstrapCommand("bookworm", TAG, source_date_epoch=1_700_000_000)
 
     first = bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), request, cache)  # type: ignore[arg-type]
     assert cache.reused is None and len(calls) == 1
@@ -376,17 +376,17 @@ def test_a_new_mirror_state_or_other_inputs_run_mmdebstrap_again(
     monkeypatch.setattr(baseimage, "emulation_problem", lambda arch: None)
     indexes: dict[str, bytes | None] = {INDEX: b"Date: Sat, 05 Dec 2026\n"}
     cache = cache_with(tmp_path, indexes)
-    request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000)
+    request = BootstrapCommand("bookworm", TAG, source_date_epoch=1_700_000_000)
     bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), request, cache)  # type: ignore[arg-type]
 
     if change == "index":  # a point release, a fix in the suite
         indexes[INDEX] = b"Date: Sun, 06 Dec 2026\n"
     elif change == "include":
-        request = BootstrapRequest("bookworm", TAG, include=("python3", "g++"))
+        request = BootstrapCommand("bookworm", TAG, include=("python3", "g++"))
     elif change == "epoch":
-        request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_800_000_000)
+        request = BootstrapCommand("bookworm", TAG, source_date_epoch=1_800_000_000)
     else:
-        request = BootstrapRequest("bookworm", TAG, source_date_epoch=1_700_000_000, arch="arm64")
+        request = BootstrapCommand("bookworm", TAG, source_date_epoch=1_700_000_000, arch="arm64")
     bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), request, cache)  # type: ignore[arg-type]
 
     assert len(calls) == 2 and cache.reused is None
@@ -401,7 +401,7 @@ def test_a_mirror_whose_index_cannot_be_read_is_never_cached(
     it through apt's proxy); the others are mirrors given in forms imagekit does not read."""
     calls = fake_mmdebstrap(monkeypatch)
     cache = cache_with(tmp_path, {})
-    request = BootstrapRequest("bookworm", TAG, mirror=mirror)
+    request = BootstrapCommand("bookworm", TAG, mirror=mirror)
 
     for _ in range(2):
         bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), request, cache)  # type: ignore[arg-type]
@@ -415,7 +415,7 @@ def test_a_failed_mmdebstrap_keeps_nothing(tmp_path: Path, monkeypatch: pytest.M
 
     with pytest.raises(BootstrapError):
         bootstrap(
-            DockerEngine(SimpleNamespace(api=FakeApi([]))), BootstrapRequest("bookworm", TAG), cache
+            DockerEngine(SimpleNamespace(api=FakeApi([]))), BootstrapCommand("bookworm", TAG), cache
         )  # type: ignore[arg-type]
 
     assert not (tmp_path / "bases").exists() or list((tmp_path / "bases").iterdir()) == []
@@ -431,7 +431,7 @@ def test_the_cache_keeps_the_most_recently_used_tars(
     def made(n: int) -> None:
         indexes[INDEX] = f"state {n}".encode()
         bootstrap(
-            DockerEngine(SimpleNamespace(api=FakeApi([]))), BootstrapRequest("bookworm", TAG), cache
+            DockerEngine(SimpleNamespace(api=FakeApi([]))), BootstrapCommand("bookworm", TAG), cache
         )  # type: ignore[arg-type]
 
     made(1)

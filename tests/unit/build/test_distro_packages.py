@@ -190,10 +190,10 @@ def test_slim_passes_with_sshd_and_compilers_only_when_its_base_brought_them(bas
 
 
 def test_the_bootstrap_installs_them_and_leaves_no_ssh_host_key_in_the_base() -> None:
-    from imagekit.adapters.baseimage import BootstrapRequest, mmdebstrap_command
+    from imagekit.adapters.baseimage import mmdebstrap_command
 
     command = BootstrapCommand(suite="bookworm", tag="b/debian:bookworm", packages_for=Flavour.FULL)
-    argv = mmdebstrap_command(BootstrapRequest.of(command), Path("r.tar"))
+    argv = mmdebstrap_command(command, Path("r.tar"))
     (include,) = [a for a in argv if a.startswith("--include=")]
     assert include == "--include=" + ",".join(command.packages)
     hook = next(a for a in argv if a.startswith("--customize-hook=rm "))
@@ -208,10 +208,10 @@ def test_the_bootstrap_gives_a_minbase_root_an_etc_hosts_and_keeps_one_it_has(
     /etc with that moment), and leaves one the packages installed alone."""
     import subprocess
 
-    from imagekit.adapters.baseimage import BootstrapRequest, mmdebstrap_command
+    from imagekit.adapters.baseimage import mmdebstrap_command
 
     command = BootstrapCommand(suite="bookworm", tag="b/debian:bookworm")
-    argv = mmdebstrap_command(BootstrapRequest.of(command), Path("r.tar"))
+    argv = mmdebstrap_command(command, Path("r.tar"))
     (hook,) = [a.split("=", 1)[1] for a in argv if "etc/hosts" in a]
     bare, kept = tmp_path / "bare", tmp_path / "kept"
     for root in (bare, kept):

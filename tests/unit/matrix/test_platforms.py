@@ -34,7 +34,6 @@ from typer.testing import CliRunner
 
 from imagekit.adapters import baseimage, installer
 from imagekit.adapters.baseimage import (
-    BootstrapRequest,
     bootstrap,
     emulation_problem,
     image_config,
@@ -55,7 +54,7 @@ from imagekit.build.context import (
 from imagekit.build.outcome import platform_mismatch
 from imagekit.build.ports import BuildOutcome, BuildRequest, LineSink
 from imagekit.build.render import RenderOptions, image_labels, render_image
-from imagekit.build.requests import BuildSettings
+from imagekit.build.requests import BootstrapCommand, BuildSettings
 from imagekit.build.run import BuildContexts, BuildRun
 from imagekit.cli import app
 from imagekit.errors import InputError
@@ -1141,7 +1140,7 @@ CREATED = "2023-11-14T22:13:20Z"
     ("arch", "expected"), [(None, "amd64"), ("amd64", "amd64"), ("arm64", "arm64")]
 )
 def test_mmdebstrap_command_names_the_architecture(arch: str | None, expected: str) -> None:
-    request = BootstrapRequest("bookworm", TAG)
+    request = BootstrapCommand("bookworm", TAG)
     if arch is not None:
         request = replace(request, arch=arch)
     command = mmdebstrap_command(request, Path("r.tar"))
@@ -1153,9 +1152,9 @@ def test_mmdebstrap_command_names_the_architecture(arch: str | None, expected: s
 
 def test_image_config_says_arm64_v8_and_amd64_without_a_variant() -> None:
     arm = json.loads(
-        image_config(BootstrapRequest("bookworm", TAG, arch="arm64"), "ab" * 32, CREATED)
+        image_config(BootstrapCommand("bookworm", TAG, arch="arm64"), "ab" * 32, CREATED)
     )
-    amd = json.loads(image_config(BootstrapRequest("bookworm", TAG), "ab" * 32, CREATED))
+    amd = json.loads(image_config(BootstrapCommand("bookworm", TAG), "ab" * 32, CREATED))
     assert (arm["architecture"], arm["variant"], arm["os"]) == ("arm64", "v8", "linux")
     assert amd["architecture"] == "amd64"
     assert "variant" not in amd
@@ -1285,7 +1284,7 @@ def test_bootstrap_of_an_arm64_base_under_emulation_loads_an_arm64_image(
     monkeypatch.setattr(baseimage, "emulation_problem", lambda arch: asked.append(arch))
     commands = fake_mmdebstrap(monkeypatch)
     api = FakeApi()
-    request = BootstrapRequest("bookworm", TAG, arch="arm64", source_date_epoch=1_700_000_000)
+    request = BootstrapCommand("bookworm", TAG, arch="arm64", source_date_epoch=1_700_000_000)
 
     arm_id = bootstrap(DockerEngine(SimpleNamespace(api=api)), request)  # type: ignore[arg-type]
 
@@ -1305,7 +1304,7 @@ def test_bootstrap_refuses_an_unknown_architecture_before_running_anything(
     with pytest.raises(InputError) as caught:
         bootstrap(
             DockerEngine(SimpleNamespace(api=FakeApi())),
-            BootstrapRequest("bookworm", TAG, arch="s390x"),
+            BootstrapCommand("bookworm", TAG, arch="s390x"),
         )  # type: ignore[arg-type]
     assert caught.value.message == "unknown architecture 's390x'"
     assert caught.value.hint == "known: amd64, arm64"
@@ -1321,7 +1320,7 @@ def test_bootstrap_without_emulation_says_how_to_enable_it(
     with pytest.raises(InputError) as caught:
         bootstrap(
             DockerEngine(SimpleNamespace(api=FakeApi())),
-            BootstrapRequest("bookworm", TAG, arch="arm64"),
+            BootstrapCommand("bookworm", TAG, arch="arm64"),
         )  # type: ignore[arg-type]
     assert caught.value.message == why
     assert "qemu-user-static" in caught.value.hint and "binfmt-support" in caught.value.hint
