@@ -4,19 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from imagekit.cli.common import (
-    app,
-    note_leftovers,
-    plain_view,
-    say,
-    show,
-)
+from imagekit.cli.common import app, note_leftovers, plain_view, say, show
 from imagekit.cli.options import command
 from imagekit.publish.requests import PublishCommand
 
 if TYPE_CHECKING:
     from imagekit.kernel.engine import Engine
-    from imagekit.publish.decisions import PublishSettings
     from imagekit.publish.ports import Signer
     from imagekit.publish.run import PublishPorts
 
@@ -36,13 +29,14 @@ def publish(request: PublishCommand) -> None:
     from imagekit.adapters.results import RunFolder
     from imagekit.kernel.text import table
     from imagekit.publish.decisions import publish_rows
+    from imagekit.publish.multiarch import image_groups
     from imagekit.publish.run import publish_images
 
-    settings = request.settings()
-    matrix = request.selection.load()
-    groups = settings.groups(request.selection.plans(matrix), matrix.plans)
+    matrix, settings = request.selection.load(), request.settings
+    selected = request.selection.plans(matrix)
+    groups = image_groups(selected, matrix.plans, partial=settings.mode.partial)
     RunFolder.check_writable(request.results)
-    ports, engine = _ports(request, settings)
+    ports, engine = _ports(request)
     outcome = publish_images(settings, groups, ports, engine)
     data = {"run_id": ports.store.run_id, "images": [r.to_json() for r in outcome.records]}
     show(
@@ -55,9 +49,7 @@ def publish(request: PublishCommand) -> None:
         raise error
 
 
-def _ports(
-    request: PublishCommand, settings: PublishSettings
-) -> tuple[PublishPorts, Engine | None]:
+def _ports(request: PublishCommand) -> tuple[PublishPorts, Engine | None]:
     """The adapters the request's mode works through, and its engine (none for a promotion,
     which works inside the registry); the run folder made, its run.json written."""
     from imagekit.adapters.engine import open_engine
@@ -66,11 +58,11 @@ def _ports(
     from imagekit.adapters.sbom import CycloneDx
     from imagekit.publish.run import PublishPorts
 
-    signer = _signer(request)
+    settings, signer = request.settings, _signer(request)
     engine = open_engine() if settings.mode.needs_engine else None
     if engine is not None:
         note_leftovers(engine)
-    about = RunFacts(registry=request.registry, force=request.force, signed=signer is not None)
+    about = RunFacts(registry=settings.registry, force=settings.force, signed=signer is not None)
     run = RunFolder.begin(request.results, "publish", engine.info() if engine else None, about)
     registry = HttpRegistry(
         engine,

@@ -1,10 +1,10 @@
 """What `imagekit publish` decides, pure: its mode, the tags of each image, and its verdict.
 
-Publish runs in one of three modes, decided once from the command line (`PublishSettings`):
-push a local image under its versioned tag and aliases; push it only as a CI candidate
-(`{tag}-candidate-{id}`); or promote such a candidate to the final tags inside the registry
-(no engine). Orchestration picks the publisher of the mode (`orchestration.publish`); the
-records it returns are judged here (`publish_failure`) for the exit code and message.
+Publish runs in one of three modes, decided from `--candidate` and `--from-candidate`
+(`PublishMode.of`): push a local image under its versioned tag and aliases; push it only as a CI
+candidate (`{tag}-candidate-{id}`); or promote such a candidate to the final tags inside the
+registry (no engine). `publish/run.py` picks the publisher of the mode; the records it returns
+are judged here (`publish_failure`) for the exit code and message.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from enum import StrEnum
 from imagekit.errors import EngineError, ImagekitError, PublishError
 from imagekit.kernel.records import PublishRecord, PublishStatus, TagRecord
 from imagekit.kernel.vocabulary import TagKind
-from imagekit.matrix.plan import ImagePlan, retarget
-from imagekit.publish.multiarch import ImageGroup, image_groups, platform_tag
+from imagekit.matrix.plan import ImagePlan
+from imagekit.publish.multiarch import platform_tag
 
 
 class PublishMode(StrEnum):
@@ -26,6 +26,13 @@ class PublishMode(StrEnum):
     PUSH = "push"  # a local image under its versioned tag and aliases
     CANDIDATE = "candidate"  # a local image under its CI candidate tag only
     PROMOTION = "promotion"  # a candidate's manifest under the final tags, inside the registry
+
+    @classmethod
+    def of(cls, candidate: str | None, from_candidate: str | None) -> PublishMode:
+        """The mode `--candidate` and `--from-candidate` ask for (neither: push)."""
+        if candidate:
+            return cls.CANDIDATE
+        return cls.PROMOTION if from_candidate else cls.PUSH
 
     @property
     def needs_engine(self) -> bool:
@@ -37,34 +44,6 @@ class PublishMode(StrEnum):
         """Whether one platform of a multi-platform image may be selected alone: a candidate's
         platforms are pushed by their own CI jobs, and promotion joins them."""
         return self is PublishMode.CANDIDATE
-
-
-@dataclass(frozen=True)
-class PublishSettings:
-    """How to publish: the mode, the CI run id of its candidates, and where and how."""
-
-    mode: PublishMode = PublishMode.PUSH
-    candidate: str = ""  # the CI run id a candidate is pushed or promoted under; "" to push
-    registry: str | None = None  # push to this registry instead of the matrix's
-    dry_run: bool = False
-    force: bool = False
-
-    def __post_init__(self) -> None:
-        # A bug, not a user's mistake: the request layer makes settings from its options.
-        if (self.mode is PublishMode.PUSH) == bool(self.candidate):
-            wants = "no candidate id" if self.mode is PublishMode.PUSH else "a candidate id"
-            raise ValueError(f"a {self.mode} publish takes {wants}")
-
-    def repository(self, plan: ImagePlan) -> str:
-        """Where `plan` is published."""
-        return retarget(plan.repository, self.registry)
-
-    def groups(self, selected: Sequence[ImagePlan], every: Sequence[ImagePlan]) -> list[ImageGroup]:
-        """The selected plans by image (`every`: all the matrix's): the platforms of one image
-        publish together, as one index under its tags; an `InputError` when one is selected
-        without the others, except as CI candidates (each platform's job pushes its own,
-        promotion joins them)."""
-        return image_groups(selected, every, partial=self.mode.partial)
 
 
 def candidate_tag(tag: str, candidate: str) -> str:

@@ -16,7 +16,6 @@ from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.attest_run import UNSIGNED, Attestation, sign_and_attest
 from imagekit.publish.decisions import (
-    PublishSettings,
     Pushed,
     final_tags,
     pushed_or_unchanged,
@@ -26,6 +25,7 @@ from imagekit.publish.gate import decide
 from imagekit.publish.log import PublishPorts
 from imagekit.publish.multiarch import PlatformManifest, index_document
 from imagekit.publish.ports import ManifestDocument, Registry
+from imagekit.publish.requests import PublishSettings
 
 
 def index_name(first: ImagePlan) -> str:

@@ -26,7 +26,6 @@ from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.attest_run import UNSIGNED, Attestation, sign_and_attest
 from imagekit.publish.decisions import (
     PublishMode,
-    PublishSettings,
     Pushed,
     candidate_tag,
     pushed_or_unchanged,
@@ -37,6 +36,7 @@ from imagekit.publish.index import platform_manifest
 from imagekit.publish.log import PublishLog, PublishPorts
 from imagekit.publish.multiarch import ImageGroup, index_document, platform_tag
 from imagekit.publish.ports import ManifestDocument
+from imagekit.publish.requests import PublishSettings
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Gate:
 
 
 class Promotion:
-    """Promotes the candidates of one CI run (`settings.candidate`) to their final tags,
+    """Promotes the candidates of one CI run (`settings.candidate_id`) to their final tags,
     inside the registry: it needs no engine."""
 
     def __init__(self, ports: PublishPorts, settings: PublishSettings, log: PublishLog) -> None:
@@ -93,7 +93,7 @@ class Promotion:
     def promote(self, plan: ImagePlan) -> PublishRecord:
         """Gate the candidate of `plan` on its records, then give it the final tags."""
         repository = self.settings.repository(plan)
-        source = f"{repository}:{candidate_tag(plan.tag, self.settings.candidate)}"
+        source = f"{repository}:{candidate_tag(plan.tag, self.settings.candidate_id)}"
         try:
             document = self.registry.document(source)
             if document is None:
@@ -128,7 +128,7 @@ class Promotion:
         None when that worked, else the record of why not (a dry run stops here)."""
         first = plans[0]
         repository = self.settings.repository(first)
-        candidate = candidate_tag(first.tag, self.settings.candidate)
+        candidate = candidate_tag(first.tag, self.settings.candidate_id)
         try:
             manifests = []
             for plan in plans:

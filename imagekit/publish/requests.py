@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from imagekit.errors import InputError
 from imagekit.kernel.options import JSON, RESULTS, Arg, Opt
 from imagekit.kernel.records import Reached
+from imagekit.matrix.plan import ImagePlan, retarget
 from imagekit.matrix.selection import Selection
 from imagekit.publish.attest import Requirement
-
-if TYPE_CHECKING:
-    from imagekit.publish.decisions import PublishSettings
+from imagekit.publish.decisions import PublishMode
 
 
 @dataclass(frozen=True)
-class PublishCommand:
-    """Push the tags of images that passed verification (exit 6 if any is refused or fails);
-    `imagekit publish --help` says more (cli/publish.py)."""
+class PublishSettings:
+    """How `imagekit publish` publishes: its options, taken by `publish_images` as they are."""
 
-    selection: Selection
     registry: Annotated[
         str | None, Opt("--registry", help="Push to this registry instead of the matrix's.")
     ] = None
@@ -48,6 +45,35 @@ class PublishCommand:
             "no engine.",
         ),
     ] = None
+
+    def __post_init__(self) -> None:
+        if self.candidate and self.from_candidate:
+            raise InputError(
+                "--candidate pushes a candidate and --from-candidate publishes one; pick one"
+            )
+
+    @property
+    def mode(self) -> PublishMode:
+        """What this publish does, decided from its candidate options."""
+        return PublishMode.of(self.candidate, self.from_candidate)
+
+    def repository(self, plan: ImagePlan) -> str:
+        """Where `plan` is published."""
+        return retarget(plan.repository, self.registry)
+
+    @property
+    def candidate_id(self) -> str:
+        """The CI run id a candidate is pushed or promoted under; "" to push."""
+        return self.candidate or self.from_candidate or ""
+
+
+@dataclass(frozen=True)
+class PublishCommand:
+    """Push the tags of images that passed verification (exit 6 if any is refused or fails);
+    `imagekit publish --help` says more (cli/publish.py)."""
+
+    selection: Selection
+    settings: PublishSettings = field(default_factory=PublishSettings)
     attempts: Annotated[int, Opt("--attempts", min=1, max=10, help="Tries per tag.")] = 4
     deadline_s: Annotated[
         float,
@@ -73,29 +99,10 @@ class PublishCommand:
         ),
     ] = None
 
-    def __post_init__(self) -> None:
-        if self.candidate and self.from_candidate:
-            raise InputError(
-                "--candidate pushes a candidate and --from-candidate publishes one; pick one"
-            )
-
-    def settings(self) -> PublishSettings:
-        """What to publish and how: the mode is decided here, once, from `--candidate` and
-        `--from-candidate` (neither: push the final tags)."""
-        from imagekit.publish.decisions import PublishMode, PublishSettings
-
-        mode = PublishMode.PUSH
-        if self.candidate:
-            mode = PublishMode.CANDIDATE
-        elif self.from_candidate:
-            mode = PublishMode.PROMOTION
-        candidate = self.candidate or self.from_candidate or ""
-        return PublishSettings(mode, candidate, self.registry, self.dry_run, self.force)
-
     @property
     def signing(self) -> str | None:
         """The key to sign with: none on a dry run, which pushes nothing to sign."""
-        return None if self.dry_run else self.signing_key
+        return None if self.settings.dry_run else self.signing_key
 
 
 # The levels an attested record can be required to reach, by the name --require-level takes.

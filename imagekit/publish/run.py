@@ -30,7 +30,6 @@ from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.attest_run import UNSIGNED, sign_and_attest
 from imagekit.publish.decisions import (
     PublishMode,
-    PublishSettings,
     Pushed,
     candidate_tag,
     candidate_tags,
@@ -47,6 +46,7 @@ from imagekit.publish.log import PublishLog, PublishPorts
 from imagekit.publish.multiarch import ImageGroup
 from imagekit.publish.ports import RemoteManifest
 from imagekit.publish.promote import Promotion
+from imagekit.publish.requests import PublishSettings
 
 # `candidate_tag` is named here too: callers of the publish use case read it from this module.
 __all__ = [
@@ -82,7 +82,7 @@ def publish_images(
     ports: PublishPorts,
     engine: Engine | None,
 ) -> PublishOutcome:
-    """Publish each image (`PublishSettings.groups`) as `settings` say, by the publisher of
+    """Publish each image (`multiarch.image_groups`) as `settings` say, by the publisher of
     its mode, each image's record written as it finishes. `engine`: where local images are
     pushed from; a promotion works inside the registry and takes none."""
     log = PublishLog(ports.store, ports.events)
@@ -330,7 +330,7 @@ class CandidatePush(LocalPush):
     def publish(self, groups: Sequence[ImageGroup]) -> list[PublishRecord]:
         """Push each selected image (or platform of one: its own job pushes each, and the
         promotion assembles their index) under its candidate tag."""
-        candidate = self.settings.candidate
+        candidate = self.settings.candidate_id
         return [
             self.publish_one(plan, candidate_tags(plan, candidate, multi=group.multi))
             for group in groups

@@ -45,7 +45,7 @@ from imagekit.matrix.requests import (
     TagsRequest,
 )
 from imagekit.matrix.selection import Selection
-from imagekit.publish.requests import AttestVerifyRequest, PublishCommand
+from imagekit.publish.requests import AttestVerifyRequest, PublishCommand, PublishSettings
 from imagekit.serve.decide import Service
 from imagekit.serve.requests import RunCommand
 from imagekit.upstream.requests import CompatVerifyRequest, RefreshRequest
@@ -513,10 +513,9 @@ def case_publish_candidate(f: Files) -> Line:
         ],
         PublishCommand(
             selection=selection(f),
-            registry="registry.example:5000/ml",
-            dry_run=True,
-            force=True,
-            candidate="ci-123",
+            settings=PublishSettings(
+                registry="registry.example:5000/ml", dry_run=True, force=True, candidate="ci-123"
+            ),
             attempts=7,
             backoff_s=0.5,
             deadline_s=42.0,
@@ -538,7 +537,9 @@ def case_publish_from_candidate(f: Files) -> Line:
             str(f.keys),
         ],
         PublishCommand(
-            selection=Selection(matrix=f.matrix), from_candidate="ci-456", signing_key=str(f.keys)
+            selection=Selection(matrix=f.matrix),
+            settings=PublishSettings(from_candidate="ci-456"),
+            signing_key=str(f.keys),
         ),
     )
 
@@ -894,7 +895,7 @@ def test_every_dispatched_request_has_a_handler(files: Files) -> None:
     """Each request a command makes has its handler once imagekit.cli is imported."""
     dispatched = cli_request_classes()
     # Parts of requests: shared by several, or one command's nested settings.
-    shared = {Selection, RenderInputs, BuildSettings}
+    shared = {Selection, RenderInputs, BuildSettings, PublishSettings}
     defined = {
         value
         for module in REQUEST_MODULES

@@ -148,7 +148,7 @@ class World:
         CLI groups them (a partial selection only for candidates)."""
         selected = [p for p in self.plans(flavour) if p.platform in platforms]
         chosen = settings(**options)
-        groups = chosen.groups(selected, self.matrix.plans)
+        groups = image_groups(selected, self.matrix.plans, partial=chosen.mode.partial)
         ports = PublishPorts(
             self.registry,
             self.store,

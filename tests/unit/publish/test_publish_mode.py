@@ -15,7 +15,6 @@ from imagekit.matrix.plan import ImagePlan
 from imagekit.matrix.selection import Selection
 from imagekit.publish.decisions import (
     PublishMode,
-    PublishSettings,
     candidate_tag,
     candidate_tags,
     final_tags,
@@ -23,8 +22,8 @@ from imagekit.publish.decisions import (
     publish_failure,
     publish_rows,
 )
-from imagekit.publish.multiarch import ImageGroup
-from imagekit.publish.requests import PublishCommand
+from imagekit.publish.multiarch import ImageGroup, image_groups
+from imagekit.publish.requests import PublishCommand, PublishSettings
 from imagekit.publish.run import publish_images
 from tests.unit.publish.test_publish_run import World, _candidate, verified
 
@@ -36,59 +35,47 @@ def slim() -> ImagePlan:
     return next(p for p in load_matrix(ROOT / "examples" / "cpu.yaml").plans if p.flavour == "slim")
 
 
-def request(**options: Any) -> PublishCommand:
-    return PublishCommand(Selection(), **options)
-
-
 # The request's settings --------------------------------------------------------------------
 
 
 def test_no_candidate_option_pushes_the_final_tags() -> None:
-    assert request().settings() == PublishSettings(PublishMode.PUSH, "")
+    assert (PublishSettings().mode, PublishSettings().candidate_id) == (PublishMode.PUSH, "")
 
 
 def test_candidate_pushes_a_candidate_and_from_candidate_promotes_one() -> None:
-    assert request(candidate="ci-1").settings() == PublishSettings(PublishMode.CANDIDATE, "ci-1")
-    promotion = request(from_candidate="ci-2").settings()
-    assert promotion == PublishSettings(PublishMode.PROMOTION, "ci-2")
-
-
-def test_registry_dry_run_and_force_reach_the_settings() -> None:
-    chosen = request(registry="r.example:5000/ml", dry_run=True, force=True).settings()
-    assert chosen == PublishSettings(PublishMode.PUSH, "", "r.example:5000/ml", True, True)
+    pushed = PublishSettings(candidate="ci-1")
+    assert (pushed.mode, pushed.candidate_id) == (PublishMode.CANDIDATE, "ci-1")
+    promotion = PublishSettings(from_candidate="ci-2")
+    assert (promotion.mode, promotion.candidate_id) == (PublishMode.PROMOTION, "ci-2")
 
 
 def test_both_candidate_options_are_refused_before_any_settings() -> None:
     with pytest.raises(InputError, match="pick one"):
-        request(candidate="a", from_candidate="b")
+        PublishSettings(candidate="a", from_candidate="b")
 
 
 def test_a_dry_run_signs_nothing_whatever_the_key() -> None:
-    assert request(signing_key="k.key").signing == "k.key"
-    assert request(signing_key="k.key", dry_run=True).signing is None
-    assert request().signing is None
+    def signing(dry_run: bool = False, key: str | None = "k.key") -> str | None:
+        command = PublishCommand(Selection(), PublishSettings(dry_run=dry_run), signing_key=key)
+        return command.signing
+
+    assert signing() == "k.key"
+    assert signing(dry_run=True) is None
+    assert signing(key=None) is None
 
 
 def test_only_a_promotion_works_without_an_engine() -> None:
     assert [m for m in PublishMode if not m.needs_engine] == [PublishMode.PROMOTION]
 
 
-def test_settings_refuse_a_mode_without_its_candidate_id_and_push_with_one() -> None:
-    with pytest.raises(ValueError):
-        PublishSettings(PublishMode.CANDIDATE)
-    with pytest.raises(ValueError):
-        PublishSettings(PublishMode.PROMOTION)
-    with pytest.raises(ValueError):
-        PublishSettings(PublishMode.PUSH, "7")
-
-
 def test_only_candidates_may_select_one_platform_of_a_multi_platform_image() -> None:
     matrix = load_matrix(ROOT / "examples" / "cuda-local.yaml")
     amd64 = [p for p in matrix.plans if p.platform == "linux/amd64"]
-    for chosen in (request().settings(), request(from_candidate="9").settings()):
+    for chosen in (PublishSettings(), PublishSettings(from_candidate="9")):
         with pytest.raises(InputError, match="is one index of"):
-            chosen.groups(amd64, matrix.plans)
-    groups = request(candidate="9").settings().groups(amd64, matrix.plans)
+            image_groups(amd64, matrix.plans, partial=chosen.mode.partial)
+    partial = PublishSettings(candidate="9").mode.partial
+    groups = image_groups(amd64, matrix.plans, partial=partial)
     assert all(g.multi and len(g.plans) == 1 for g in groups)
 
 
@@ -100,16 +87,16 @@ def test_the_tags_of_each_mode(slim: ImagePlan) -> None:
 
 
 def test_a_settings_registry_retargets_the_repository(slim: ImagePlan) -> None:
-    moved = request(registry="localhost:5000").settings().repository(slim)
+    moved = PublishSettings(registry="localhost:5000").repository(slim)
     assert moved.startswith("localhost:5000/") and moved != slim.repository
-    assert request().settings().repository(slim) == slim.repository
+    assert PublishSettings().repository(slim) == slim.repository
 
 
 # What each option changes in a publish -----------------------------------------------------
 
 
 def run(world: World, options: dict[str, Any], engine: bool = True) -> PublishRecord:
-    chosen = request(**options).settings()
+    chosen = PublishSettings(**options)
     ports = world.ports([verified(world.image, world.plan)])
     groups = [ImageGroup((world.plan,), 1)]
     return publish_images(chosen, groups, ports, world.engine if engine else None).records[0]
@@ -156,17 +143,17 @@ def test_force_publishes_an_image_no_record_passed_and_says_so(
     tmp_path: Path, slim: ImagePlan
 ) -> None:
     world = World(tmp_path, slim)
-    chosen = request(force=True).settings()
+    chosen = PublishSettings(force=True)
     groups = [ImageGroup((slim,), 1)]
     record = publish_images(chosen, groups, world.ports([]), world.engine).records[0]
     assert record.status is PublishStatus.PUBLISHED and record.forced and record.reasons
-    refused = publish_images(request().settings(), groups, world.ports([]), world.engine)
+    refused = publish_images(PublishSettings(), groups, world.ports([]), world.engine)
     assert refused.records[0].status is PublishStatus.REFUSED
 
 
 def test_pushing_a_local_image_needs_an_engine(tmp_path: Path, slim: ImagePlan) -> None:
     world = World(tmp_path, slim)
-    for chosen in (request().settings(), request(candidate="7").settings()):
+    for chosen in (PublishSettings(), PublishSettings(candidate="7")):
         with pytest.raises(ValueError, match="needs an engine"):
             publish_images(chosen, [ImageGroup((slim,), 1)], world.ports([]), None)
 
@@ -180,7 +167,7 @@ def test_an_engine_refusal_reaches_the_outcome_and_its_exit(
         raise EngineError("the engine refused while tagging: no space left", "free some space")
 
     world.engine.tag = tag  # type: ignore[method-assign]
-    chosen = request().settings()
+    chosen = PublishSettings()
     ports = world.ports([verified(world.image, slim)])
     outcome = publish_images(chosen, [ImageGroup((slim,), 1)], ports, world.engine)
     error = outcome.failure()

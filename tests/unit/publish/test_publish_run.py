@@ -13,12 +13,11 @@ from imagekit.kernel.records import Evidence, PublishStatus, Status, Timings, Ve
 from imagekit.kernel.vocabulary import PushFailure
 from imagekit.matrix.load import load_matrix
 from imagekit.matrix.plan import ImagePlan
-from imagekit.matrix.selection import Selection
-from imagekit.publish.decisions import PublishSettings, final_tags
+from imagekit.publish.decisions import final_tags
 from imagekit.publish.log import PublishLog
 from imagekit.publish.multiarch import ImageGroup
 from imagekit.publish.ports import ManifestDocument, PushOutcome, RemoteManifest
-from imagekit.publish.requests import PublishCommand
+from imagekit.publish.requests import PublishSettings
 from imagekit.publish.run import PublishPorts, PushRun, candidate_tag, publish_images
 from tests.fakes import (
     OCI_INDEX,
@@ -67,11 +66,8 @@ def verified(image: str, plan: ImagePlan, status: Status = Status.PASS) -> Evide
 def settings(
     candidate: str | None = None, from_candidate: str | None = None, **options: Any
 ) -> PublishSettings:
-    """The settings `imagekit publish` makes of these options."""
-    command = PublishCommand(
-        Selection(), candidate=candidate, from_candidate=from_candidate, **options
-    )
-    return command.settings()
+    """The settings of `imagekit publish` with these options."""
+    return PublishSettings(candidate=candidate, from_candidate=from_candidate, **options)
 
 
 class World:
