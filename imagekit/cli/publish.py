@@ -27,8 +27,7 @@ def publish(request: PublishCommand) -> None:
     """Gate and push every selected image; exit 6 when one is refused or fails (exit 3 when
     the engine refused something)."""
     from imagekit.adapters.results import RunFolder
-    from imagekit.kernel.text import table
-    from imagekit.publish.decisions import publish_rows
+    from imagekit.publish.decisions import publish_table
     from imagekit.publish.multiarch import image_groups
     from imagekit.publish.run import publish_images
 
@@ -39,11 +38,7 @@ def publish(request: PublishCommand) -> None:
     ports, engine = _ports(request)
     outcome = publish_images(settings, groups, ports, engine)
     data = {"run_id": ports.store.run_id, "images": [r.to_json() for r in outcome.records]}
-    show(
-        request.json,
-        data,
-        table(["IMAGE", "STATUS", "TAGS", "REASONS"], publish_rows(outcome.records)),
-    )
+    show(request.json, data, publish_table(outcome.records))
     say(f"results: {ports.store.root / 'publish.json'}")
     if (error := outcome.failure()) is not None:
         raise error

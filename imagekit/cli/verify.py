@@ -11,8 +11,6 @@ import typer
 
 from imagekit.cli.common import app, note_leftovers, plain_view, say, show
 from imagekit.cli.options import command
-from imagekit.errors import ProbeFailedError
-from imagekit.kernel.records import Verdict
 from imagekit.verify.requests import ProbeCommand, ReportRequest, VerifyCommand
 
 if TYPE_CHECKING:
@@ -29,20 +27,20 @@ def verify(request: VerifyCommand) -> None:
     from imagekit.adapters.structure import DockerInspector
     from imagekit.kernel.records import ImageRecord
     from imagekit.matrix.compat import load_compat
-    from imagekit.resources import probes_dir as bundled_probes
     from imagekit.verify import settings as vs
     from imagekit.verify.run import VerifyRun
+    from imagekit.verify.summary import step_summary_file
 
-    targets = vs.targets_of(request.images, [] if request.images else request.selection.plans())
-    folder = vs.probes_folder(request.probes_dir, bundled_probes())
-    settings = vs.VerifySettings.of(request, folder, step_summary_file())
+    settings = request.settings
+    targets = vs.targets_of(request.images, request.selection)
+    vs.check_probes_folder(settings.probes_folder)
     engine, run = _open_run(request.results, targets)
     inspector, runner = DockerInspector(engine), ContainerProbeRunner(engine)
     verifier = VerifyRun.of(engine, runner, inspector, run, settings, plain_view(), load_compat())
     for note in verifier.notes():
         say(f"note: {note}")
     try:
-        records = verifier.execute(targets)
+        records = verifier.execute(targets, step_summary_file(os.environ))
     except KeyboardInterrupt:
         say(f"interrupted; finished images are recorded in {run.root}")
         raise
@@ -51,12 +49,6 @@ def verify(request: VerifyCommand) -> None:
     say(f"results: {run.root}")
     if (error := verifier.outcome_error(len(targets))) is not None:
         raise error
-
-
-def step_summary_file() -> Path | None:
-    """GitHub Actions' step summary (GITHUB_STEP_SUMMARY), where verify adds its summary."""
-    value = os.environ.get("GITHUB_STEP_SUMMARY")
-    return Path(value) if value else None
 
 
 def _open_run(results: Path, targets: list[Target]) -> tuple[DockerEngine, RunFolder]:
@@ -86,27 +78,18 @@ def probe(request: ProbeCommand) -> None:
     """Run the probes here, print what they found, exit 5 when one did not pass."""
     from imagekit.adapters.hostprobe import HostProbeRunner
     from imagekit.adapters.results import write_json
-    from imagekit.kernel.text import table
     from imagekit.resources import probes_dir
-    from imagekit.verify.hostprobe import host_document, probe_here, result_rows
+    from imagekit.verify import hostprobe as hp
 
-    run = probe_here(
-        HostProbeRunner(),
-        probes_dir(),
-        request.probes,
-        request.device,
-        request.timeout_s,
-        request.nodes,
-    )
-    document = host_document(run)
+    run = hp.probe_here(HostProbeRunner(), probes_dir(), request.settings)
+    document = hp.host_document(run)
     if request.out is not None:
         write_json(request.out, document)
-    show(request.json, document, table(["PROBE", "STATUS", "REASON", "METRICS"], result_rows(run)))
+    show(request.json, document, hp.result_table(run))
     if not request.json:
-        output, took = run.output, f"{run.wall_s:.1f}s"
-        say(f"{document['status']} on {output.device} ({output.device_reason}) in {took}")
-    if document["status"] is not Verdict.PASS:
-        raise ProbeFailedError(f"probes failed on {run.output.device}")
+        say(hp.verdict_line(run))
+    if (error := hp.probe_failure(run)) is not None:
+        raise error
 
 
 @command(app, "report", ReportRequest)

@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from imagekit.errors import EngineError, ImagekitError, PublishError
 from imagekit.kernel.records import PublishRecord, PublishStatus, TagRecord
+from imagekit.kernel.text import table
 from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.multiarch import platform_tag
@@ -120,6 +121,11 @@ def publish_failure(
         if refused
         else "the registry's reasons are above",
     )
+
+
+def publish_table(done: Sequence[PublishRecord]) -> str:
+    """What `imagekit publish` prints: each image, its status, its tags and its reasons."""
+    return table(["IMAGE", "STATUS", "TAGS", "REASONS"], publish_rows(done))
 
 
 def publish_rows(done: Sequence[PublishRecord]) -> list[list[str]]:

@@ -4,31 +4,28 @@ that records them (the same results a container run gives, with the host they ra
 from __future__ import annotations
 
 import platform
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
 from imagekit import __version__
+from imagekit.errors import ProbeFailedError
 from imagekit.kernel.json import JsonObject
+from imagekit.kernel.records import Verdict
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, time_limit_s
+from imagekit.kernel.text import table
 from imagekit.verify.nodes import run_across
 from imagekit.verify.ports import ProbeRequest, ProbeRun, ProbeRunner
 from imagekit.verify.probe_contract import ProbeDevice, ProbeExpectations
 from imagekit.verify.probes import discover, multi_node, overall, select
+from imagekit.verify.requests import ProbeSettings
 
 
-def probe_here(
-    runner: ProbeRunner,
-    probes_dir: Path,
-    probes: Sequence[str],
-    device: ProbeDevice,
-    timeout_s: float | None,
-    nodes: int = 1,
-) -> ProbeRun:
+def probe_here(runner: ProbeRunner, probes_dir: Path, settings: ProbeSettings) -> ProbeRun:
     """Run the probes asked for (default: all) through `runner`, with their time limit; with
     `nodes` > 1 the multi-node probe too, as that many local torchrun nodes on loopback."""
+    device, timeout_s, nodes = settings.device, settings.timeout_s, settings.nodes
     specs = discover(probes_dir)
-    chosen = select(specs, list(probes) or None)
+    chosen = select(specs, list(settings.probes) or None)
     request = ProbeRequest(
         image="",
         probes_dir=probes_dir,
@@ -90,6 +87,24 @@ def host_document(run: ProbeRun) -> HostDocument:
         "wall_s": round(run.wall_s, 3),
         "probes": [r.to_json() for r in run.output.results],
     }
+
+
+def result_table(run: ProbeRun) -> str:
+    """What `imagekit probe` prints: one row per probe (name, status, reason, metrics)."""
+    return table(["PROBE", "STATUS", "REASON", "METRICS"], result_rows(run))
+
+
+def verdict_line(run: ProbeRun) -> str:
+    """The run's verdict, where it ran and in how long: `pass on cpu (...) in 3.2s`."""
+    output, took = run.output, f"{run.wall_s:.1f}s"
+    return f"{overall(output.results)} on {output.device} ({output.device_reason}) in {took}"
+
+
+def probe_failure(run: ProbeRun) -> ProbeFailedError | None:
+    """What `imagekit probe` exits with (5) when a probe did not pass; None when all did."""
+    if overall(run.output.results) == Verdict.PASS:
+        return None
+    return ProbeFailedError(f"probes failed on {run.output.device}")
 
 
 def result_rows(run: ProbeRun) -> list[list[str]]:

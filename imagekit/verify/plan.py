@@ -30,7 +30,8 @@ from imagekit.verify.nodes import nodes_request
 from imagekit.verify.ports import NodesRequest, ProbeRequest
 from imagekit.verify.probe_contract import ProbeDevice, ProbeExpectations
 from imagekit.verify.probes import ProbeSpec, multi_node, select
-from imagekit.verify.settings import Target, VerifySettings
+from imagekit.verify.requests import VerifySettings
+from imagekit.verify.settings import Target
 
 # Why an engine hands no GPUs over when it says nothing more precise (`EngineInfo.gpu_note`).
 NO_GPU_RUNTIME = "no NVIDIA runtime and no CDI GPU devices on this engine"
@@ -139,7 +140,7 @@ class VerifyPlan:
         emulation = emulation_for(image.platform, self.engine_architecture)
         request = ProbeRequest(
             image=image.id,
-            probes_dir=s.probes_dir,
+            probes_dir=s.probes_folder,
             probes=tuple(p.name for p in chosen),
             # A probe's own time limits (compile's child, ddp's rendezvous) stretch as ours do.
             expected=ProbeExpectations.of_image(image.imagekit, time_scale=emulation.slowdown),
@@ -177,7 +178,7 @@ class VerifyPlan:
         return nodes_request(
             spec,
             image=image.id,
-            probes_dir=self.settings.probes_dir,
+            probes_dir=self.settings.probes_folder,
             nodes=nodes,
             gpus=gpus,
             timeout_s=self.settings.timeout_s,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
@@ -10,15 +10,14 @@ from imagekit.errors import InputError
 from imagekit.kernel.options import GPUS, JSON, NODES, PROBES, RESULTS, TIMEOUT, Arg, Opt
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, GpuChoice
 from imagekit.matrix.selection import Selection
+from imagekit.resources import probes_dir
 from imagekit.verify.probe_contract import ProbeDevice
 
 
 @dataclass(frozen=True)
-class VerifyCommand:
-    """Run the probes inside each image and record the results."""
+class VerifySettings:
+    """How `imagekit verify` verifies: its options, taken by `VerifyRun` as they are."""
 
-    selection: Selection
-    images: Annotated[tuple[str, ...], Arg(help="Images to verify (default: the matrix's).")] = ()
     gpus: Annotated[GpuChoice, GPUS] = GpuChoice.AUTO
     probes: Annotated[tuple[str, ...], PROBES] = ()
     timeout_s: Annotated[float | None, TIMEOUT] = None
@@ -33,8 +32,6 @@ class VerifyCommand:
         Opt("--probes-dir", help="Run the probes of this folder instead of imagekit's."),
     ] = None
     nodes: Annotated[int, NODES] = 1
-    results: Annotated[Path, RESULTS] = Path("results")
-    json: Annotated[bool, JSON] = False
 
     def __post_init__(self) -> None:
         positive("--timeout-s", self.timeout_s)
@@ -42,6 +39,24 @@ class VerifyCommand:
             raise InputError(
                 f"--shm-size {self.shm_bytes} is not a size in bytes", "e.g. 2147483648"
             )
+
+    @property
+    def probes_folder(self) -> Path:
+        """The probes to run: `--probes-dir`'s, else imagekit's own."""
+        return self.probes_dir or probes_dir()
+
+
+@dataclass(frozen=True)
+class VerifyCommand:
+    """Run the probes inside each image and record the results."""
+
+    selection: Selection
+    images: Annotated[tuple[str, ...], Arg(help="Images to verify (default: the matrix's).")] = ()
+    settings: VerifySettings = field(default_factory=VerifySettings)
+    results: Annotated[Path, RESULTS] = Path("results")
+    json: Annotated[bool, JSON] = False
+
+    def __post_init__(self) -> None:
         if self.images and (self.selection.only or self.selection.flavour):
             raise InputError(
                 "--only and --flavour pick images of the matrix; they do not apply to images "
@@ -59,8 +74,8 @@ def positive(option: str, seconds: float | None) -> None:
 
 
 @dataclass(frozen=True)
-class ProbeCommand:
-    """Run the probes in this Python environment, no Docker (a doctor for GPU nodes)."""
+class ProbeSettings:
+    """How `imagekit probe` probes: its options, taken by `probe_here` as they are."""
 
     probes: Annotated[tuple[str, ...], PROBES] = ()
     device: Annotated[ProbeDevice, Opt("--device", help="Where the probes compute.")] = (
@@ -68,13 +83,20 @@ class ProbeCommand:
     )
     timeout_s: Annotated[float | None, TIMEOUT] = None
     nodes: Annotated[int, NODES] = 1
+
+    def __post_init__(self) -> None:
+        positive("--timeout-s", self.timeout_s)
+
+
+@dataclass(frozen=True)
+class ProbeCommand:
+    """Run the probes in this Python environment, no Docker (a doctor for GPU nodes)."""
+
+    settings: ProbeSettings = field(default_factory=ProbeSettings)
     out: Annotated[Path | None, Opt("--out", help="Also write the results JSON to this file.")] = (
         None
     )
     json: Annotated[bool, JSON] = False
-
-    def __post_init__(self) -> None:
-        positive("--timeout-s", self.timeout_s)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from imagekit.errors import (
     EngineUnavailableError,
@@ -31,7 +32,8 @@ from imagekit.verify.plan import GpuFallback, TargetPlan, VerifyPlan, fallback_m
 from imagekit.verify.ports import Inspector, ProbeRun, ProbeRunner
 from imagekit.verify.probes import discover
 from imagekit.verify.record import Inspection, inspection_of, record_of
-from imagekit.verify.settings import Target, VerifySettings
+from imagekit.verify.requests import VerifySettings
+from imagekit.verify.settings import Target
 from imagekit.verify.summary import junit, markdown
 
 
@@ -85,7 +87,7 @@ class VerifyRun:
     ) -> VerifyRun:
         """A run of `settings` on `engine`, planned: InputError for a probe file that is not
         one, GpuUnavailableError for `--gpus all` that the engine would drop unsaid."""
-        plan = VerifyPlan.of(settings, discover(settings.probes_dir), engine.info())
+        plan = VerifyPlan.of(settings, discover(settings.probes_folder), engine.info())
         return cls(plan, engine, runner, inspector, store, events, compat)
 
     def notes(self) -> list[str]:
@@ -180,8 +182,11 @@ class VerifyRun:
         self.store.write_report("summary.md", markdown(records, run_id, self.errors))
         self.store.write_report("junit.xml", junit(records, run_id, self.errors))
 
-    def execute(self, targets: Sequence[Target]) -> dict[str, VerifyRecord]:
-        """Verify every target; on any exit, the reports cover what finished.
+    def execute(
+        self, targets: Sequence[Target], step_summary: Path | None = None
+    ) -> dict[str, VerifyRecord]:
+        """Verify every target; on any exit, the reports cover what finished, and the summary
+        is added to `step_summary` (GitHub's step summary file) when one is given.
 
         An image that cannot be verified (not in the engine, the engine refused something)
         is recorded in `errors` and the others go on; when the engine stops answering, the
@@ -203,7 +208,6 @@ class VerifyRun:
                         break
         finally:
             self.write_reports()
-            step_summary = self.plan.settings.step_summary
             if step_summary is not None:
                 self.store.append_report_to("summary.md", step_summary)
         return self.records

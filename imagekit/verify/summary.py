@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from imagekit.kernel.records import (
     LEVELS,
@@ -16,6 +17,8 @@ from imagekit.kernel.records import (
 )
 from imagekit.verify.levels import rank
 
+# GitHub Actions' step summary: the file a job's page shows, where verify adds its summary.
+STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 # Metrics where a larger number is better; for the rest (times), smaller is better.
 HIGHER_IS_BETTER = ("_tflops", "_gbps")
 STATUS_MARKS = {
@@ -148,6 +151,13 @@ def _probe_case(suite: ET.Element, name: str, result: ProbeResult, counts: dict[
     elif result.status is Status.SKIP:
         counts["skipped"] += 1
         ET.SubElement(case, "skipped", message=result.reason)
+
+
+def step_summary_file(environ: Mapping[str, str]) -> Path | None:
+    """GitHub Actions' step summary file, when the job gives one (`VerifyRun.execute` adds
+    the run's summary to it)."""
+    value = environ.get(STEP_SUMMARY)
+    return Path(value) if value else None
 
 
 def junit(records: Records, run_id: str, errors: Mapping[str, str] | None = None) -> str:

@@ -50,7 +50,13 @@ from imagekit.serve.decide import Service
 from imagekit.serve.requests import RunCommand
 from imagekit.upstream.requests import CompatVerifyRequest, RefreshRequest
 from imagekit.verify.probe_contract import ProbeDevice
-from imagekit.verify.requests import ProbeCommand, ReportRequest, VerifyCommand
+from imagekit.verify.requests import (
+    ProbeCommand,
+    ProbeSettings,
+    ReportRequest,
+    VerifyCommand,
+    VerifySettings,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 CLI_DIR = ROOT / "imagekit" / "cli"
@@ -436,13 +442,15 @@ def case_verify(f: Files) -> Line:
         VerifyCommand(
             selection=selection(f, "slim"),
             images=(),
-            gpus=GpuChoice.NONE,
-            probes=("a", "b"),
-            timeout_s=90.0,
-            shm_bytes=1 << 30,
-            structure=False,
-            probes_dir=f.probes_dir,
-            nodes=2,
+            settings=VerifySettings(
+                gpus=GpuChoice.NONE,
+                probes=("a", "b"),
+                timeout_s=90.0,
+                shm_bytes=1 << 30,
+                structure=False,
+                probes_dir=f.probes_dir,
+                nodes=2,
+            ),
             results=f.results,
             json=True,
         ),
@@ -455,7 +463,7 @@ def case_verify_images(f: Files) -> Line:
         VerifyCommand(
             selection=Selection(),
             images=("ghcr.io/acme/pytorch:a", "local/b:1"),
-            gpus=GpuChoice.ALL,
+            settings=VerifySettings(gpus=GpuChoice.ALL),
         ),
     )
 
@@ -466,10 +474,9 @@ def case_probe(f: Files) -> Line:
     return Line(
         [*argv, "--nodes", "3", "--out", str(out), "--json"],
         ProbeCommand(
-            probes=("env", "matmul"),
-            device=ProbeDevice.CPU,
-            timeout_s=30.0,
-            nodes=3,
+            settings=ProbeSettings(
+                probes=("env", "matmul"), device=ProbeDevice.CPU, timeout_s=30.0, nodes=3
+            ),
             out=out,
             json=True,
         ),
@@ -895,7 +902,14 @@ def test_every_dispatched_request_has_a_handler(files: Files) -> None:
     """Each request a command makes has its handler once imagekit.cli is imported."""
     dispatched = cli_request_classes()
     # Parts of requests: shared by several, or one command's nested settings.
-    shared = {Selection, RenderInputs, BuildSettings, PublishSettings}
+    shared = {
+        Selection,
+        RenderInputs,
+        BuildSettings,
+        VerifySettings,
+        PublishSettings,
+        ProbeSettings,
+    }
     defined = {
         value
         for module in REQUEST_MODULES

@@ -24,8 +24,9 @@ from imagekit.matrix.compat import load_compat
 from imagekit.matrix.load import load_matrix
 from imagekit.matrix.schema import MatrixFile, json_schema
 from imagekit.resources import probes_dir
+from imagekit.verify.requests import VerifySettings
 from imagekit.verify.run import VerifyRun
-from imagekit.verify.settings import Target, VerifySettings
+from imagekit.verify.settings import Target
 from tests.fakes import Events, FakeEngine, FakeInspector, FakeProbeRunner, image_id
 
 REPO = Path(__file__).resolve().parents[3]

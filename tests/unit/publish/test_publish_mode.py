@@ -21,6 +21,7 @@ from imagekit.publish.decisions import (
     platform_tags,
     publish_failure,
     publish_rows,
+    publish_table,
 )
 from imagekit.publish.multiarch import ImageGroup, image_groups
 from imagekit.publish.requests import PublishCommand, PublishSettings
@@ -215,3 +216,4 @@ def test_the_table_names_each_tag_by_its_tag_and_a_forced_image() -> None:
     assert publish_rows([forced]) == [
         ["a", "published (forced)", "1.0=published, latest=unchanged", "x; y"]
     ]
+    assert publish_table([forced]).split("\n")[0].split() == ["IMAGE", "STATUS", "TAGS", "REASONS"]

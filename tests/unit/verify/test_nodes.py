@@ -19,6 +19,7 @@ from imagekit.matrix.compat import load_compat
 from imagekit.matrix.load import load_matrix
 from imagekit.resources import probes_dir
 from imagekit.verify.ports import NodesRequest, NodesRun
+from imagekit.verify.probe_contract import ProbeDevice
 from imagekit.verify.probe_nodes import (
     NodeOutput,
     all_ranks_reported,
@@ -27,8 +28,9 @@ from imagekit.verify.probe_nodes import (
     nodes_command,
 )
 from imagekit.verify.probes import discover, multi_node, select
+from imagekit.verify.requests import ProbeSettings, VerifySettings
 from imagekit.verify.run import VerifyRun
-from imagekit.verify.settings import Target, VerifySettings
+from imagekit.verify.settings import Target
 from imagekit.verify.summary import changes
 from tests.fakes import (
     Events,
@@ -238,7 +240,7 @@ def test_host_mode_runs_ddp_across_two_local_torchrun_nodes() -> None:
     from imagekit.adapters.hostprobe import HostProbeRunner
     from imagekit.verify.hostprobe import probe_here
 
-    run = probe_here(HostProbeRunner(), PROBES, ["env"], "cpu", None, nodes=2)
+    run = probe_here(HostProbeRunner(), PROBES, ProbeSettings(("env",), ProbeDevice.CPU, nodes=2))
     result = next(r for r in run.output.results if r.probe == "ddp_nodes")
     assert result.status is Status.PASS, (result.reason, run.log[-3000:])
     assert result.facts["backend"] == "gloo" and result.facts["world_size"] == 2

@@ -20,7 +20,8 @@ from imagekit.verify.ports import ProbeRun
 from imagekit.verify.probe_contract import ProbeDevice
 from imagekit.verify.probes import ProbeSpec, RunnerOutput
 from imagekit.verify.record import Inspection, inspection_of, record_of, required_probes
-from imagekit.verify.settings import Target, VerifySettings
+from imagekit.verify.requests import VerifySettings
+from imagekit.verify.settings import Target
 from tests.fakes import passing
 
 PROBES_DIR = Path("probes")  # never read: the plan takes the specs as given

@@ -22,8 +22,9 @@ from imagekit.publish.gate import decide
 from imagekit.resources import probes_dir
 from imagekit.verify.plan import GpuFallback
 from imagekit.verify.ports import ProbeRequest, ProbeRun
+from imagekit.verify.requests import VerifySettings
 from imagekit.verify.run import VerifyRun
-from imagekit.verify.settings import Target, VerifySettings
+from imagekit.verify.settings import Target
 from tests.fakes import (
     Events,
     FakeEngine,
@@ -572,8 +573,8 @@ def test_the_summary_goes_to_github_s_step_summary_only_when_one_is_given(
     engine = FakeEngine()
     built(engine, slim)
     runner = FakeProbeRunner(env_facts=CPU_FACTS)
-    verify, _ = make_run(tmp_path / "a", engine, runner, step_summary=step_summary)
-    verify.execute([target(slim)])
+    verify, _ = make_run(tmp_path / "a", engine, runner)
+    verify.execute([target(slim)], step_summary)
     summary = (verify.store.root / "summary.md").read_text()
     assert step_summary.read_text() == "an earlier step's summary\n" + summary
     # Without one, nothing outside the run folder is written; the log is the run's.

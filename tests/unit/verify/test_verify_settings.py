@@ -1,44 +1,37 @@
-"""`imagekit verify`'s request reaches the settings VerifyRun works from, field by field: the
-copy where an option could be dropped unnoticed (as `publish --candidate` once was)."""
+"""`imagekit verify`'s settings: the options nested in its request, taken by VerifyRun as they
+are (no copy in between for an option to be dropped from, as `publish --candidate` once was),
+and what the command finds around them: the probes folder and GitHub's step summary."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
-from imagekit.cli.verify import step_summary_file
-from imagekit.kernel.runtime import GpuChoice
-from imagekit.matrix.selection import Selection
-from imagekit.verify.requests import VerifyCommand
-from imagekit.verify.settings import VerifySettings
+from imagekit.errors import InputError
+from imagekit.resources import probes_dir
+from imagekit.verify.requests import VerifySettings
+from imagekit.verify.settings import check_probes_folder
+from imagekit.verify.summary import step_summary_file
 
 
-def test_every_verify_option_reaches_the_settings(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
-    request = VerifyCommand(
-        Selection(),
-        gpus=GpuChoice.ALL,
-        probes=("env", "autograd"),
-        timeout_s=12.5,
-        shm_bytes=3 << 30,
-        structure=False,
-        nodes=2,
-    )
-    settings = VerifySettings.of(request, tmp_path / "probes", step_summary_file())
-    assert settings.probes_dir == tmp_path / "probes"
-    assert settings.step_summary == tmp_path / "summary.md"
-    for field in dataclasses.fields(settings):
-        if field.name in ("probes_dir", "step_summary"):
-            continue
-        assert getattr(settings, field.name) == getattr(request, field.name), field.name
-        assert getattr(settings, field.name) != field.default, f"{field.name} left at default"
+def test_the_probes_folder_is_probes_dir_s_else_imagekit_s(tmp_path: Path) -> None:
+    assert VerifySettings().probes_folder == probes_dir()
+    assert VerifySettings(probes_dir=tmp_path).probes_folder == tmp_path
+    check_probes_folder(probes_dir())
+    with pytest.raises(InputError, match=f"--probes-dir {tmp_path} has no _runner.py"):
+        check_probes_folder(tmp_path)
 
 
-def test_without_github_s_step_summary_there_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    settings = VerifySettings.of(VerifyCommand(Selection()), Path("probes"), step_summary_file())
-    assert settings.step_summary is None
+def test_the_settings_check_their_options() -> None:
+    with pytest.raises(InputError, match="--shm-size 0 is not a size in bytes"):
+        VerifySettings(shm_bytes=0)
+    with pytest.raises(InputError, match="--timeout-s 0 is not a time limit"):
+        VerifySettings(timeout_s=0)
+
+
+def test_the_step_summary_is_github_s_when_it_gives_one(tmp_path: Path) -> None:
+    given = {"GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
+    assert step_summary_file(given) == tmp_path / "summary.md"
+    assert step_summary_file({"GITHUB_STEP_SUMMARY": ""}) is None
+    assert step_summary_file({}) is None
