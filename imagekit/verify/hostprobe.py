@@ -13,7 +13,7 @@ from imagekit.kernel.json import JsonObject
 from imagekit.kernel.records import Verdict
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, time_limit_s
 from imagekit.kernel.text import table
-from imagekit.verify.nodes import run_across
+from imagekit.verify.nodes import add_nodes, nodes_request
 from imagekit.verify.ports import ProbeRequest, ProbeRun, ProbeRunner
 from imagekit.verify.probe_contract import ProbeDevice, ProbeExpectations
 from imagekit.verify.probes import discover, multi_node, overall, select
@@ -38,10 +38,8 @@ def probe_here(runner: ProbeRunner, probes_dir: Path, settings: ProbeSettings) -
     )
     run = runner.run(request)
     if nodes > 1:
-        run = run_across(
-            runner,
+        across = nodes_request(
             multi_node(specs),
-            run,
             image="",
             probes_dir=probes_dir,
             nodes=nodes,
@@ -50,6 +48,7 @@ def probe_here(runner: ProbeRunner, probes_dir: Path, settings: ProbeSettings) -
             shm_bytes=DEFAULT_SHM_BYTES,
             labels={},
         )
+        run = add_nodes(runner, across, run)
     return run
 
 

@@ -64,33 +64,3 @@ def add_nodes(runner: ProbeRunner, request: NodesRequest, run: ProbeRun) -> Prob
     )
     output = replace(run.output, results=(*run.output.results, result))
     return replace(run, output=output, log=run.log + across.log)
-
-
-def run_across(
-    runner: ProbeRunner,
-    spec: ProbeSpec,
-    run: ProbeRun,
-    *,
-    image: str,
-    probes_dir: Path,
-    nodes: int,
-    gpus: bool,
-    timeout_s: float | None,
-    shm_bytes: int,
-    labels: Mapping[str, str],
-    emulation: Emulation = NATIVE,
-) -> ProbeRun:
-    """`run` with the multi-node probe's result, and every node's log, added (`nodes_request`
-    says what runs)."""
-    request = nodes_request(
-        spec,
-        image=image,
-        probes_dir=probes_dir,
-        nodes=nodes,
-        gpus=gpus,
-        timeout_s=timeout_s,
-        shm_bytes=shm_bytes,
-        labels=labels,
-        emulation=emulation,
-    )
-    return add_nodes(runner, request, run)
