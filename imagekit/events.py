@@ -1,6 +1,6 @@
-"""Progress events that orchestration emits.
+"""Progress events that the use cases emit.
 
-Orchestration never prints; it calls an `EventSink`. The CLI picks the view that shows them
+A use case never prints; it calls an `EventSink`. The CLI picks the view that shows them
 (imagekit/cli/views.py).
 """
 

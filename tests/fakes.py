@@ -1,7 +1,7 @@
 """In-memory stand-ins for the ports of `imagekit.core.ports`, shared by the unit tests.
 
 Each follows the real signature of its port (mypy checks them against the Protocols at the end
-of this file), so orchestration is tested as it runs, only without an engine or a registry.
+of this file), so the use cases are tested as it runs, only without an engine or a registry.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Orchestration of `imagekit bake`: render each plan for BuildKit and write its context, for
+"""The use case of `imagekit bake`: render each plan for BuildKit and write its context, for
 the bake file that builds them all (`docker buildx bake -f FILE`)."""
 
 from __future__ import annotations

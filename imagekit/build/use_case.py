@@ -1,4 +1,4 @@
-"""Orchestration of `imagekit build`: check the inputs, choose the builder the engine allows,
+"""The use case of `imagekit build`: check the inputs, choose the builder the engine allows,
 and build every plan into a new run folder (`build_run.BuildRun`), over the ports the CLI
 hands in (`BuildTools`); never prints.
 """

@@ -1,4 +1,4 @@
-"""The ways the CLI shows orchestration's progress events: a live table on a terminal, plain
+"""The ways the CLI shows the use cases' progress events: a live table on a terminal, plain
 lines in CI, `::group::` folding on GitHub Actions."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Orchestration of `imagekit publish`: gate, immutable versioned tags, moving aliases, records.
+"""The use case of `imagekit publish`: gate, immutable versioned tags, moving aliases, records.
 
 For each image: the local image must exist and pass the gate (verify results for
 this exact image id, tags equal to the probed facts); its versioned tag must not

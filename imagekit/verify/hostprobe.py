@@ -1,4 +1,4 @@
-"""Orchestration of `imagekit probe`: the probes in this Python environment, and the document
+"""The use case of `imagekit probe`: the probes in this Python environment, and the document
 that records them (the same results a container run gives, with the host they ran on)."""
 
 from __future__ import annotations

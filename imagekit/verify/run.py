@@ -1,4 +1,4 @@
-"""Orchestration of `imagekit verify`: probes and inspection per image, results recorded.
+"""The use case of `imagekit verify`: probes and inspection per image, results recorded.
 
 The expected versions come from each image's own labels, so any imagekit-built image can be
 verified without its matrix. What each image runs is decided by the plan (`verify/plan.py`),
