@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from imagekit.adapters.baseimage import host_arch
 from imagekit.adapters.rootfs_cache import RootfsCache
-from imagekit.build.context import file_sha256, wheel_runs_on
-from imagekit.build.inputs import RenderInputs, uv_platforms
+from imagekit.build.context import file_sha256, resolve_inputs, uv_platforms, wheel_runs_on
+from imagekit.build.inputs import RenderInputs
 from imagekit.errors import InputError
 from imagekit.kernel.vocabulary import WHEEL_MACHINES
 
@@ -96,4 +96,4 @@ def rendering(
     """The render options and context files of `plans` (render, build, bake): the inputs
     checked, with uv for each platform of theirs this machine emulates."""
     foreign = foreign_installers(uv_platforms(plans), inputs.wheelhouse)
-    return inputs.resolve(buildkit=buildkit, foreign=foreign)
+    return resolve_inputs(inputs, buildkit=buildkit, foreign=foreign)

@@ -4,6 +4,8 @@ docker CLI (it owns the terminal): the `docker run` command line, and whom it ru
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from pathlib import Path
 
 import docker
@@ -11,6 +13,7 @@ import docker.errors
 
 from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.workstation import owner_of
+from imagekit.errors import InputError
 from imagekit.kernel import labels as L
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES
 from imagekit.kernel.vocabulary import WORKSTATIONS, GpuMechanism
@@ -68,3 +71,25 @@ def docker_run_argv(
         cdi = gpu_mechanism == GpuMechanism.CDI
         argv += ["--device", "nvidia.com/gpu=all"] if cdi else ["--gpus", "all"]
     return [*argv, image, *args]
+
+
+def exec_docker_run(
+    engine: DockerEngine,
+    image: str,
+    command: tuple[str, ...],
+    workspace: Path,
+    gpus: bool,
+    user: str | None,
+) -> None:
+    """Replace this process with `docker run` of `command` in `image`, or of its shell when
+    there is none (`--shell`): the docker CLI owns the terminal. As `user_for_command` decides."""
+    args = list(command) or ["shell"]
+    docker_cli = shutil.which("docker")
+    if docker_cli is None:
+        raise InputError("--shell and -- CMD need the docker CLI on PATH")
+    as_user = user_for_command(engine, image, workspace, user)
+    argv = docker_run_argv(
+        docker_cli, image, args, workspace, gpus, sys.stdin.isatty(),
+        engine.info().gpu_mechanism, as_user,
+    )  # fmt: skip
+    os.execvp(docker_cli, argv)

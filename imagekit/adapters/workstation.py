@@ -105,6 +105,11 @@ def default_public_key() -> Path | None:
     return None
 
 
+def ssh_keys(service: Service, given: Path | None) -> Path | None:
+    """The public keys a service lets in: those given, else for sshd the first default one."""
+    return given if given is not None or service is not Service.SSH else default_public_key()
+
+
 def port_free(port: int) -> bool:
     """Whether nothing listens on 127.0.0.1:`port`."""
     with socket.socket() as sock:

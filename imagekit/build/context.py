@@ -21,11 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from imagekit.build.inputs import RenderInputs
 from imagekit.build.render import (
     FULL_FILES,
     LAYER_SCRIPT,
@@ -39,6 +40,7 @@ from imagekit.errors import InputError
 from imagekit.kernel.store import ContextFile
 from imagekit.kernel.vocabulary import WHEEL_MACHINES
 from imagekit.matrix.plan import ImagePlan
+from imagekit.matrix.selection import pairs
 
 PLAN_FILE = "imagekit-plan.json"
 CA_FILE = "ca-bundle.crt"
@@ -327,3 +329,39 @@ def check_wheelhouse(folder: Path, option: str = "--wheelhouse") -> None:
 def static_manifest_text(files: dict[str, str]) -> str:
     """`<sha256>  <name>` lines (sha256sum's format), sorted by name, for static files."""
     return "".join(f"{_text_sha256(files[name])}  {name}\n" for name in sorted(files))
+
+
+def uv_platforms(plans: Iterable[ImagePlan]) -> set[str]:
+    """The platforms whose builder stage runs uv: those of the slim images (full installs its
+    packages with its slim's own pip)."""
+    return {p.platform for p in plans if not p.flavour.workstation}
+
+
+def resolve_inputs(
+    given: RenderInputs,
+    *,
+    buildkit: bool,
+    environ: Mapping[str, str] | None = None,
+    foreign: tuple[tuple[str, Path], ...] = (),
+) -> tuple[RenderOptions, ContextInputs]:
+    """Check the inputs given and turn them into render options and context files; `foreign`:
+    the uv binary for each platform this machine emulates (the caller finds them)."""
+    ca = None if given.no_ca_cert else resolve_ca_bundle(given.ca_cert, environ)
+    if given.wheelhouse is not None:
+        # An empty one would only fail at build time, as an obscure `COPY failed`.
+        check_wheelhouse(given.wheelhouse)
+    example, shape = "ubuntu:24.04=imagekit-base/ubuntu:noble", "IMAGE=LOCAL_IMAGE"
+    overrides = pairs("--base-override", given.base_overrides, example, shape, whole=True)
+    options = RenderOptions(
+        wheelhouse=given.wheelhouse is not None,
+        ca_bundle=ca is not None,
+        pip_index_url=given.pip_index_url,
+        extra_index_urls=given.extra_index_urls,
+        buildkit=buildkit,
+        created=given.created,
+        revision=given.revision,
+        base_overrides=overrides,
+    )
+    return options, ContextInputs(
+        wheelhouse=given.wheelhouse, ca_bundle=ca, foreign_installers=foreign
+    )

@@ -2,7 +2,8 @@
 
 Which builder builds (`--builder sdk|buildx|auto`) is decided twice: a guess before the engine
 is asked anything, so bad render inputs are refused first, and the choice once the engine's
-facts are known. Both are here, with the closed sets the command takes.
+facts are known. Both are here, with the closed sets the command takes and the checks of its
+option values (`--cache-from`/`--cache-to`, gc's `--older-than`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from imagekit.build.features import Refusal
+from imagekit.errors import InputError
 
 
 class BuilderChoice(StrEnum):
@@ -92,3 +94,28 @@ def use_buildx(choice: BuilderChoice, *, has_buildkit: bool, plugin: Callable[[]
     if choice is BuilderChoice.BUILDX:
         return True
     return choice is BuilderChoice.AUTO and has_buildkit and plugin()
+
+
+def cache_repository(option: str, value: str) -> str:
+    """A build-cache repository (`127.0.0.1:5000/cache/pytorch`): each image's cache is
+    tagged as the image is, so the value names a repository, without tag or digest."""
+    from imagekit.matrix.plan import REPOSITORY_RE
+
+    last = value.rsplit("/", 1)[-1]
+    if "@" in value or ":" in last or not REPOSITORY_RE.match(value):
+        raise InputError(
+            f"{option} {value!r} is not a repository name",
+            "give a repository such as 127.0.0.1:5000/cache/pytorch: each image's cache is "
+            "tagged there as the image is",
+        )
+    return value
+
+
+DURATION_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def older_than_s(text: str) -> float:
+    """`--older-than` (`30s`, `10m`, `2h`, `1d`) in seconds."""
+    if len(text) < 2 or text[-1] not in DURATION_UNITS_S or not text[:-1].isdigit():
+        raise InputError(f"--older-than {text!r} is not a duration", "e.g. 30s, 10m, 2h, 1d")
+    return float(int(text[:-1]) * DURATION_UNITS_S[text[-1]])

@@ -8,7 +8,14 @@ from typing import Annotated
 
 from imagekit.build.distro_packages import BASE_PACKAGES, packages_for
 from imagekit.build.inputs import RenderInputs
-from imagekit.build.options import BuilderChoice, BuildkitAsk, BuildNetwork, Compression
+from imagekit.build.options import (
+    BuilderChoice,
+    BuildkitAsk,
+    BuildNetwork,
+    Compression,
+    cache_repository,
+    older_than_s,
+)
 from imagekit.errors import InputError
 from imagekit.kernel.options import JSON, RESULTS, Opt, comma_separated
 from imagekit.kernel.vocabulary import Flavour
@@ -121,21 +128,6 @@ class BuildCommand:
     json: Annotated[bool, JSON] = False
 
 
-def cache_repository(option: str, value: str) -> str:
-    """A build-cache repository (`127.0.0.1:5000/cache/pytorch`): each image's cache is
-    tagged as the image is, so the value names a repository, without tag or digest."""
-    from imagekit.matrix.plan import REPOSITORY_RE
-
-    last = value.rsplit("/", 1)[-1]
-    if "@" in value or ":" in last or not REPOSITORY_RE.match(value):
-        raise InputError(
-            f"{option} {value!r} is not a repository name",
-            "give a repository such as 127.0.0.1:5000/cache/pytorch: each image's cache is "
-            "tagged there as the image is",
-        )
-    return value
-
-
 @dataclass(frozen=True)
 class BakeRequest:
     """Write docker-bake.json for the plan (build it with `docker buildx bake -f FILE`)."""
@@ -215,16 +207,6 @@ class BootstrapCommand:
             raise InputError(
                 f"--tag {self.tag!r} is not NAME:TAG", "e.g. imagekit-base/debian:bookworm"
             )
-
-
-DURATION_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def older_than_s(text: str) -> float:
-    """`--older-than` (`30s`, `10m`, `2h`, `1d`) in seconds."""
-    if len(text) < 2 or text[-1] not in DURATION_UNITS_S or not text[:-1].isdigit():
-        raise InputError(f"--older-than {text!r} is not a duration", "e.g. 30s, 10m, 2h, 1d")
-    return float(int(text[:-1]) * DURATION_UNITS_S[text[-1]])
 
 
 @dataclass(frozen=True)

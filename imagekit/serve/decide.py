@@ -1,8 +1,10 @@
-"""What `imagekit run` starts, and what it may do on an engine: decided from the engine's facts
-and the workspace's owner alone. Pure."""
+"""What `imagekit run` starts, and what it may do on an engine: decided from its options, the
+engine's facts and the workspace's owner alone. Pure."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 
@@ -66,3 +68,40 @@ def command_user(
         return "0:0"
     uid, gid = owner if me[0] == 0 else me
     return f"{uid}:{gid}"
+
+
+def docker_user(value: str | None) -> str | None:
+    """`--user` as docker takes it: NAME or UID, with an optional :GROUP or :GID."""
+    if value is None:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?", value):
+        raise InputError(
+            f"--user {value!r} is not USER[:GROUP]", "e.g. --user 1000:1000 or --user ml"
+        )
+    return value
+
+
+def host_ports(items: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    """`HOST:CONTAINER` items as (container, host) pairs."""
+    found = []
+    for item in items:
+        host, sep, inside = item.partition(":")
+        if not sep or not host.isdigit() or not inside.isdigit():
+            raise InputError(f"--port {item!r} is not HOST:CONTAINER", "e.g. --port 18888:8888")
+        found.append((int(inside), int(host)))
+    return tuple(found)
+
+
+def pick_service(flags: Mapping[str, bool], command: tuple[str, ...]) -> Service:
+    """The one service the flags name (default jupyter), or `command` after `--`."""
+    chosen = [name for name, on in flags.items() if on]
+    if chosen and command[:1] in (("true",), ("false",), ("yes",), ("no",)):
+        raise InputError(
+            f"--{chosen[0]} takes no value ({command[0]!r} was read as a command to run)",
+            f"drop {command[0]!r}: imagekit run IMAGE --{chosen[0]}",
+        )
+    if len(chosen) > 1 or (chosen and command):
+        raise InputError("pick one of --jupyter, --ssh, --tensorboard, --shell or -- CMD")
+    if chosen:
+        return Service(chosen[0])
+    return Service.COMMAND if command else Service.JUPYTER
