@@ -1,7 +1,7 @@
 """Progress events that the use cases emit.
 
 A use case never prints; it calls an `EventSink`. The CLI picks the view that shows them
-(imagekit/cli/views.py).
+(imagekit/adapters/progress.py).
 """
 
 from __future__ import annotations

@@ -181,3 +181,9 @@ def _predicates(stdout: str, predicate_type: str, digest: str) -> list[JsonObjec
         if isinstance(predicate, dict) and (not digest or digest in subjects):
             found.append(predicate)
     return found
+
+
+def cosign_with(option: str, key: str, *, timeout_s: float) -> Cosign:
+    """cosign with `key` (given as `option`), a key file checked before anything runs."""
+    check_key(option, key)
+    return Cosign(key, timeout_s=timeout_s)

@@ -7,7 +7,6 @@ import typer
 
 from imagekit.cli.common import app, print_json
 from imagekit.cli.options import command
-from imagekit.kernel.records import AttestedLevel
 from imagekit.publish.requests import AttestVerifyRequest
 
 attest_app = typer.Typer(
@@ -21,24 +20,14 @@ app.add_typer(attest_app, name="attest")
 READ_TIMEOUT_S = 120
 
 
-def attested_level(reference: str, key: str) -> AttestedLevel:
-    """What the attestations signed by `key` say about `reference` (`imagekit doctor --key`)."""
-    from imagekit.adapters.cosign import Cosign
-    from imagekit.publish.attest_verify import attested_level as level_of
-
-    return level_of(Cosign(key, timeout_s=READ_TIMEOUT_S), reference)
-
-
 @command(attest_app, "verify", AttestVerifyRequest)
 def attest_verify(request: AttestVerifyRequest) -> None:
     """Check one image; NotAttestedError (exit 8) with one line when it falls short."""
-    from imagekit.adapters.cosign import Cosign, check_key
+    from imagekit.adapters.cosign import cosign_with
     from imagekit.publish.attest_verify import check_attestations
 
-    check_key("--key", request.key)
-    required = request.requirement()
-    reader = Cosign(request.key, timeout_s=READ_TIMEOUT_S)
-    check = check_attestations(reader, request.image, required)
+    reader = cosign_with("--key", request.key, timeout_s=READ_TIMEOUT_S)
+    check = check_attestations(reader, request.image, request.requirement())
     if request.json:
         print_json(check.to_json())
     if (error := check.failure()) is not None:

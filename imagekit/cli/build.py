@@ -17,7 +17,7 @@ from imagekit.build.requests import (
     BuildSettings,
     GcRequest,
 )
-from imagekit.cli.common import app, event_view, note_leftovers, say, show
+from imagekit.cli.common import app, note_leftovers, say, show
 from imagekit.cli.options import command
 from imagekit.errors import BuildFailedError
 
@@ -32,6 +32,7 @@ def _build_request(settings: BuildSettings, **options: Any) -> BuildCommand:
 def build(request: BuildCommand) -> None:
     """Build the selected images and print the outcome of each."""
     from imagekit.adapters.build_tools import DockerBuildTools
+    from imagekit.adapters.progress import event_view
     from imagekit.build.use_case import build_images
     from imagekit.kernel.text import build_table
 

@@ -1,12 +1,10 @@
-"""What the CLI's commands share: the app, error handling and exit codes, dispatch, the one
-JSON envelope (`show`) and the progress views."""
+"""What the CLI's commands share: the app, error handling and exit codes, dispatch and the one
+JSON envelope (`show`)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,7 +18,6 @@ from imagekit.errors import ExitCode, ImagekitError
 
 if TYPE_CHECKING:
     from imagekit.adapters.engine import DockerEngine
-    from imagekit.events import EventSink
 
 app = typer.Typer(
     name="imagekit",
@@ -177,21 +174,3 @@ def show(as_json: bool, data: object, text: str | Callable[[], str]) -> None:
         print_json(data)
     elif lines := text() if callable(text) else text:
         typer.echo(lines)
-
-
-@contextmanager
-def event_view() -> Iterator[EventSink]:
-    """A live table on a terminal, plain lines otherwise."""
-    from imagekit.cli.views import LiveView, PlainView
-
-    if sys.stderr.isatty() and os.environ.get("CI") is None:
-        with LiveView() as view:
-            yield view
-    else:
-        yield PlainView()
-
-
-def plain_view() -> EventSink:
-    from imagekit.cli.views import PlainView
-
-    return PlainView()

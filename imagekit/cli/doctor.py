@@ -5,11 +5,7 @@ from __future__ import annotations
 import platform
 from typing import TYPE_CHECKING
 
-from imagekit.cli.common import (
-    app,
-    say,
-    show,
-)
+from imagekit.cli.common import app, say, show
 from imagekit.cli.options import command
 from imagekit.doctor.requests import DoctorRequest
 from imagekit.kernel.labels import ImageLabels
@@ -62,8 +58,9 @@ def _attested(request: DoctorRequest) -> dict[str, AttestedLevel]:
     """With --key, what each --image's signed verify attestations say."""
     if not request.key:
         return {}
-    from imagekit.adapters.cosign import check_key
-    from imagekit.cli.attest import attested_level
+    from imagekit.adapters.cosign import cosign_with
+    from imagekit.cli.attest import READ_TIMEOUT_S
+    from imagekit.publish.attest_verify import attested_level
 
-    check_key("--key", request.key)
-    return {ref: attested_level(ref, request.key) for ref in request.images}
+    reader = cosign_with("--key", request.key, timeout_s=READ_TIMEOUT_S)
+    return {ref: attested_level(reader, ref) for ref in request.images}

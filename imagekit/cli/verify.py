@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from imagekit.cli.common import app, note_leftovers, plain_view, say, show
+from imagekit.cli.common import app, note_leftovers, say, show
 from imagekit.cli.options import command
 from imagekit.verify.requests import ProbeCommand, ReportRequest, VerifyCommand
 
 if TYPE_CHECKING:
     from imagekit.adapters.engine import DockerEngine
+    from imagekit.adapters.progress import PlainView
     from imagekit.adapters.results import RunFolder
     from imagekit.verify.settings import Target
     from imagekit.verify.summary import Records
@@ -36,7 +37,7 @@ def verify(request: VerifyCommand) -> None:
     vs.check_probes_folder(settings.probes_folder)
     engine, run = _open_run(request.results, targets)
     inspector, runner = DockerInspector(engine), ContainerProbeRunner(engine)
-    verifier = VerifyRun.of(engine, runner, inspector, run, settings, plain_view(), load_compat())
+    verifier = VerifyRun.of(engine, runner, inspector, run, settings, PlainView(), load_compat())
     for note in verifier.notes():
         say(f"note: {note}")
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Annotated, Literal
 
 import pydantic
@@ -124,11 +125,19 @@ def predicate(
     )
 
 
+class RequiredLevel(StrEnum):
+    """`--require-level`: a level an attested record can be required to reach."""
+
+    STATIC = "static"
+    CPU = "cpu"
+    GPU = "gpu"
+
+
 @dataclass(frozen=True)
 class Requirement:
     """What an attested record must show: a level reached, and probes that passed."""
 
-    level: Reached | None = None
+    level: RequiredLevel | None = None
     probes: tuple[str, ...] = ()
 
     def describe(self) -> str:

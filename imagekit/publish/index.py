@@ -22,9 +22,8 @@ from imagekit.publish.decisions import (
     said,
 )
 from imagekit.publish.gate import decide
-from imagekit.publish.log import PublishPorts
 from imagekit.publish.multiarch import PlatformManifest, index_document
-from imagekit.publish.ports import ManifestDocument, Registry
+from imagekit.publish.ports import ManifestDocument, PublishPorts, Registry
 from imagekit.publish.requests import PublishSettings
 
 

@@ -1,27 +1,13 @@
-"""What the publishers of every mode share: the ports they work through and the log of the
+"""What the publishers of every mode share: the log of the
 records they finish (publish.json, rewritten after each image, and one event per image)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from imagekit.events import Event, EventKind, EventSink
-from imagekit.kernel.records import Evidence, PublishRecord
+from imagekit.kernel.records import PublishRecord
 from imagekit.kernel.store import RunStore
-from imagekit.publish.ports import Registry, SbomMaker, Signer
-
-
-@dataclass(frozen=True)
-class PublishPorts:
-    """The world a publish works in, whatever its mode (an engine is the push modes' own)."""
-
-    registry: Registry
-    store: RunStore
-    evidence: Sequence[Evidence]  # verify records of any images, newest first: the gate's
-    events: EventSink
-    sbom: SbomMaker
-    signer: Signer | None = None  # None: publish unsigned
 
 
 @dataclass

@@ -1,12 +1,16 @@
-"""What publish needs from the world: a registry, an SBOM maker, a signer. Pure."""
+"""What publish needs from the world: a registry, an SBOM maker, a signer, and the bundle of
+them a publish works through (PublishPorts). Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from imagekit.events import EventSink
 from imagekit.kernel.json import JsonObject, JsonValue
+from imagekit.kernel.records import Evidence
+from imagekit.kernel.store import RunStore
 from imagekit.kernel.vocabulary import AttestationState, PushFailure
 
 
@@ -146,3 +150,15 @@ class AttestationReader(Protocol):
     def attested(self, reference: str, predicate_type: str) -> Attested:
         """The signature of `reference` (tag or digest) and its attestations of one type."""
         ...
+
+
+@dataclass(frozen=True)
+class PublishPorts:
+    """The world a publish works in, whatever its mode (an engine is the push modes' own)."""
+
+    registry: Registry
+    store: RunStore
+    evidence: Sequence[Evidence]  # verify records of any images, newest first: the gate's
+    events: EventSink
+    sbom: SbomMaker
+    signer: Signer | None = None  # None: publish unsigned

@@ -33,9 +33,9 @@ from imagekit.publish.decisions import (
 )
 from imagekit.publish.gate import decide
 from imagekit.publish.index import platform_manifest
-from imagekit.publish.log import PublishLog, PublishPorts
+from imagekit.publish.log import PublishLog
 from imagekit.publish.multiarch import ImageGroup, index_document, platform_tag
-from imagekit.publish.ports import ManifestDocument
+from imagekit.publish.ports import ManifestDocument, PublishPorts
 from imagekit.publish.requests import PublishSettings
 
 

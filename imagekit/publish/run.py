@@ -42,9 +42,9 @@ from imagekit.publish.decisions import (
 from imagekit.publish.gate import GateDecision, decide
 from imagekit.publish.index import IndexPut
 from imagekit.publish.inventory import DPKG_FORMAT, cuda_stack, inventory
-from imagekit.publish.log import PublishLog, PublishPorts
+from imagekit.publish.log import PublishLog
 from imagekit.publish.multiarch import ImageGroup
-from imagekit.publish.ports import RemoteManifest
+from imagekit.publish.ports import PublishPorts, RemoteManifest
 from imagekit.publish.promote import Promotion
 from imagekit.publish.requests import PublishSettings
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from imagekit.adapters.progress import PlainView
 from imagekit.adapters.results import RunFolder
 from imagekit.build.context import ContextInputs
 from imagekit.build.outcome import budget_problem
@@ -25,7 +26,6 @@ from imagekit.build.render import RenderOptions
 from imagekit.build.requests import BuildSettings
 from imagekit.build.run import BuildContexts, BuildRun
 from imagekit.build.stream import BuildLog
-from imagekit.cli.views import PlainView
 from imagekit.events import Event
 from imagekit.kernel import labels as L
 from imagekit.kernel.engine import Layer

@@ -241,7 +241,7 @@ def test_after_a_gpu_refusal_gpus_auto_runs_every_later_image_on_the_cpu_and_say
 ) -> None:
     import io
 
-    from imagekit.cli.views import PlainView
+    from imagekit.adapters.progress import PlainView
 
     engine = FakeEngine(runtimes=("nvidia", "runc"))
     built(engine, slim)

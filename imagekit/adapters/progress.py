@@ -1,5 +1,5 @@
-"""The ways the CLI shows the use cases' progress events: a live table on a terminal, plain
-lines in CI, `::group::` folding on GitHub Actions."""
+"""Adapter: the event sinks that show the use cases' progress as it happens: a live table on a
+terminal, plain lines in CI, `::group::` folding on GitHub Actions."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
-from imagekit.events import Event, EventKind
+from imagekit.events import Event, EventKind, EventSink
 
 
 class PlainView:
@@ -84,3 +86,13 @@ class LiveView:
                 self.rows.pop(event.image, None)
                 self.console.print(f"{event.image}: {event.message}")
             self.live.update(self._table())
+
+
+@contextmanager
+def event_view() -> Iterator[EventSink]:
+    """A live table on a terminal, plain lines otherwise."""
+    if sys.stderr.isatty() and os.environ.get("CI") is None:
+        with LiveView() as view:
+            yield view
+    else:
+        yield PlainView()

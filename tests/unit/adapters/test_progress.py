@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from imagekit.cli import views
-from imagekit.cli.views import PlainView
+from imagekit.adapters import progress
+from imagekit.adapters.progress import PlainView
 from imagekit.events import Event, EventKind
 
 SLIM = "2.13.0-cpu-py3.11-slim"
@@ -17,10 +17,10 @@ LOG = ["Step 1/2 : FROM imagekit-base/debian:bookworm", "Successfully built 0123
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
-    """A clock the test moves by hand, in place of time.monotonic in imagekit.cli.views."""
+    """A clock the test moves by hand, in place of time.monotonic in imagekit.adapters.progress."""
     fake = SimpleNamespace(now=1000.0)
     fake.monotonic = lambda: fake.now
-    monkeypatch.setattr(views, "time", fake)
+    monkeypatch.setattr(progress, "time", fake)
     return fake
 
 

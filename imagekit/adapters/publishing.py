@@ -1,0 +1,39 @@
+"""Adapter: the world a publish works through (`PublishPorts`), made from the command's values:
+the registry over HTTP, the run folder, the verify records the gate reads, the SBOM maker and
+cosign when there is a key to sign with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from imagekit.adapters.cosign import cosign_with
+from imagekit.adapters.engine import DockerEngine, open_engine
+from imagekit.adapters.registry import HttpRegistry
+from imagekit.adapters.results import RunFacts, RunFolder, results_key, verify_evidence
+from imagekit.adapters.sbom import CycloneDx
+from imagekit.events import EventSink
+from imagekit.publish.ports import PublishPorts
+from imagekit.publish.requests import PublishCommand
+
+
+def publish_ports(
+    request: PublishCommand, events: EventSink, opened: Callable[[DockerEngine], None]
+) -> tuple[PublishPorts, DockerEngine | None]:
+    """The ports `request` publishes through, its run folder made and its run.json written, and
+    the engine its mode pushes from, handed to `opened` first (None for a promotion, which works
+    inside the registry). A signing key is checked before the engine is asked anything."""
+    settings, key = request.settings, request.signing
+    signer = cosign_with("--signing-key", key, timeout_s=request.deadline_s) if key else None
+    engine = open_engine() if settings.mode.needs_engine else None
+    if engine is not None:
+        opened(engine)
+    about = RunFacts(registry=settings.registry, force=settings.force, signed=signer is not None)
+    run = RunFolder.begin(request.results, "publish", engine.info() if engine else None, about)
+    registry = HttpRegistry(
+        engine,
+        attempts=request.attempts,
+        backoff_s=request.backoff_s,
+        deadline_s=request.deadline_s,
+    )
+    evidence = verify_evidence(request.results, results_key())
+    return PublishPorts(registry, run, evidence, events, CycloneDx(), signer), engine
