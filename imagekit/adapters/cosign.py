@@ -183,7 +183,11 @@ def _predicates(stdout: str, predicate_type: str, digest: str) -> list[JsonObjec
     return found
 
 
-def cosign_with(option: str, key: str, *, timeout_s: float) -> Cosign:
+# cosign checks signatures against the registry: a slow registry is given two minutes per image.
+READ_TIMEOUT_S = 120.0
+
+
+def cosign_with(option: str, key: str, *, timeout_s: float = READ_TIMEOUT_S) -> Cosign:
     """cosign with `key` (given as `option`), a key file checked before anything runs."""
     check_key(option, key)
     return Cosign(key, timeout_s=timeout_s)

@@ -8,11 +8,16 @@ as Docker reads it: `ubuntu:22.04` is docker.io/library/ubuntu:22.04, asked of D
 from __future__ import annotations
 
 import platform
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from imagekit.errors import EngineUnavailableError, InputError, RegistryError
 from imagekit.kernel.json import JsonObject, as_object
 from imagekit.kernel.reference import parse
 from imagekit.kernel.runtime import docker_arch
+
+if TYPE_CHECKING:
+    from imagekit.matrix.plan import ImagePlan
 
 
 def labels_of(reference: str) -> dict[str, str]:
@@ -44,3 +49,14 @@ def labels_of(reference: str) -> dict[str, str]:
         )
     labels = as_object(as_object(config.get("config")).get("Labels"))
     return {name: str(value) for name, value in labels.items()}
+
+
+def doctor_targets(
+    plans: Sequence[ImagePlan], references: Sequence[str]
+) -> list[tuple[str, dict[str, str]]]:
+    """Each image `imagekit doctor` checks, with its labels: the plans' as they would be built,
+    then those named by reference (from the local engine, else the registry)."""
+    from imagekit.build.render import RenderOptions, image_labels
+
+    built = [(p.reference, image_labels(p, RenderOptions())) for p in plans]
+    return built + [(reference, labels_of(reference)) for reference in references]

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from imagekit.adapters import engine as docker
 from imagekit.adapters.cosign import cosign_with
-from imagekit.adapters.engine import DockerEngine, open_engine
+from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.registry import HttpRegistry
 from imagekit.adapters.results import RunFacts, RunFolder, results_key, verify_evidence
 from imagekit.adapters.sbom import CycloneDx
@@ -24,7 +25,7 @@ def publish_ports(
     inside the registry). A signing key is checked before the engine is asked anything."""
     settings, key = request.settings, request.signing
     signer = cosign_with("--signing-key", key, timeout_s=request.deadline_s) if key else None
-    engine = open_engine() if settings.mode.needs_engine else None
+    engine = docker.open_engine() if settings.mode.needs_engine else None
     if engine is not None:
         opened(engine)
     about = RunFacts(registry=settings.registry, force=settings.force, signed=signer is not None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -20,11 +21,6 @@ from imagekit.errors import InputError
 from imagekit.kernel.options import JSON, RESULTS, Opt, comma_separated
 from imagekit.kernel.vocabulary import Flavour
 from imagekit.matrix.selection import Selection, pairs
-
-
-def label_pairs(items: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """`--label KEY=VALUE` items as pairs."""
-    return pairs("--label", items, "team=ml")
 
 
 @dataclass(frozen=True)
@@ -53,7 +49,7 @@ class BuildSettings:
             "--label",
             help="Extra label KEY=VALUE on every image (repeatable).",
             given_as=list[str] | None,
-            parse=label_pairs,
+            parse=partial(pairs, "--label", example="team=ml"),
             after="base_overrides",
         ),
     ] = ()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import replace
 from typing import Any
@@ -56,12 +55,13 @@ def bake(request: BakeRequest) -> None:
     """Render every selected image for BuildKit and write the bake file."""
     from imagekit.adapters.contexts import ContextFolder
     from imagekit.adapters.installer import rendering
+    from imagekit.adapters.results import write_json
     from imagekit.build.bake_run import bake_contexts
 
     plans = request.selection.plans()
     options, inputs = rendering(request.inputs, plans, buildkit=True)
     data = bake_contexts(plans, options, inputs, ContextFolder(request.contexts))
-    request.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_json(request.out, data)
     out, count = request.out, len(plans)
     say(f"wrote {out}: {count} targets; build with `docker buildx bake -f {out}`")
 

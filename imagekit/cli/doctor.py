@@ -9,7 +9,6 @@ from imagekit.cli.common import app, say, show
 from imagekit.cli.options import command
 from imagekit.doctor.requests import DoctorRequest
 from imagekit.kernel.labels import ImageLabels
-from imagekit.matrix.selection import Selection
 
 if TYPE_CHECKING:
     from imagekit.kernel.records import AttestedLevel
@@ -20,11 +19,13 @@ def doctor(request: DoctorRequest) -> None:
     """Assess each image against this host; exit 7 when one cannot use its GPUs."""
     from imagekit.adapters.engine import engine_or_why
     from imagekit.adapters.hostgpu import read_host
+    from imagekit.adapters.imagelabels import doctor_targets
     from imagekit.doctor.document import doctor_document
     from imagekit.doctor.verdict import assess, doctor_lines, engine_findings, gpu_refusal
     from imagekit.matrix.compat import load_compat
 
-    targets = _targets(request)
+    plans = request.selection.plans() if request.selection else []
+    targets = doctor_targets(plans, request.images)
     host = read_host(str(request.nvidia_smi) if request.nvidia_smi else None)
     engine, why_none = engine_or_why()
     machine = platform.machine()
@@ -41,26 +42,12 @@ def doctor(request: DoctorRequest) -> None:
         say("give --image IMAGE or --matrix FILE to check images against this host")
 
 
-def _targets(request: DoctorRequest) -> list[tuple[str, dict[str, str]]]:
-    """Each image to check and its labels: the matrix's (as they would be built), then those
-    named (from the local engine, else the registry)."""
-    from imagekit.adapters.imagelabels import labels_of
-    from imagekit.build.render import RenderOptions, image_labels
-
-    targets = []
-    if request.matrix is not None:
-        selection = Selection(request.matrix, request.only, request.flavour, request.platform)
-        targets += [(p.reference, image_labels(p, RenderOptions())) for p in selection.plans()]
-    return targets + [(reference, labels_of(reference)) for reference in request.images]
-
-
 def _attested(request: DoctorRequest) -> dict[str, AttestedLevel]:
     """With --key, what each --image's signed verify attestations say."""
     if not request.key:
         return {}
     from imagekit.adapters.cosign import cosign_with
-    from imagekit.cli.attest import READ_TIMEOUT_S
     from imagekit.publish.attest_verify import attested_level
 
-    reader = cosign_with("--key", request.key, timeout_s=READ_TIMEOUT_S)
+    reader = cosign_with("--key", request.key)
     return {ref: attested_level(reader, ref) for ref in request.images}

@@ -125,8 +125,8 @@ def request_of(kind: type, found: list[Param], values: Mapping[str, object]) -> 
 
 
 def help_text(doc: str | None) -> str:
-    """A command's help from its docstring, the first paragraph on one line: the commands
-    list shows that paragraph, and a line break kept in it broke the sentence off mid-way
-    wherever the terminal wrapped it."""
-    first, _, rest = inspect.cleandoc(doc or "").partition("\n\n")
-    return " ".join(first.split()) + (f"\n\n{rest}" if rest else "")
+    """A command's help from its docstring, each paragraph on one line: the commands list shows
+    the first, and a line break kept in one broke the sentence off mid-way wherever the
+    terminal wrapped it."""
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)

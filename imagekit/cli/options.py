@@ -38,12 +38,11 @@ def command(
     kind: type[Request],
     make: Callable[..., Request] | None = None,
     *,
-    help: str | None = None,
     callback: bool = False,
     context_settings: dict[str, bool] | None = None,
 ) -> Callable[[Callable[[Request], None]], Callable[[Request], None]]:
     """Register the command `name` of `group` (`callback`: the group's own, run when no
-    subcommand is named): its help is `kind`'s docstring unless given, its options the fields
+    subcommand is named): its help is `kind`'s docstring, its options the fields
     of `kind`; it makes the request (`make(**fields)`, by default `kind(**fields)`) and
     dispatches it to the function this decorates."""
     found = ordered(list(params(kind)))
@@ -57,7 +56,7 @@ def command(
     run.__signature__ = inspect.Signature([context, *map(typer_parameter, found)])  # type: ignore[attr-defined]
     run.__name__ = run.__qualname__ = f"{name}_command"
     # A group's callback (compat) takes its help from its Typer(help=...), as before.
-    run.__doc__ = help_text(help or kind.__doc__)
+    run.__doc__ = help_text(kind.__doc__)
     COMMANDS[kind] = name
     if callback:
         group.callback(invoke_without_command=True, context_settings=context_settings)(run)

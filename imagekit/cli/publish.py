@@ -7,15 +7,7 @@ from imagekit.cli.options import command
 from imagekit.publish.requests import PublishCommand
 
 
-@command(
-    app,
-    "publish",
-    PublishCommand,
-    help="Push the tags of images that passed verification (exit 6 if any is refused or fails)."
-    "\n\nIn CI, --candidate ID pushes one pre-release tag per image after its first "
-    "verification, and --from-candidate ID later promotes those candidates to the final tags "
-    "inside the registry, once every verification passed.",
-)
+@command(app, "publish", PublishCommand)
 def publish(request: PublishCommand) -> None:
     """Gate and push every selected image; exit 6 when one is refused or fails (exit 3 when
     the engine refused something)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
+from functools import partial
 from typing import TYPE_CHECKING
 
 import typer
@@ -14,10 +14,6 @@ from imagekit.cli.options import command
 from imagekit.verify.requests import ProbeCommand, ReportRequest, VerifyCommand
 
 if TYPE_CHECKING:
-    from imagekit.adapters.engine import DockerEngine
-    from imagekit.adapters.progress import PlainView
-    from imagekit.adapters.results import RunFolder
-    from imagekit.verify.settings import Target
     from imagekit.verify.summary import Records
 
 
@@ -25,7 +21,9 @@ if TYPE_CHECKING:
 def verify(request: VerifyCommand) -> None:
     """Verify the images, print the summary, exit 5 when one did not pass."""
     from imagekit.adapters.containers import ContainerProbeRunner
+    from imagekit.adapters.progress import PlainView
     from imagekit.adapters.structure import DockerInspector
+    from imagekit.adapters.verifying import open_verify_run
     from imagekit.kernel.records import ImageRecord
     from imagekit.matrix.compat import load_compat
     from imagekit.verify import settings as vs
@@ -35,7 +33,8 @@ def verify(request: VerifyCommand) -> None:
     settings = request.settings
     targets = vs.targets_of(request.images, request.selection)
     vs.check_probes_folder(settings.probes_folder)
-    engine, run = _open_run(request.results, targets)
+    named, present = [t.reference for t in targets], partial(vs.check_present, targets)
+    engine, run = open_verify_run(request.results, named, [note_leftovers, present])
     inspector, runner = DockerInspector(engine), ContainerProbeRunner(engine)
     verifier = VerifyRun.of(engine, runner, inspector, run, settings, PlainView(), load_compat())
     for note in verifier.notes():
@@ -50,21 +49,6 @@ def verify(request: VerifyCommand) -> None:
     say(f"results: {run.root}")
     if (error := verifier.outcome_error(len(targets))) is not None:
         raise error
-
-
-def _open_run(results: Path, targets: list[Target]) -> tuple[DockerEngine, RunFolder]:
-    """The engine and a run folder (run.json written) once the engine holds one of `targets`."""
-    from imagekit.adapters.engine import open_engine
-    from imagekit.adapters.results import RunFacts, RunFolder, results_key
-    from imagekit.verify.settings import check_present
-
-    RunFolder.check_writable(results)
-    engine = open_engine()
-    note_leftovers(engine)
-    check_present(targets, engine)
-    key = results_key()
-    facts = RunFacts(images=[t.reference for t in targets], sealed_with_key=key is not None)
-    return engine, RunFolder.begin(results, "verify", engine.info(), facts, seal_key=key)
 
 
 def summary(images: Records) -> str:

@@ -9,6 +9,7 @@ from typing import Annotated
 from imagekit.errors import InputError
 from imagekit.kernel.options import FLAVOUR, JSON, ONLY, PLATFORM, Opt
 from imagekit.kernel.vocabulary import Flavour, Platform
+from imagekit.matrix.selection import Selection
 
 
 @dataclass(frozen=True)
@@ -48,3 +49,10 @@ class DoctorRequest:
             raise InputError(f"{option} picks images of a matrix", "add --matrix FILE")
         if self.key and not self.images:
             raise InputError("--key checks the attestations of --image IMAGE", "add --image")
+
+    @property
+    def selection(self) -> Selection | None:
+        """The images of --matrix to check; None without one."""
+        if self.matrix is None:
+            return None
+        return Selection(self.matrix, self.only, self.flavour, self.platform)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from imagekit.errors import InputError
 from imagekit.kernel.vocabulary import WHEEL_MACHINES, EngineName, GpuMechanism
 
 # Docker's default /dev/shm is 64 MB; NCCL and DataLoader workers need more.
@@ -127,3 +128,11 @@ def silent_gpu_drop(
     device requests it cannot pass (before 5.4, every one), where Docker refuses them."""
     podman = engine_name == EngineName.PODMAN
     return choice is GpuChoice.ALL and podman and gpu_mechanism == GpuMechanism.NONE
+
+
+def time_limit(option: str, seconds: float | None) -> None:
+    """A time limit, when given, is a positive number of seconds."""
+    if seconds is not None and not seconds > 0:
+        raise InputError(
+            f"{option} {seconds:g} is not a time limit", "give seconds > 0, or leave it out"
+        )

@@ -68,8 +68,11 @@ class PublishSettings:
 
 @dataclass(frozen=True)
 class PublishCommand:
-    """Push the tags of images that passed verification (exit 6 if any is refused or fails);
-    `imagekit publish --help` says more (cli/publish.py)."""
+    """Push the tags of images that passed verification (exit 6 if any is refused or fails).
+
+    In CI, --candidate ID pushes one pre-release tag per image after its first verification,
+    and --from-candidate ID later promotes those candidates to the final tags inside the
+    registry, once every verification passed."""
 
     selection: Selection
     settings: PublishSettings = field(default_factory=PublishSettings)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from imagekit.errors import InputError
 from imagekit.kernel.options import GPUS, JSON, NODES, PROBES, RESULTS, TIMEOUT, Arg, Opt
-from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, GpuChoice
+from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, GpuChoice, time_limit
 from imagekit.matrix.selection import Selection
 from imagekit.resources import probes_dir
 from imagekit.verify.probe_contract import ProbeDevice
@@ -34,7 +34,7 @@ class VerifySettings:
     nodes: Annotated[int, NODES] = 1
 
     def __post_init__(self) -> None:
-        positive("--timeout-s", self.timeout_s)
+        time_limit("--timeout-s", self.timeout_s)
         if self.shm_bytes < 1:
             raise InputError(
                 f"--shm-size {self.shm_bytes} is not a size in bytes", "e.g. 2147483648"
@@ -65,14 +65,6 @@ class VerifyCommand:
             )
 
 
-def positive(option: str, seconds: float | None) -> None:
-    """A time limit, when given, is a positive number of seconds."""
-    if seconds is not None and not seconds > 0:
-        raise InputError(
-            f"{option} {seconds:g} is not a time limit", "give seconds > 0, or leave it out"
-        )
-
-
 @dataclass(frozen=True)
 class ProbeSettings:
     """How `imagekit probe` probes: its options, taken by `probe_here` as they are."""
@@ -85,7 +77,7 @@ class ProbeSettings:
     nodes: Annotated[int, NODES] = 1
 
     def __post_init__(self) -> None:
-        positive("--timeout-s", self.timeout_s)
+        time_limit("--timeout-s", self.timeout_s)
 
 
 @dataclass(frozen=True)

@@ -266,7 +266,7 @@ def test_every_command_in_the_list_has_its_summary_as_one_sentence_unbroken() ->
     result = runner.invoke(app, ["--help"], env={"COLUMNS": "80"})
     plain = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)
     assert "the verify attestation's predicate), for editors and CI." in plain
-    assert help_text("One\n  two.\n\nRest\nkept.") == "One two.\n\nRest\nkept."
+    assert help_text("One\n  two.\n\nRest\njoined.") == "One two.\n\nRest joined."
 
 
 def test_a_missing_key_file_is_refused_before_anything_starts(tmp_path: Path) -> None:

@@ -4,12 +4,14 @@ folder with no image in it under results/ for every mistyped name."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from imagekit.adapters import engine as engine_adapter
+from imagekit.adapters.verifying import open_verify_run
 from imagekit.cli import app
 from imagekit.cli import verify as verify_cli
 from imagekit.errors import ExitCode, InputError
@@ -44,10 +46,11 @@ def test_no_run_folder_is_made_for_an_image_the_engine_lacks(
 ) -> None:
     results = tmp_path / "results"
     with pytest.raises(InputError):
-        verify_cli._open_run(results, [Target("gone", GONE)])
+        open_verify_run(results, [GONE], [partial(check_present, [Target("gone", GONE)])])
     assert not results.exists() or list(results.iterdir()) == []
 
-    _, run = verify_cli._open_run(results, [Target("gone", GONE), Target("here", HERE)])
+    both = [Target("gone", GONE), Target("here", HERE)]
+    _, run = open_verify_run(results, [GONE, HERE], [partial(check_present, both)])
     assert list(results.iterdir()) == [run.root] and (run.root / "run.json").is_file()
 
 
