@@ -119,6 +119,8 @@ else
     tail -n 1 "$mainlog"
 fi
 rm -f "$log" "$mainlog"
+# Where the time went, module by module (each session's JUnit file), for whoever trims the suite.
+"$PYTHON" scripts/slowest-modules.py "$artifacts/integration.xml" "$artifacts/engines-and-unit.xml"
 disk_report
 [ "$main" -ne 0 ] && exit "$main"
 exit "$engines"
