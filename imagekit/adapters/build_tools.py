@@ -33,15 +33,17 @@ class DockerBuildTools:
         matrix: Path,
         tidy: Callable[[DockerEngine], None],
         view: Callable[[], AbstractContextManager[EventSink]],
+        say: Callable[[str], None],
     ) -> None:
         """`plans` rendered with `inputs`, the run folder made under `results` (its run.json
         naming `matrix`); `tidy(engine)`: remove what ended runs left and note the rest;
-        `view()`: where the events go (both belong to the terminal, so the caller gives them)."""
+        `view()`: where the events go; `say(line)`: a line for people (the three belong to the
+        terminal, so the caller gives them)."""
         from imagekit.adapters import builders, engine, installer
         from imagekit.adapters import results as run_folders
 
         self.plans, self.inputs, self.results_dir, self.matrix = plans, inputs, results, matrix
-        self.tidy_up, self.make_view = tidy, view
+        self.tidy_up, self.make_view, self.said = tidy, view, say
         self.builders, self.docker, self.results = builders, engine, run_folders
         self.installer = installer
         self.engine: DockerEngine | None = None
@@ -49,8 +51,8 @@ class DockerBuildTools:
     def render(self, buildkit: bool) -> tuple[RenderOptions, ContextInputs]:
         return self.installer.rendering(self.inputs, self.plans, buildkit=buildkit)
 
-    def buildx_available(self) -> bool:
-        return self.builders.buildx_available()
+    def buildx_version(self) -> str | None:
+        return self.builders.buildx_version()
 
     def buildx_driver(self) -> str:
         return self.builders.buildx_driver()
@@ -67,6 +69,9 @@ class DockerBuildTools:
         if buildkit:
             return self.builders.BuildxBuilder()
         return self.builders.SdkBuilder(self.engine)
+
+    def say(self, line: str) -> None:
+        self.said(line)
 
     def tidy(self) -> None:
         assert self.engine is not None

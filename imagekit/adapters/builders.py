@@ -67,14 +67,21 @@ class SdkBuilder:
         return BuildOutcome(True, image_id, "", log)
 
 
-def buildx_available() -> bool:
-    """Whether the `docker buildx` plugin answers."""
+def buildx_version() -> str | None:
+    """The version of the `docker buildx` plugin (`0.13.1`), None when it does not answer."""
     if shutil.which("docker") is None:
-        return False
+        return None
     done = subprocess.run(
         ["docker", "buildx", "version"], capture_output=True, text=True, check=False, timeout=30
     )
-    return done.returncode == 0
+    return plugin_version(done.stdout) if done.returncode == 0 else None
+
+
+def plugin_version(said: str) -> str:
+    """The version in what `docker buildx version` says (`github.com/docker/buildx v0.14.1
+    59582f7`, Debian's `... 0.13.1+ds1 0.13.1+ds1-3`): `0.14.1`, `0.13.1` ("?" if none)."""
+    words = said.split()
+    return words[1].removeprefix("v").split("+")[0] if len(words) > 1 else "?"
 
 
 def buildx_driver() -> str:

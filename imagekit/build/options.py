@@ -1,23 +1,26 @@
 """The choices of `imagekit build` and the decisions made from them (pure).
 
-Which builder builds (`--builder sdk|buildx|auto`) is decided twice: a guess before the engine
-is asked anything, so bad render inputs are refused first, and the choice once the engine's
-facts are known. Both are here, with the closed sets the command takes and the checks of its
-option values (`--cache-from`/`--cache-to`, gc's `--older-than`).
+Which builder builds (`--builder sdk|buildx|auto`, auto by default) is decided twice: a guess
+before the engine is asked anything, so bad render inputs are refused first, and the choice once
+the engine's facts are known, with the reason people read. Both are here, with the closed sets
+the command takes and the checks of its option values (`--cache-from`/`--cache-to`,
+gc's `--older-than`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
 from imagekit.build.features import Refusal
 from imagekit.errors import InputError
+from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.vocabulary import BuilderName, EngineName
 
 
 class BuilderChoice(StrEnum):
-    """`--builder`: the Docker SDK (legacy builder), buildx (BuildKit), or buildx if present."""
+    """`--builder`: the Docker SDK (legacy builder), buildx (BuildKit), or BuildKit where it
+    builds on this engine (`pick_builder`)."""
 
     SDK = "sdk"
     BUILDX = "buildx"
@@ -61,16 +64,54 @@ class BuildkitAsk:
             named.append(f"--compression {self.compression}")
         return named
 
+    def check(self, builder: BuilderChoice) -> None:
+        """InputError when these options are asked of the legacy builder (`--builder sdk`);
+        `auto` may take them, and is refused once the engine is known if it has no BuildKit."""
+        if self.wants and builder is BuilderChoice.SDK:
+            raise InputError(
+                f"{' and '.join(self.wants)} need BuildKit, and --builder sdk is the legacy "
+                "builder",
+                "add --builder buildx (or auto)",
+            )
 
-def guess_buildx(choice: BuilderChoice, plugin: Callable[[], bool]) -> bool:
+
+class BuilderCause(StrEnum):
+    """Why the builder of a run is the one it is."""
+
+    ASKED = "asked"  # --builder sdk or --builder buildx
+    PLUGIN = "plugin"  # auto: the buildx plugin answers, on an engine with BuildKit
+    NO_PLUGIN = "no-plugin"  # auto: no buildx plugin answers
+    NO_BUILDKIT = "no-buildkit"  # auto: the engine's API has no BuildKit (Podman, old Docker)
+
+
+@dataclass(frozen=True)
+class BuilderPick:
+    """The builder a run uses and why, in the words `imagekit build` says first and records."""
+
+    builder: BuilderName
+    cause: BuilderCause
+    why: str
+
+    @property
+    def buildx(self) -> bool:
+        """Whether BuildKit builds, through buildx."""
+        return self.builder is BuilderName.BUILDX
+
+    @property
+    def line(self) -> str:
+        """`builder: buildx (BuildKit: the buildx plugin 0.13.1 on Docker 26.1.5)`."""
+        return f"builder: {self.builder} ({self.why})"
+
+
+def guess_buildx(choice: BuilderChoice, plugin: str | None) -> bool:
     """Whether the build will likely use buildx, before the engine is asked (the render inputs
-    are checked for it, and again if the engine decides otherwise). `plugin` says whether the
-    buildx plugin is installed; it is asked only for `auto`."""
-    return choice is BuilderChoice.BUILDX or (choice is BuilderChoice.AUTO and plugin())
+    are checked for it, and again if the engine decides otherwise). `plugin` is the buildx
+    plugin's version (None: it does not answer)."""
+    return choice is BuilderChoice.BUILDX or (choice is BuilderChoice.AUTO and plugin is not None)
 
 
 def builder_refusal(
-    choice: BuilderChoice, *, has_buildkit: bool, plugin: Callable[[], bool], engine: str
+    choice: BuilderChoice, *, has_buildkit: bool, plugin: str | None, engine: str
 ) -> Refusal | None:
     """Why `--builder buildx` cannot build on this engine (None: it can, or it was not asked)."""
     if choice is not BuilderChoice.BUILDX:
@@ -80,20 +121,33 @@ def builder_refusal(
             f"{engine}: its Docker API has no BuildKit, so buildx cannot use it",
             "use --builder sdk (or auto, which picks it on this engine)",
         )
-    if not plugin():
+    if plugin is None:
         return Refusal(
             "the docker buildx plugin is not installed", "use --builder sdk, or `make engine`"
         )
     return None
 
 
-def use_buildx(choice: BuilderChoice, *, has_buildkit: bool, plugin: Callable[[], bool]) -> bool:
-    """Whether buildx builds: asked for, or `auto` where the engine has BuildKit and the plugin
-    is there. Otherwise the SDK builder (Podman: buildx would try to pull a BuildKit image and
-    fail)."""
+def pick_builder(choice: BuilderChoice, *, plugin: str | None, engine: EngineInfo) -> BuilderPick:
+    """The builder that builds, and why: the one asked for, or for `auto` BuildKit where the
+    buildx plugin answers (`plugin`: its version) and the engine's API has BuildKit, else the
+    legacy builder (Podman: buildx would try to pull a BuildKit image and fail). A refused
+    `--builder buildx` (`builder_refusal`) never gets here."""
+    on = f"the buildx plugin {plugin} on {engine.title}"
+    if choice is BuilderChoice.SDK:
+        return BuilderPick(BuilderName.SDK, BuilderCause.ASKED, "legacy: --builder sdk")
     if choice is BuilderChoice.BUILDX:
-        return True
-    return choice is BuilderChoice.AUTO and has_buildkit and plugin()
+        return BuilderPick(
+            BuilderName.BUILDX, BuilderCause.ASKED, f"BuildKit: --builder buildx, {on}"
+        )
+    if not engine.has_buildkit:
+        api = f" {engine.api_version}" if engine.name is EngineName.DOCKER else ""
+        why = f"legacy: {engine.title}'s API{api} has no BuildKit"
+        return BuilderPick(BuilderName.SDK, BuilderCause.NO_BUILDKIT, why)
+    if plugin is None:
+        why = "legacy: no docker buildx plugin answers (`make engine` installs one)"
+        return BuilderPick(BuilderName.SDK, BuilderCause.NO_PLUGIN, why)
+    return BuilderPick(BuilderName.BUILDX, BuilderCause.PLUGIN, f"BuildKit: {on}")
 
 
 def cache_repository(option: str, value: str) -> str:

@@ -30,8 +30,8 @@ class BuildSettings:
 
     builder: Annotated[
         BuilderChoice,
-        Opt("--builder", help="sdk: Docker SDK; buildx: BuildKit; auto: buildx if present."),
-    ] = BuilderChoice.SDK
+        Opt("--builder", help="sdk: Docker SDK; buildx: BuildKit; auto: BuildKit where it works."),
+    ] = BuilderChoice.AUTO
     jobs: Annotated[int, Opt("--jobs", min=1, max=32, help="Images built at once.")] = 1
     no_cache: Annotated[bool, Opt("--no-cache", help="Rebuild every step.")] = False
     fail_fast: Annotated[
@@ -100,12 +100,7 @@ class BuildSettings:
         if self.compression is not None:
             object.__setattr__(self, "compression", Compression(self.compression))
         object.__setattr__(self, "network", BuildNetwork(self.network))
-        wants = self.buildkit.wants
-        if wants and self.builder is BuilderChoice.SDK:
-            raise InputError(
-                f"{' and '.join(wants)} need BuildKit, and --builder sdk is the legacy builder",
-                "add --builder buildx (or auto)",
-            )
+        self.buildkit.check(self.builder)
 
     @property
     def buildkit(self) -> BuildkitAsk:

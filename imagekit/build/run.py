@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from imagekit.build.context import ContextInputs, context_files, input_hash
+from imagekit.build.options import BuilderPick
 from imagekit.build.outcome import budget_problem, missing_parent, platform_mismatch, summary
 from imagekit.build.ports import Builder, BuildRequest, LineSink
 from imagekit.build.render import RenderedImage, RenderOptions, render_image
@@ -23,7 +24,13 @@ from imagekit.build.stream import BuildLog
 from imagekit.events import Event, EventKind, EventSink
 from imagekit.kernel import labels as L
 from imagekit.kernel.engine import Engine, LocalImage
-from imagekit.kernel.records import BuildRecord, BuildStatus, ImageRecord, LayerSize, PlanRecord
+from imagekit.kernel.records import (
+    BuildRecord,
+    BuildStatus,
+    ImageRecord,
+    LayerSize,
+    PlanRecord,
+)
 from imagekit.kernel.runtime import runs_emulated
 from imagekit.kernel.store import RunStore
 from imagekit.matrix.plan import ImagePlan
@@ -51,6 +58,14 @@ class Measured:
     size_bytes: int | None = None
     layer_count: int | None = None
     largest_layers: tuple[LayerSize, ...] = ()
+
+
+@dataclass(frozen=True)
+class Start:
+    """When an image's build began (`time.monotonic()`), and the run's builder and why."""
+
+    at_s: float
+    builder: BuilderPick | None
 
 
 def _step_reporter(events: EventSink, name: str, lines: list[str]) -> LineSink:
@@ -82,7 +97,9 @@ class BuildRun:
         contexts: BuildContexts,
         run: RunStore,
         events: EventSink,
+        chosen: BuilderPick | None = None,
     ) -> None:
+        """`chosen`: the builder and why, kept in every image's record."""
         self.engine = engine
         self.builder = builder
         self.plans = plans
@@ -90,6 +107,7 @@ class BuildRun:
         self.contexts = contexts
         self.run = run
         self.events = events
+        self.chosen = chosen
         self.results: dict[str, BuildRecord] = {}
         self.host_arch = engine.info().architecture
 
@@ -113,7 +131,7 @@ class BuildRun:
 
     def _build_one(self, plan: ImagePlan, log_lines: list[str] | None = None) -> BuildRecord:
         s, made = self.settings, self.contexts
-        started = time.monotonic()
+        started = Start(time.monotonic(), self.chosen)
         rendered = render_image(plan, made.options)
         parent = self._parent(plan, rendered)
         if isinstance(parent, str):
@@ -278,6 +296,8 @@ class BuildRun:
             status=BuildStatus.SKIPPED,
             message=why,
             duration_s=0.0,
+            builder=self.chosen.builder if self.chosen else None,
+            builder_why=self.chosen.why if self.chosen else None,
         )
         self.results[plan.name] = result
         self.run.update_image(plan.name, _image_record(plan, result))
@@ -293,7 +313,7 @@ def _cache_ref(repository: str | None, plan: ImagePlan) -> str | None:
 
 def _record(
     plan: ImagePlan,
-    started: float,
+    started: Start,
     status: BuildStatus,
     message: str,
     digest: str | None = None,
@@ -321,8 +341,10 @@ def _record(
         size_budget_bytes=plan.size_budget_bytes,
         layer_count=found.layer_count,
         largest_layers=found.largest_layers,
-        duration_s=round(time.monotonic() - started, 3),
+        duration_s=round(time.monotonic() - started.at_s, 3),
         log_path=log_path,
+        builder=started.builder.builder if started.builder else None,
+        builder_why=started.builder.why if started.builder else None,
     )
 
 

@@ -12,7 +12,13 @@ from typing import Protocol
 
 from imagekit.build.context import ContextInputs
 from imagekit.build.features import buildkit_refusal
-from imagekit.build.options import builder_refusal, guess_buildx, use_buildx
+from imagekit.build.options import (
+    BuilderChoice,
+    BuilderPick,
+    builder_refusal,
+    guess_buildx,
+    pick_builder,
+)
 from imagekit.build.ports import Builder
 from imagekit.build.render import RenderOptions
 from imagekit.build.requests import BuildSettings
@@ -46,8 +52,8 @@ class BuildTools(Protocol):
         """The checked render inputs, for a BuildKit build or not (InputError if bad)."""
         ...
 
-    def buildx_available(self) -> bool:
-        """Whether the docker buildx plugin is installed."""
+    def buildx_version(self) -> str | None:
+        """The docker buildx plugin's version (None: it does not answer)."""
         ...
 
     def buildx_driver(self) -> str:
@@ -64,6 +70,10 @@ class BuildTools(Protocol):
 
     def builder(self, buildkit: bool) -> Builder:
         """buildx (BuildKit), or the engine's own builder."""
+        ...
+
+    def say(self, line: str) -> None:
+        """Tell people, before anything else, which builder builds and why."""
         ...
 
     def tidy(self) -> None:
@@ -93,48 +103,53 @@ class BuildReport:
         return [r for r in self.results if not r.ok]
 
 
-def choose_builder(settings: BuildSettings, tools: BuildTools) -> tuple[Engine, bool]:
-    """The engine, and whether buildx builds on it: the choice the engine allows, with the
-    BuildKit options it can do. EngineUnavailableError (with a hint) where it cannot."""
+def choose_builder(
+    settings: BuildSettings, tools: BuildTools, plugin: str | None
+) -> tuple[Engine, BuilderPick]:
+    """The engine, and the builder that builds on it (`plugin`: buildx's version, None where it
+    does not answer): the choice the engine allows, with the BuildKit options it can do.
+    EngineUnavailableError (with a hint) where it cannot."""
     engine = tools.connect()
     facts = engine.info()
-    plugin, buildkit = tools.buildx_available, settings.buildkit
+    buildkit = settings.buildkit
     refusal = builder_refusal(
         settings.builder, has_buildkit=facts.has_buildkit, plugin=plugin, engine=facts.describe()
     )
-    buildx = refusal is None and use_buildx(
-        settings.builder, has_buildkit=facts.has_buildkit, plugin=plugin
-    )
+    pick = pick_builder(settings.builder, plugin=plugin, engine=facts)
     wants = buildkit.wants
     refusal = refusal or buildkit_refusal(
         wants,
         cache_to=bool(buildkit.cache_to),
         compression=bool(buildkit.compression),
-        use_buildx=buildx,
-        driver=tools.buildx_driver() if buildx and wants else "",  # asked only when it matters
+        use_buildx=pick.buildx,
+        driver=tools.buildx_driver() if pick.buildx and wants else "",  # asked only if it matters
         image_store=facts.image_store,
         engine=facts.describe(),
     )
     if refusal is not None:
         raise EngineUnavailableError(refusal.message, refusal.hint)
-    return engine, buildx
+    return engine, pick
 
 
 def build_images(plans: list[ImagePlan], settings: BuildSettings, tools: BuildTools) -> BuildReport:
-    """`imagekit build`: check the inputs, pick the builder the engine allows, and build every
-    plan into a new run folder, as `settings` (the request's, as they are) say."""
+    """`imagekit build`: check the inputs, pick the builder the engine allows (said first, and
+    kept in every image's record), and build every plan into a new run folder, as `settings`
+    (the request's, as they are) say."""
+    plugin = tools.buildx_version() if settings.builder is not BuilderChoice.SDK else None
     # Bad inputs are reported before the engine is asked anything (checked again below if the
     # engine rules BuildKit out).
-    guess = guess_buildx(settings.builder, tools.buildx_available)
+    guess = guess_buildx(settings.builder, plugin)
     options, inputs = tools.render(guess)
     tools.check_results()
-    engine, buildx = choose_builder(settings, tools)
-    if buildx != guess:
-        options, inputs = tools.render(buildx)
+    engine, pick = choose_builder(settings, tools, plugin)
+    if pick.buildx != guess:
+        options, inputs = tools.render(pick.buildx)
+    tools.say(pick.line)
     tools.tidy()
     run = tools.open_run()
     contexts = BuildContexts(options, inputs)
-    builder = tools.builder(buildx)
+    builder = tools.builder(pick.buildx)
     with tools.view() as view:
-        results = BuildRun(engine, builder, plans, settings, contexts, run, view).execute()
+        build = BuildRun(engine, builder, plans, settings, contexts, run, view, pick)
+        results = build.execute()
     return BuildReport(run.run_id, run.root, results)

@@ -36,8 +36,9 @@ def build(request: BuildCommand) -> None:
     from imagekit.kernel.text import build_table
 
     plans = request.selection.plans()
+    terminal = (note_leftovers, event_view, say)
     tools = DockerBuildTools(
-        plans, request.inputs, request.results, request.selection.matrix, note_leftovers, event_view
+        plans, request.inputs, request.results, request.selection.matrix, *terminal
     )
     report = build_images(plans, request.settings, tools)
     data = {"run_id": report.run_id, "results": [r.to_json() for r in report.results]}

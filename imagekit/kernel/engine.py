@@ -58,6 +58,10 @@ class EngineJson(TypedDict):
     memory_bytes: int | None
 
 
+# The first Docker API with BuildKit (Docker 18.09).
+BUILDKIT_API = (1, 39)
+
+
 @dataclass(frozen=True)
 class EngineInfo:
     """Who the engine is, for run.json and for the decisions that depend on it."""
@@ -132,8 +136,23 @@ class EngineInfo:
 
     @property
     def has_buildkit(self) -> bool:
-        """Whether `docker buildx` can build on this engine (Podman's API has no BuildKit)."""
-        return self.name == EngineName.DOCKER
+        """Whether `docker buildx` can build on this engine: Docker from API 1.39 (18.09, the
+        first with BuildKit; an engine that does not say is taken to have it). Podman's API
+        has no BuildKit."""
+        if self.name != EngineName.DOCKER:
+            return False
+        parts = (self.api_version or "").split(".")[:2]
+        return (
+            len(parts) < 2
+            or not all(p.isdigit() for p in parts)
+            or ((int(parts[0]), int(parts[1])) >= BUILDKIT_API)
+        )
+
+    @property
+    def title(self) -> str:
+        """Which engine, in two or three words: `Docker 26.1.5`, `rootless Podman 4.3.1`."""
+        engine = "Podman" if self.name == EngineName.PODMAN else "Docker"
+        return f"{'rootless ' if self.rootless else ''}{engine} {self.server_version or '?'}"
 
     def describe(self) -> str:
         """One line: `Docker 26.1.5 at unix://..., containerd image store, GPUs: none`."""
@@ -142,16 +161,13 @@ class EngineInfo:
             ImageStore.CLASSIC: f"classic image store ({self.storage_driver or '?'})",
             ImageStore.PODMAN: f"containers/storage ({self.storage_driver or '?'})",
         }.get(self.image_store, self.image_store)
-        engine = "Podman" if self.name == EngineName.PODMAN else "Docker"
-        if self.rootless:
-            engine = f"rootless {engine}"
         gpus: str = self.gpu_mechanism
         if self.gpu_mechanism == GpuMechanism.CDI:
             gpus = "CDI " + ", ".join(d for d in self.cdi_devices if d.startswith("nvidia.com/"))
         elif self.gpu_note:
             gpus = f"none ({self.gpu_note})"
         where = f" at {self.endpoint}" if self.endpoint else ""
-        return f"{engine} {self.server_version or '?'}{where}, {store}, GPUs: {gpus}"
+        return f"{self.title}{where}, {store}, GPUs: {gpus}"
 
     def to_json(self) -> EngineJson:
         """As run.json records it."""

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from imagekit.kernel.json import JsonObject, JsonObjectField, JsonValue
-from imagekit.kernel.vocabulary import AttestationState, Flavour, TagKind
+from imagekit.kernel.vocabulary import AttestationState, BuilderName, Flavour, TagKind
 
 SHA256 = r"^sha256:[0-9a-f]{64}$"
 METRIC_NAME = r"_(ms|s|tflops|gbps|bytes|error|count)$"
@@ -279,6 +279,8 @@ class BuildRecord(Record):
     largest_layers: tuple[LayerSize, ...] = ()
     duration_s: Annotated[float, Field(ge=0)]
     log_path: str | None = None
+    builder: BuilderName | None = None  # the run's (None in records made before it was kept)
+    builder_why: str | None = None  # "BuildKit: the buildx plugin 0.13.1 on Docker 26.1.5"
 
     @property
     def ok(self) -> bool:

@@ -47,6 +47,14 @@ class EngineName(StrEnum):
     PODMAN = "podman"
 
 
+class BuilderName(StrEnum):
+    """What builds an image: the legacy builder (through the Docker SDK) or BuildKit (through
+    `docker buildx`)."""
+
+    SDK = "sdk"
+    BUILDX = "buildx"
+
+
 class ImageStore(StrEnum):
     """Where an engine keeps its images, which decides what its image ids are digests of."""
 

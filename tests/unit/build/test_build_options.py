@@ -14,13 +14,14 @@ from imagekit.adapters.results import RunFolder
 from imagekit.build.context import ContextInputs
 from imagekit.build.inputs import RenderInputs
 from imagekit.build.options import (
+    BuilderCause,
     BuilderChoice,
     BuildkitAsk,
     BuildNetwork,
     Compression,
     builder_refusal,
     guess_buildx,
-    use_buildx,
+    pick_builder,
 )
 from imagekit.build.outcome import missing_parent, summary
 from imagekit.build.ports import Builder, BuildOutcome, BuildRequest, LineSink
@@ -31,7 +32,7 @@ from imagekit.errors import EngineUnavailableError, InputError
 from imagekit.events import Event, EventSink
 from imagekit.kernel.engine import EngineInfo
 from imagekit.kernel.records import BuildRecord, BuildStatus
-from imagekit.kernel.vocabulary import EngineName, ImageStore
+from imagekit.kernel.vocabulary import BuilderName, EngineName, ImageStore
 from imagekit.matrix.load import load_matrix
 from imagekit.matrix.plan import ImagePlan
 from imagekit.matrix.selection import Selection
@@ -41,16 +42,10 @@ ROOT = Path(__file__).resolve().parents[3]
 CPU_BASE = "imagekit-base/debian:bookworm"
 
 
-class Plugin:
-    """The buildx plugin, present or not, counting how often it was asked about."""
-
-    def __init__(self, present: bool) -> None:
-        self.present = present
-        self.asked = 0
-
-    def __call__(self) -> bool:
-        self.asked += 1
-        return self.present
+PLUGIN = "0.13.1"  # the buildx plugin's version, as `docker buildx version` gives it
+DOCKER = EngineInfo(server_version="26.1.5", api_version="1.45")
+PODMAN = EngineInfo(server_version="4.3.1", api_version="1.41", name=EngineName.PODMAN)
+OLD_DOCKER = EngineInfo(server_version="18.06.3", api_version="1.38")
 
 
 # The closed sets ----------------------------------------------------------------------------
@@ -89,57 +84,100 @@ def test_buildkit_options_are_named_as_on_the_command_line() -> None:
 
 
 def test_the_request_refuses_buildkit_options_with_the_sdk_builder(tmp_path: Path) -> None:
+    sdk = BuilderChoice.SDK
     with pytest.raises(InputError, match="--compression gzip need BuildKit"):
-        BuildCommand(Selection(), BuildSettings(compression=Compression.GZIP), RenderInputs())
+        BuildCommand(Selection(), BuildSettings(sdk, compression=Compression.GZIP), RenderInputs())
+    # The default, auto, takes them: refused once the engine is known if it has no BuildKit.
+    assert BuildSettings(compression=Compression.GZIP).builder is BuilderChoice.AUTO
 
 
 # The builder ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("choice", "present", "guess", "asked"),
+    ("choice", "plugin", "guess"),
     [
-        (BuilderChoice.SDK, True, False, 0),
-        (BuilderChoice.BUILDX, False, True, 0),
-        (BuilderChoice.AUTO, True, True, 1),
-        (BuilderChoice.AUTO, False, False, 1),
+        (BuilderChoice.SDK, PLUGIN, False),
+        (BuilderChoice.BUILDX, None, True),  # refused once the engine is known
+        (BuilderChoice.AUTO, PLUGIN, True),
+        (BuilderChoice.AUTO, None, False),
     ],
 )
-def test_the_guess_asks_for_the_plugin_only_for_auto(
-    choice: BuilderChoice, present: bool, guess: bool, asked: int
+def test_the_guess_before_the_engine_is_buildx_where_asked_or_where_auto_finds_the_plugin(
+    choice: BuilderChoice, plugin: str | None, guess: bool
 ) -> None:
-    plugin = Plugin(present)
     assert guess_buildx(choice, plugin) is guess
-    assert plugin.asked == asked
+
+
+def test_auto_is_the_default_builder() -> None:
+    assert BuildSettings().builder is BuilderChoice.AUTO
 
 
 @pytest.mark.parametrize(
-    ("choice", "has_buildkit", "present", "buildx"),
+    ("choice", "plugin", "engine", "builder", "cause", "line"),
     [
-        (BuilderChoice.SDK, True, True, False),
-        (BuilderChoice.BUILDX, True, True, True),
-        (BuilderChoice.AUTO, True, True, True),
-        (BuilderChoice.AUTO, True, False, False),
-        (BuilderChoice.AUTO, False, True, False),  # Podman: no BuildKit behind its API
+        (
+            BuilderChoice.AUTO, PLUGIN, DOCKER, BuilderName.BUILDX, BuilderCause.PLUGIN,
+            "builder: buildx (BuildKit: the buildx plugin 0.13.1 on Docker 26.1.5)",
+        ),
+        (
+            BuilderChoice.AUTO, None, DOCKER, BuilderName.SDK, BuilderCause.NO_PLUGIN,
+            "builder: sdk (legacy: no docker buildx plugin answers (`make engine` installs one))",
+        ),
+        (
+            BuilderChoice.AUTO, PLUGIN, PODMAN, BuilderName.SDK, BuilderCause.NO_BUILDKIT,
+            "builder: sdk (legacy: Podman 4.3.1's API has no BuildKit)",
+        ),
+        (
+            BuilderChoice.AUTO, PLUGIN, OLD_DOCKER, BuilderName.SDK, BuilderCause.NO_BUILDKIT,
+            "builder: sdk (legacy: Docker 18.06.3's API 1.38 has no BuildKit)",
+        ),
+        (
+            BuilderChoice.SDK, PLUGIN, DOCKER, BuilderName.SDK, BuilderCause.ASKED,
+            "builder: sdk (legacy: --builder sdk)",
+        ),
+        (
+            BuilderChoice.BUILDX, PLUGIN, DOCKER, BuilderName.BUILDX, BuilderCause.ASKED,
+            "builder: buildx (BuildKit: --builder buildx, the buildx plugin 0.13.1 on Docker "
+            "26.1.5)",
+        ),
     ],
-)
-def test_buildx_builds_where_asked_or_where_auto_finds_it(
-    choice: BuilderChoice, has_buildkit: bool, present: bool, buildx: bool
+)  # fmt: skip
+def test_the_builder_is_picked_with_the_reason_people_read(
+    choice: BuilderChoice,
+    plugin: str | None,
+    engine: EngineInfo,
+    builder: BuilderName,
+    cause: BuilderCause,
+    line: str,
 ) -> None:
-    assert use_buildx(choice, has_buildkit=has_buildkit, plugin=Plugin(present)) is buildx
+    pick = pick_builder(choice, plugin=plugin, engine=engine)
+    assert (pick.builder, pick.cause, pick.line) == (builder, cause, line)
+    assert pick.buildx is (builder is BuilderName.BUILDX)
+
+
+@pytest.mark.parametrize(
+    ("api_version", "has_buildkit"),
+    [("1.39", True), ("1.45", True), ("1.38", False), ("1.9", False), (None, True), ("x", True)],
+)
+def test_docker_has_buildkit_from_api_1_39_and_podman_never(
+    api_version: str | None, has_buildkit: bool
+) -> None:
+    assert EngineInfo(api_version=api_version).has_buildkit is has_buildkit
+    assert not EngineInfo(api_version=api_version, name=EngineName.PODMAN).has_buildkit
 
 
 def test_buildx_is_refused_without_buildkit_or_without_the_plugin() -> None:
     no_api = builder_refusal(
-        BuilderChoice.BUILDX, has_buildkit=False, plugin=Plugin(True), engine="Podman 5"
+        BuilderChoice.BUILDX, has_buildkit=False, plugin=PLUGIN, engine="Podman 5"
     )
     assert no_api is not None and no_api.message.startswith("Podman 5: its Docker API")
     no_plugin = builder_refusal(
-        BuilderChoice.BUILDX, has_buildkit=True, plugin=Plugin(False), engine="Docker"
+        BuilderChoice.BUILDX, has_buildkit=True, plugin=None, engine="Docker"
     )
     assert no_plugin is not None and "plugin is not installed" in no_plugin.message
     for choice in (BuilderChoice.SDK, BuilderChoice.AUTO):
-        assert builder_refusal(choice, has_buildkit=False, plugin=Plugin(False), engine="") is None
+        assert builder_refusal(choice, has_buildkit=False, plugin=None, engine="") is None
 
 
 # The settings are the request's own -------------------------------------------------------
@@ -193,9 +231,9 @@ class Tools:
             raise InputError("--wheelhouse is empty")
         return RenderOptions(buildkit=buildkit), ContextInputs()
 
-    def buildx_available(self) -> bool:
+    def buildx_version(self) -> str | None:
         self.asked.append("plugin")
-        return self.plugin
+        return PLUGIN if self.plugin else None
 
     def buildx_driver(self) -> str:
         self.asked.append("driver")
@@ -211,6 +249,9 @@ class Tools:
     def builder(self, buildkit: bool) -> Builder:
         self.asked.append(f"builder buildkit={buildkit}")
         return OkBuilder(self.engine, self.built)
+
+    def say(self, line: str) -> None:
+        self.asked.append(f"say {line}")
 
     def tidy(self) -> None:
         self.asked.append("tidy")
@@ -250,11 +291,15 @@ def test_auto_on_podman_checks_the_inputs_again_for_the_sdk_builder(
         "check results",
         "connect",
         "render buildkit=False",
+        "say builder: sdk (legacy: Podman ?'s API has no BuildKit)",
         "tidy",
         "open run",
         "builder buildkit=False",
     ]
     assert [r.status for r in report.results] == [BuildStatus.BUILT] * len(slim)
+    assert {(r.builder, r.builder_why) for r in report.results} == {
+        (BuilderName.SDK, "legacy: Podman ?'s API has no BuildKit")
+    }
     assert report.failed == [] and report.root.parent == tmp_path / "results"
 
 
@@ -285,7 +330,12 @@ def test_bad_inputs_are_refused_before_the_engine_is_asked(
     tools = Tools(tmp_path, engine(), bad_inputs=True)
     with pytest.raises(InputError):
         build_images(slim, BuildSettings(), tools)
-    assert tools.asked == ["render buildkit=False"]
+    # The plugin is a local program, asked so that the inputs are checked for its builder.
+    assert tools.asked == ["plugin", "render buildkit=True"]
+    sdk = Tools(tmp_path, engine(), bad_inputs=True)
+    with pytest.raises(InputError):
+        build_images(slim, BuildSettings(builder=BuilderChoice.SDK), sdk)
+    assert sdk.asked == ["render buildkit=False"]
 
 
 def test_buildx_without_buildkit_is_refused_before_anything_is_built(
