@@ -12,9 +12,10 @@ import subprocess
 import docker
 import docker.errors
 
-from imagekit.adapters.engine import DockerEngine, engine_errors
+from imagekit.adapters.engine import DockerEngine, engine_errors, short_error
 from imagekit.build.ports import BuildOutcome, BuildRequest, LineSink
 from imagekit.build.stream import BuildLog
+from imagekit.kernel import labels as L
 
 
 def _record(log: BuildLog, lines: list[str], handle: object, on_line: LineSink) -> None:
@@ -58,6 +59,8 @@ class SdkBuilder:
             except docker.errors.APIError as exc:
                 message = str(exc.explanation or exc)
                 _record(log, log.feed({"error": message}), handle, on_line)
+            if not request.keep_stages:
+                _record(log, self.remove_stages(log.stray_images), handle, on_line)
         if log.failed:
             return BuildOutcome(False, None, log.failure_message(), log)
         image_id = log.image_id or ""
@@ -65,6 +68,29 @@ class SdkBuilder:
             with engine_errors("reading the built image"):
                 image_id = self.client.api.inspect_image(request.reference)["Id"]
         return BuildOutcome(True, image_id, "", log)
+
+    def remove_stages(self, images: list[str]) -> list[str]:
+        """Remove the builder stages among `images` (the ones this build left untagged), and
+        say what became of each. Only an image with imagekit's stage label and no tag goes, and
+        without force: the engine keeps one that a child image or a container still uses."""
+        said = []
+        for short_id in images:
+            try:
+                image = self.client.api.inspect_image(short_id)
+            except docker.errors.APIError:  # gone already (NotFound), or the engine said no
+                continue
+            labels = (image.get("Config") or {}).get("Labels") or {}
+            if L.STAGE not in labels or [
+                t for t in image.get("RepoTags") or [] if "<none>" not in t
+            ]:
+                continue
+            what = f"builder stage {short_id[:12]} ({labels[L.STAGE]})"
+            try:
+                self.client.api.remove_image(image["Id"], noprune=False)
+                said.append(f"imagekit: removed the {what}; --keep-stages keeps them as a cache")
+            except docker.errors.APIError as exc:
+                said.append(f"imagekit: kept the {what}: {short_error(exc)}")
+        return said
 
 
 def buildx_version() -> str | None:

@@ -65,14 +65,33 @@ class BuildkitAsk:
         return named
 
     def check(self, builder: BuilderChoice) -> None:
-        """InputError when these options are asked of the legacy builder (`--builder sdk`);
-        `auto` may take them, and is refused once the engine is known if it has no BuildKit."""
+        """InputError when a cache is not a repository's name, or these options are asked of
+        the legacy builder (`--builder sdk`); `auto` may take them, and is refused once the
+        engine is known if it has no BuildKit."""
+        for option, value in (("--cache-from", self.cache_from), ("--cache-to", self.cache_to)):
+            if value is not None:
+                cache_repository(option, value)
         if self.wants and builder is BuilderChoice.SDK:
             raise InputError(
                 f"{' and '.join(self.wants)} need BuildKit, and --builder sdk is the legacy "
                 "builder",
                 "add --builder buildx (or auto)",
             )
+
+
+def cache_repository(option: str, value: str) -> str:
+    """A build-cache repository (`127.0.0.1:5000/cache/pytorch`): each image's cache is
+    tagged as the image is, so the value names a repository, without tag or digest."""
+    from imagekit.matrix.plan import REPOSITORY_RE
+
+    last = value.rsplit("/", 1)[-1]
+    if "@" in value or ":" in last or not REPOSITORY_RE.match(value):
+        raise InputError(
+            f"{option} {value!r} is not a repository name",
+            "give a repository such as 127.0.0.1:5000/cache/pytorch: each image's cache is "
+            "tagged there as the image is",
+        )
+    return value
 
 
 class BuilderCause(StrEnum):
@@ -148,21 +167,6 @@ def pick_builder(choice: BuilderChoice, *, plugin: str | None, engine: EngineInf
         why = "legacy: no docker buildx plugin answers (`make engine` installs one)"
         return BuilderPick(BuilderName.SDK, BuilderCause.NO_PLUGIN, why)
     return BuilderPick(BuilderName.BUILDX, BuilderCause.PLUGIN, f"BuildKit: {on}")
-
-
-def cache_repository(option: str, value: str) -> str:
-    """A build-cache repository (`127.0.0.1:5000/cache/pytorch`): each image's cache is
-    tagged as the image is, so the value names a repository, without tag or digest."""
-    from imagekit.matrix.plan import REPOSITORY_RE
-
-    last = value.rsplit("/", 1)[-1]
-    if "@" in value or ":" in last or not REPOSITORY_RE.match(value):
-        raise InputError(
-            f"{option} {value!r} is not a repository name",
-            "give a repository such as 127.0.0.1:5000/cache/pytorch: each image's cache is "
-            "tagged there as the image is",
-        )
-    return value
 
 
 DURATION_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -24,6 +24,8 @@ class BuildRequest:
     labels: dict[str, str]
     log_path: Path
     no_cache: bool = False
+    # The legacy builder: keep the builder stages it leaves untagged (its layer cache).
+    keep_stages: bool = False
     ca_bundle: Path | None = None
     # BuildKit only: registry references to import the build cache from and export it to
     # (mode=max, so the builder stage's layers travel too), and the layers' compression.

@@ -14,7 +14,6 @@ from imagekit.build.options import (
     BuildkitAsk,
     BuildNetwork,
     Compression,
-    cache_repository,
     older_than_s,
 )
 from imagekit.errors import InputError
@@ -34,6 +33,9 @@ class BuildSettings:
     ] = BuilderChoice.AUTO
     jobs: Annotated[int, Opt("--jobs", min=1, max=32, help="Images built at once.")] = 1
     no_cache: Annotated[bool, Opt("--no-cache", help="Rebuild every step.")] = False
+    keep_stages: Annotated[
+        bool, Opt("--keep-stages", help="Keep the legacy builder's stages: its layer cache.")
+    ] = False
     fail_fast: Annotated[
         bool, Opt("--fail-fast/--no-fail-fast", help="Stop at the first failed image.")
     ] = False
@@ -93,9 +95,6 @@ class BuildSettings:
     source_date_epoch: int | None = None
 
     def __post_init__(self) -> None:
-        for option, value in (("--cache-from", self.cache_from), ("--cache-to", self.cache_to)):
-            if value is not None:
-                cache_repository(option, value)
         # A value given as its text ("zstd", "none") is taken as its member: one type inside.
         if self.compression is not None:
             object.__setattr__(self, "compression", Compression(self.compression))

@@ -199,6 +199,7 @@ class BuildRun:
             labels=labels,
             log_path=self.run.log_file(plan.name),
             no_cache=s.no_cache,
+            keep_stages=s.keep_stages,
             ca_bundle=made.inputs.ca_bundle if made.options.buildkit else None,
             cache_from=_cache_ref(s.cache_from, plan),
             cache_to=_cache_ref(s.cache_to, plan),

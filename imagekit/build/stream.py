@@ -23,6 +23,9 @@ _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 # BuildKit's plain progress: "#7 [builder 3/5] RUN pip install ..."
 _BUILDKIT_STEP = re.compile(r"^#\d+ \[(?:[\w.-]+ )?(\d+)/(\d+)\] (.*)$")
 _SUCCESS = re.compile(r"^Successfully built ([0-9a-f]{12,64})$")
+# The legacy builder's image after each step (" ---> 3f2a1b0c9d8e"), and a stage's start.
+_STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})$")
+_FROM = re.compile(r"^FROM\s", re.IGNORECASE)
 # A step's own account of its failure (templates/Dockerfile.j2's apt_install), as the legacy
 # builder streams it and as BuildKit's plain progress prefixes it ("#9 4.210 ...").
 _MARKED = re.compile(r"^(?:#\d+ \d+(?:\.\d+)? )?" + re.escape(FAILURE_MARKER) + r" (.+)$")
@@ -41,6 +44,10 @@ class BuildLog:
     error: str | None = None
     # What a failed step said of itself: a better reason than the engine's shell line.
     step_reason: str | None = None
+    # The legacy builder's image of each stage that ended before the last one began (the
+    # builder stages: untagged, the image does not contain them).
+    stage_images: list[str] = field(default_factory=list)
+    _step_image: str | None = None
     _partial: str = ""
 
     def feed(self, item: Mapping[str, JsonValue]) -> list[str]:
@@ -80,10 +87,23 @@ class BuildLog:
         if match := _STEP.match(line) or _BUILDKIT_STEP.match(line):
             self.step_index, self.step_count = int(match.group(1)), int(match.group(2))
             self.step = match.group(3)
+            if _STEP.match(line) and _FROM.match(self.step):
+                if self._step_image:
+                    self.stage_images.append(self._step_image)
+                self._step_image = None
+        elif match := _STEP_IMAGE.match(line):
+            self._step_image = match.group(1)
         elif (match := _SUCCESS.match(line)) and self.image_id is None:
             self.image_id = match.group(1)
         elif match := _MARKED.match(line):
             self.step_reason = match.group(1).strip()
+
+    @property
+    def stray_images(self) -> list[str]:
+        """The images of stages that are not the built image: those of ended stages and, when
+        the build failed, the last one it made (a failed step's stage is not the image)."""
+        last = [self._step_image] if self.failed and self._step_image else []
+        return [*self.stage_images, *last]
 
     @property
     def failed(self) -> bool:

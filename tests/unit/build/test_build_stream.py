@@ -293,3 +293,55 @@ def test_buildx_plain_progress_lines_are_kept_whole_for_the_failure_message() ->
     assert message.splitlines()[-1] == (
         "ERROR: failed to solve: process did not complete successfully: exit code: 1"
     )
+
+
+# A two-stage legacy build as the engine streamed it (Docker 26.1.5, containerd store): the
+# builder stage ends where the runtime stage's FROM begins, and its last image is left untagged.
+TWO_STAGES = [
+    "Step 1/7 : ARG BASE_IMAGE=imagekit-base/debian:bookworm",
+    "Step 2/7 : FROM ${BASE_IMAGE} AS builder",
+    " ---> aab71299ab8c",
+    'Step 3/7 : LABEL io.imagekit.stage="builder" io.imagekit.cell="fast-exp"',
+    " ---> Running in 3b409e506cac",
+    " ---> Removed intermediate container 3b409e506cac",
+    " ---> 3b9a1bbb68a8",
+    "Step 4/7 : RUN echo hello > /made",
+    " ---> Using cache",
+    " ---> 594048b51f53",
+    "Step 5/7 : FROM ${BASE_IMAGE} AS runtime",
+    " ---> aab71299ab8c",
+    "Step 6/7 : COPY --from=builder /made /made",
+    " ---> 4bf136a782c9",
+    'Step 7/7 : LABEL io.imagekit.cell="fast-exp"',
+    " ---> a332a240ebfb",
+    "Successfully built a332a240ebfb",
+]
+
+
+def test_the_last_image_of_each_stage_before_the_built_one_is_a_stray() -> None:
+    log = BuildLog()
+    for line in TWO_STAGES:
+        log.feed({"stream": line + "\n"})
+    assert not log.failed
+    assert log.stage_images == log.stray_images == ["594048b51f53"]
+
+
+def test_a_failed_build_also_leaves_the_last_image_of_its_unfinished_stage() -> None:
+    log = BuildLog()
+    for line in TWO_STAGES[:7]:
+        log.feed({"stream": line + "\n"})
+    log.feed({"error": "The command '/bin/sh -c echo hello > /made' returned a non-zero code: 1"})
+    assert log.failed and log.stage_images == []
+    assert log.stray_images == ["3b9a1bbb68a8"]
+
+
+def test_a_single_stage_build_and_buildkit_leave_no_stray() -> None:
+    legacy = BuildLog()
+    for item in LEGACY_SUCCESS:
+        legacy.feed(item)
+    assert legacy.stray_images == []
+    buildkit = BuildLog()
+    buildkit.feed(
+        {"stream": "#5 [builder 1/4] FROM docker.io/library/debian\n#9 [runtime 1/3] FROM x\n"}
+    )
+    assert buildkit.stray_images == []
