@@ -57,7 +57,9 @@ def leftovers(engine: DockerEngine, run_id: str | None = None) -> list[Leftover]
             found.append(_image(i, "<dangling builder stage>"))
         for i in client.api.images(filters={"dangling": True, "label": L.CELL}):
             found.append(_image(i, "<dangling imagekit image>"))
-    unique = {(x.kind, x.id): x for x in found}
+    unique: dict[tuple[LeftoverKind, str], Leftover] = {}
+    for item in found:  # a builder stage carries its cell's label too: it keeps its first name
+        unique.setdefault((item.kind, item.id), item)
     return sorted(unique.values(), key=lambda x: (x.kind, x.created_s))
 
 
