@@ -87,11 +87,11 @@ STORES = {
 }
 
 
-# The builder of each flavour per engine, the SDK's legacy builder (imagekit's default) unless
-# named. On Docker 26 with the containerd store the legacy builder commits and compresses every
-# step's layer (slim and full took 577 s there, the longest fixture of the suite): slim proves
-# it there, and full is BuildKit's, the builder `--builder auto` and Docker's own `docker build`
-# pick on that engine. Podman has no BuildKit.
+# The builder of each flavour per engine, the SDK's legacy builder (what imagekit's default,
+# auto, picks on Podman) unless named. On Docker 26 with the containerd store the legacy builder
+# commits and compresses every step's layer (slim and full took 577 s there, the longest fixture
+# of the suite): slim proves it there, and full is BuildKit's, the builder `--builder auto` and
+# Docker's own `docker build` pick on that engine. Podman has no BuildKit.
 BUILDERS = {"docker-containerd": {"slim": "sdk", "full": "buildx"}}
 
 
