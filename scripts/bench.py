@@ -432,7 +432,7 @@ def speed(args: argparse.Namespace, client: docker.DockerClient) -> int:
     if args.speed_examples:
         wheelhouses = {k: v for k, v in wheelhouses.items() if k in args.speed_examples}
     failed = 0
-    builders = tuple(args.speed_builders or ("sdk", "buildx"))
+    builders = tuple(args.speed_builders or ("sdk", "buildx", "default"))
     parts = tuple(args.speed_parts or bench_speed.PARTS)
     engines = tuple(args.speed_engines or ("host",))
     for example, document, ratios in bench_speed.speed_section(
@@ -513,8 +513,9 @@ def main() -> int:
     parser.add_argument(
         "--speed-builders",
         nargs="*",
-        choices=("sdk", "buildx"),
-        help="the speed section's builders",
+        choices=("sdk", "buildx", "default"),
+        help="the speed section's builders; default: `docker build` and `imagekit build` as"
+        " typed, each picking its own (default: sdk buildx default)",
     )
     parser.add_argument(
         "--speed-engines",

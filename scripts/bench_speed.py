@@ -121,7 +121,20 @@ def expert_build(
         (context / "wheelhouse" / ".complete").unlink(missing_ok=True)
         args = {"BASE_IMAGE": base, "REQUIREMENTS": EXPERT_REQUIREMENTS[example]}
         started = time.monotonic()
-        if builder == "sdk":
+        if builder == DEFAULT:
+            # `docker build` as a user types it: the CLI picks its builder (BuildKit since
+            # Docker 23's CLI, whatever the engine), from the Dockerfile any builder takes.
+            command = ["docker", "build", "--no-cache", "-t", tag, str(context)]
+            for key, value in args.items():
+                command += ["--build-arg", f"{key}={value}"]
+            env = {k: v for k, v in {**os.environ, **target.env}.items() if k != "DOCKER_BUILDKIT"}
+            done = subprocess.run(command, capture_output=True, text=True, env=env)
+            if done.returncode != 0:
+                sys.exit(f"bench: expert docker build failed:\n{done.stderr[-3000:]}")
+            target.docker_build_builder = (
+                "buildkit" if "#0 building with" in done.stderr else "legacy"
+            )
+        elif builder == "sdk":
             for item in client.api.build(
                 path=str(context), tag=tag, buildargs=args, nocache=True, rm=True,
                 forcerm=True, decode=True,
@@ -146,8 +159,12 @@ class Target:
     client: docker.DockerClient
     env: dict[str, str]  # what the CLI and buildx are given (DOCKER_HOST), {} for the host's
     row: dict[str, str]  # the engine and image store, as each figure records them
+    docker_build_builder: str = ""  # what `docker build` unasked built with, once it has run
 
 
+# The builder row of what each gives unasked: `docker build` against `imagekit build`, neither
+# told which builder to use.
+DEFAULT = "default"
 # The engines `--speed-engines` names: the default one (whatever `make engine` installed) and
 # Docker 26 boxed with each store (tests/integration/engines.py), as the engine contract runs.
 ENGINES = ("host", "docker26-classic", "docker26-containerd")
@@ -271,10 +288,10 @@ def compare_builds(
             remove(client, expert_tag)
             remove_new_dangling(client, before)
             say(f"{example}: imagekit slim (compile: false), {row}, cold{of} ...")
+            asked = () if builder == DEFAULT else ("--builder", builder)
             seconds, record = imagekit_build(
-                plain, wheelhouse, work / f"r-{row}-{turn}", "--no-cache", "--builder", builder,
-                env=target.env,
-            )  # fmt: skip
+                plain, wheelhouse, work / f"r-{row}-{turn}", "--no-cache", *asked, env=target.env
+            )
             imagekit_runs.append(seconds)
             slim_bytes = image_bytes(client, reference)
             steps = pruning_steps(record)
@@ -288,6 +305,11 @@ def compare_builds(
             "imagekit_s": round(statistics.median(imagekit_runs), 1),
             "imagekit_bytes": slim_bytes,
         }
+        if builder == DEFAULT:
+            # Which builder each picked by itself, beside its seconds.
+            figures["docker_build_builder"] = target.docker_build_builder
+            figures["imagekit_builder"] = record.get("builder", "?")
+            figures["imagekit_builder_why"] = record.get("builder_why", "")
         if rounds > 1:
             figures["expert_rounds_s"] = [round(x, 1) for x in expert_runs]
             figures["imagekit_rounds_s"] = [round(x, 1) for x in imagekit_runs]
@@ -295,9 +317,8 @@ def compare_builds(
             say(f"{example}: imagekit slim as the example has it (torch.compile), {row} ...")
             compiling = matrix_for(example, repository, base, work, compile_=True)
             seconds, _ = imagekit_build(
-                compiling, wheelhouse, work / f"c-{row}", "--no-cache", "--builder", builder,
-                env=target.env,
-            )  # fmt: skip
+                compiling, wheelhouse, work / f"c-{row}", "--no-cache", *asked, env=target.env
+            )
             figures["imagekit_compile_s"] = round(seconds, 1)
             figures["imagekit_compile_bytes"] = image_bytes(client, reference)
             remove(client, reference)
