@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -857,7 +858,9 @@ def test_a_level_that_is_no_level_is_refused(files: Files, captured: list[object
     argv = ["attest", "verify", "r/x:1", "--key", str(files.keys), "--require-level", "tpu"]
     result = invoke(argv)
     assert result.exit_code == 2
-    said = " ".join(result.stderr.replace("│", " ").split())  # the error box, unwrapped
+    # The error box, unwrapped; colourless (under GitHub Actions rich colours it).
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", result.stderr)
+    said = " ".join(plain.replace("│", " ").split())
     assert "'tpu' is not one of 'static', 'cpu', 'gpu'" in said
     assert captured == []
 
