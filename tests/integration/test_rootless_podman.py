@@ -243,6 +243,13 @@ def save_images(
     archive.chmod(0o644)
 
 
+# These runs are about who owns the workspace, not GPUs. The session beside puts a fake CDI GPU
+# in this host's /var/run/cdi for the engine contract's GPU test (engines.py, HOST_CDI), which
+# rootless Podman 5 reads too: with --gpus auto, a run in that window asked for a GPU that was
+# not there ("unresolvable CDI devices nvidia.com/gpu=all"), as a fresh-clone run saw.
+NO_GPUS = ("--gpus", "none")
+
+
 @pytest.fixture(scope="module", params=["podman", "podman5"])
 def account(
     request: pytest.FixtureRequest,
@@ -368,7 +375,7 @@ def test_a_notebook_saved_through_imagekit_run_belongs_to_the_account(
     port = free_port()
     process = subprocess.Popen(
         [str(me.imagekit), "run", reference, "--jupyter", "--workspace", str(workspace),
-         "--port", f"{port}:8888"],
+         "--port", f"{port}:8888", *NO_GPUS],
         cwd=me.home, env=me.env(), preexec_fn=me.become(),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -402,7 +409,7 @@ def test_a_command_run_through_imagekit_run_writes_the_workspace_as_the_account(
     assert me.run("mkdir", "-p", str(workspace)).returncode == 0
     done = me.run(
         str(me.imagekit), "run", f"{me.name}/pytorch:{SLIM}", "--workspace", str(workspace),
-        "--", "python", "-c", "open('/workspace/written.txt', 'w').write('x')",
+        *NO_GPUS, "--", "python", "-c", "open('/workspace/written.txt', 'w').write('x')",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     written = workspace / "written.txt"
