@@ -25,7 +25,7 @@ import docker
 import pytest
 
 from tests.children import default_stop_signals
-from tests.integration.conftest import ROOT, imagekit, matrix_text
+from tests.integration.conftest import ROOT, CliResult, imagekit, matrix_text
 from tests.integration.engines import (
     FAKE_GPU_ENV,
     FAKE_GPU_LIBRARY,
@@ -117,19 +117,86 @@ def containers(doomed: Doomed, label: str) -> list[str]:
         client.close()
 
 
-def test_an_engine_that_dies_under_a_build_is_exit_3_and_the_next_build_tidies_up(
-    doomed: Doomed,
-) -> None:
+@dataclass(frozen=True)
+class Rebuilt:
+    """Slim's legacy build with the engine killed under it, and the next one."""
+
+    died: str  # the killed build's stderr
+    left: list[str]  # the containers the engine kept of it
+    again: CliResult  # the next build, asked to keep its builder stage (--keep-stages)
+
+
+@pytest.fixture(scope="module")
+def rebuilt(doomed: Doomed) -> Rebuilt:
+    """The engine killed under slim's first build, then slim built again, keeping its builder
+    stage: one cold legacy build serves the tidy-up and the builder stage tests."""
     build = ("build", "--builder", "sdk", "--wheelhouse", str(doomed.wheelhouse))
-    kill_when(doomed, start(doomed, *build), "io.imagekit.stage")
-    assert containers(doomed, "io.imagekit.stage")  # the engine kept the step's container
+    died = kill_when(doomed, start(doomed, *build), "io.imagekit.stage")
+    left = containers(doomed, "io.imagekit.stage")
     again = imagekit(
-        *build, "--matrix", str(doomed.matrix), "--flavour", "slim",
+        *build, "--keep-stages", "--matrix", str(doomed.matrix), "--flavour", "slim",
         "--results", str(doomed.results), "--json", env=doomed.engine.env(),
     )  # fmt: skip
-    assert again.code == 0, again.stderr[-3000:]
-    assert "that ended runs left behind" in again.stderr
+    return Rebuilt(died, left, again)
+
+
+def test_an_engine_that_dies_under_a_build_is_exit_3_and_the_next_build_tidies_up(
+    doomed: Doomed, rebuilt: Rebuilt
+) -> None:
+    assert rebuilt.left  # the engine kept the step's container
+    assert rebuilt.again.code == 0, rebuilt.again.stderr[-3000:]
+    assert "that ended runs left behind" in rebuilt.again.stderr
     assert containers(doomed, "io.imagekit.stage") == []
+
+
+def test_a_legacy_build_removes_its_builder_stage_unless_asked_to_keep_it_and_gc_finds_it(
+    doomed: Doomed, rebuilt: Rebuilt
+) -> None:
+    """The legacy builder leaves each builder stage as an untagged image (slim's: about a
+    gigabyte), its layer cache. Kept when asked (--keep-stages), found by `imagekit gc`; the
+    next build that uses it as its cache removes it, unasked."""
+    kept = rebuilt.again
+    assert kept.code == 0, kept.stderr[-3000:]
+    assert "builder: sdk (legacy: --builder sdk)" in kept.stderr.splitlines()
+    (record,) = json.loads(kept.stdout)["results"]
+    assert (record["builder"], record["builder_why"]) == ("sdk", "legacy: --builder sdk")
+    stages = dangling_stages(doomed)
+    assert len(stages) == 1, stages  # the builder stage, kept as the layer cache
+    stage = stages[0].removeprefix("sha256:")[:12]
+    listed = imagekit("gc", "--dry-run", env=doomed.engine.env())
+    assert f"would remove image {stage} <dangling builder stage>" in listed.stdout, listed.stdout
+    # The same image again, from the cache: the build reuses the stage, and this time removes it.
+    reference = str(record["reference"])
+    client = doomed.engine.client()
+    try:
+        client.images.get(reference).tag(reference + "-moved")
+        client.images.remove(reference)
+        again = imagekit(
+            "build", "--builder", "sdk", "--wheelhouse", str(doomed.wheelhouse),
+            "--matrix", str(doomed.matrix), "--flavour", "slim",
+            "--results", str(doomed.results), "--json", env=doomed.engine.env(),
+        )  # fmt: skip
+        assert again.code == 0, again.stderr[-3000:]
+        assert again.stderr.splitlines()[0] == "builder: sdk (legacy: --builder sdk)"
+        (rebuilt_record,) = json.loads(again.stdout)["results"]
+        assert rebuilt_record["status"] == "built"
+        assert rebuilt_record["image_id"] == record["image_id"]
+        assert dangling_stages(doomed) == []
+        log = Path(rebuilt_record["log_path"]).read_text()
+        assert f"imagekit: removed the builder stage {stage}" in log, log[-3000:]
+    finally:
+        client.images.remove(reference + "-moved")
+        client.close()
+
+
+def dangling_stages(doomed: Doomed) -> list[str]:
+    """The ids of the untagged builder stages on the boxed engine."""
+    client = doomed.engine.client()
+    try:
+        found = client.images.list(filters={"dangling": True, "label": "io.imagekit.stage"})
+        return [str(image.id) for image in found]
+    finally:
+        client.close()
 
 
 def test_an_engine_that_dies_under_verify_is_exit_3_and_the_next_verify_tidies_up(

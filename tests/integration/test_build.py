@@ -271,54 +271,6 @@ def test_gc_removes_imagekit_leftovers_and_nothing_else(engine: docker.DockerCli
             ours.remove(force=True)
 
 
-def test_a_legacy_build_removes_its_builder_stage_unless_asked_to_keep_it_and_gc_finds_it(
-    tmp_path: Path,
-    session: Session,
-    wheelhouse: Path,
-    demo_base: str,
-    engine: docker.DockerClient,
-) -> None:
-    # A cell id of this test's own, so that only its build's stages are counted on an engine
-    # other runs share.
-    cell = f"stages-{secrets.token_hex(4)}"
-    text = matrix_text(session.repository.replace("/", "-stages/"), demo_base)
-    text = text.replace('  - torch: "2.13.0"\n', f'  - torch: "2.13.0"\n    name: "{cell}"\n', 1)
-    text = text.replace("  slim:\n", "  slim:\n    compile: false\n", 1)  # one apt step fewer
-    required = "required_probes: [env, autograd, matmul, higher_order, compile, ddp]"
-    text = text.replace(required, required.replace(" compile,", ""), 1)
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(text)
-    mine = {"dangling": True, "label": ["io.imagekit.stage", f"io.imagekit.cell={cell}-cpu-py3.11"]}
-    argv = ("build", "--matrix", str(matrix), "--flavour", "slim", "--builder", "sdk",
-            "--wheelhouse", str(wheelhouse), "--no-ca-cert", "--json")  # fmt: skip
-    kept = imagekit(*argv, "--keep-stages", "--results", str(tmp_path / "kept"))
-    assert kept.code == 0, kept.stderr[-3000:]
-    assert kept.stderr.splitlines()[0] == "builder: sdk (legacy: --builder sdk)"
-    (record,) = json.loads(kept.stdout)["results"]
-    assert (record["builder"], record["builder_why"]) == ("sdk", "legacy: --builder sdk")
-    stages = engine.images.list(filters=mine)
-    assert len(stages) == 1, stages  # the builder stage, kept as the layer cache
-    stage = stages[0].id.removeprefix("sha256:")[:12]
-    # `imagekit gc` finds what such a run left (listed only: the engine is shared).
-    listed = imagekit("gc", "--dry-run")
-    assert f"would remove image {stage} <dangling builder stage>" in listed.stdout, listed.stdout
-    # The same image again, from the cache: the build reuses the stage, and this time removes it.
-    reference = record["reference"]
-    engine.images.get(reference).tag(reference + "-moved")
-    engine.images.remove(reference)
-    try:
-        again = imagekit(*argv, "--results", str(tmp_path / "again"))
-        assert again.code == 0, again.stderr[-3000:]
-        (rebuilt,) = json.loads(again.stdout)["results"]
-        assert rebuilt["status"] == "built" and rebuilt["image_id"] == record["image_id"]
-        assert engine.images.list(filters=mine) == []
-        assert (
-            f"imagekit: removed the builder stage {stage}" in Path(rebuilt["log_path"]).read_text()
-        )
-    finally:
-        engine.images.remove(reference + "-moved")
-
-
 def test_no_build_container_is_left_behind(
     demo_build: DemoBuild, engine: docker.DockerClient
 ) -> None:
