@@ -21,6 +21,7 @@ from tests.integration.conftest import (
     ROOT,
     DemoBuild,
     Session,
+    SessionCa,
     imagekit,
     matrix_text,
 )
@@ -172,23 +173,29 @@ class RdmaSlim:
 
 @pytest.fixture(scope="module")
 def rdma_slim(
-    session: Session, wheelhouse: Path, demo_base: str, tmp_path_factory: pytest.TempPathFactory
+    session: Session,
+    session_ca: SessionCa,
+    wheelhouse: Path,
+    demo_base: str,
+    demo_build: DemoBuild,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> RdmaSlim:
-    """The demo's slim with the RDMA stack, built cold by the other builder: BuildKit (the
-    demo build is the SDK's), `--no-cache` (BuildKit's cache outlives the session, and a run
-    before this one built the same stage) and without the session's CA bundle, so its builder
-    stage is a cold one of its own. BuildKit also builds it in about half the SDK's time on
-    the containerd store."""
+    """The demo's slim with the RDMA stack: a neighbour of the demo's slim, built after it by
+    the same builder from the same inputs but the runtime stage's (the session's CA bundle too,
+    as the demo build's), so its builder stage comes from the demo's build cache, as on a CI
+    runner that built the neighbour first. That both make the same venv cold is
+    test_build_cache.py's (two cold builds on two engines)."""
     folder = tmp_path_factory.mktemp("rdma")
     text = matrix_text(session.repository.replace("/", "-rdma/"), demo_base)
     matrix = folder / "matrix.yaml"
     matrix.write_text(text.replace("  slim:\n", "  slim:\n    rdma: true\n", 1))
     built = imagekit(
         "build", "--matrix", str(matrix), "--flavour", "slim", "--wheelhouse", str(wheelhouse),
-        "--builder", "buildx", "--no-cache", "--results", str(folder / "results"), "--json",
+        "--ca-cert", str(session_ca.path), "--results", str(folder / "results"), "--json",
     )  # fmt: skip
     assert built.code == 0, built.stderr[-3000:]
     (record,) = json.loads(built.stdout)["results"]
+    assert record["builder"] == demo_build.records[SLIM]["build"]["builder"]
     return RdmaSlim(matrix, folder / "results", str(record["image_id"]))
 
 
@@ -217,10 +224,9 @@ def test_a_flavour_that_asks_for_rdma_carries_a_libibverbs_that_loads(rdma_slim:
 def test_its_venv_layers_are_the_demo_slims_byte_for_byte(
     engine: docker.DockerClient, rdma_slim: RdmaSlim, demo_build: DemoBuild
 ) -> None:
-    """Two slims of one cell built apart, each venv made cold in its own builder stage by
-    another builder (the demo's by the SDK's legacy builder, this one by BuildKit), on runtime
-    stages that differ (the RDMA stack): the venv's layers (build/venv_layers.py) have the same
-    diff ids, as a rebuild's and a neighbouring image's do, whichever the builder."""
+    """Two slims of one cell, each with its own runtime stage (the RDMA stack) and the same
+    venv: the venv's layers (build/venv_layers.py), copied onto another parent, have the same
+    diff ids, so a host that pulled one fetches only the other's runtime stage."""
     slots = 3  # a CPU cell's: deps, torch, imagekit, the last of slim's layers
 
     def layers(image_id: str) -> list[str]:
