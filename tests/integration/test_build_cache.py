@@ -269,6 +269,12 @@ def test_zstd_layers_are_what_the_engine_keeps(
     assert unasked and not [t for t in unasked if "zstd" in t], unasked
     args = ("--wheelhouse", str(wheelhouse), "--builder", "buildx", "--network", "none")
     env = containerd_engine.env(local=True)
+    # A second name keeps the cold build's image while the tag moves: the containerd store
+    # drops an image with no name left.
+    reference = str(gzip["reference"])
+    name, _, tag = reference.rpartition(":")
+    client = containerd_engine.client()
+    client.api.tag(reference, name, tag + "-kept")
     try:
         zstd = build(cold_build.matrix, tmp_path / "z", *args, "--compression", "zstd", env=env)
         assert zstd["status"] == "built" and zstd["image_id"] != gzip["image_id"]
@@ -276,12 +282,9 @@ def test_zstd_layers_are_what_the_engine_keeps(
         assert zstd_types == {"application/vnd.oci.image.layer.v1.tar+zstd"}
     finally:
         # The tag back on the cold build's image: the test below publishes it.
-        client = containerd_engine.client()
-        try:
-            name, _, tag = str(gzip["reference"]).rpartition(":")
-            client.api.tag(gzip["image_id"], name, tag)
-        finally:
-            client.close()
+        client.api.tag(f"{reference}-kept", name, tag)
+        client.api.remove_image(f"{reference}-kept", noprune=True)
+        client.close()
 
 
 def layer_types(engine: OtherEngine, image_id: str, folder: Path) -> set[str]:
