@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from imagekit.adapters.baseimage import host_arch
+from imagekit.adapters.digests import DigestCache
 from imagekit.adapters.rootfs_cache import RootfsCache
 from imagekit.build.context import file_sha256, resolve_inputs, uv_platforms, wheel_runs_on
 from imagekit.build.inputs import RenderInputs
@@ -94,6 +95,8 @@ def rendering(
     inputs: RenderInputs, plans: Iterable[ImagePlan], *, buildkit: bool
 ) -> tuple[RenderOptions, ContextInputs]:
     """The render options and context files of `plans` (render, build, bake): the inputs
-    checked, with uv for each platform of theirs this machine emulates."""
+    checked, with uv for each platform of theirs this machine emulates, and the files'
+    digests remembered in this machine's cache (adapters/digests.py)."""
     foreign = foreign_installers(uv_platforms(plans), inputs.wheelhouse)
-    return resolve_inputs(inputs, buildkit=buildkit, foreign=foreign)
+    digests = DigestCache(cache_root())
+    return resolve_inputs(inputs, buildkit=buildkit, foreign=foreign, digest=digests.digest)

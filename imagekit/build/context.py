@@ -21,8 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -54,6 +54,15 @@ STATIC_MANIFEST = "static.sha256"
 V = TypeVar("V")
 
 
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in blocks (wheels are big)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 @dataclass(frozen=True)
 class ContextInputs:
     """Files from outside the render that a build context carries."""
@@ -64,6 +73,9 @@ class ContextInputs:
     installer: Path | None = None
     # uv for the platforms this machine runs only under emulation: (Docker platform, binary).
     foreign_installers: tuple[tuple[str, Path], ...] = ()
+    # How a file's sha256 is had: None reads it (file_sha256); the adapters give one that
+    # remembers it (adapters/digests.py).
+    digest: Callable[[Path], str] | None = field(default=None, compare=False, repr=False)
 
 
 def wheel_runs_on(filename: str, machine: str) -> bool:
@@ -86,15 +98,6 @@ def bundled_uv() -> Path:
     return Path(uv.find_uv_bin())
 
 
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, read in blocks (wheels are big)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _external_files(inputs: ContextInputs) -> dict[str, Path]:
     files: dict[str, Path] = {INSTALLER: inputs.installer or bundled_uv()}
     for platform, binary in inputs.foreign_installers:
@@ -109,9 +112,9 @@ def _external_files(inputs: ContextInputs) -> dict[str, Path]:
     return files
 
 
-def _file_digests(files: dict[str, Path]) -> dict[str, str]:
+def _file_digests(files: dict[str, Path], digest: Callable[[Path], str] | None) -> dict[str, str]:
     """The sha256 of each external file, by context name: each file read once."""
-    return {name: file_sha256(path) for name, path in files.items()}
+    return {name: (digest or file_sha256)(path) for name, path in files.items()}
 
 
 def _needed_by(rendered: RenderedImage, external: dict[str, V]) -> dict[str, V]:
@@ -165,7 +168,7 @@ def input_hash(
     `engine_inputs` names what the engine supplies, such as the id of the base or
     slim image a build starts FROM: a new base means a new build.
     """
-    return _hash(rendered, _file_digests(_external_files(inputs)), engine_inputs)
+    return _hash(rendered, _file_digests(_external_files(inputs), inputs.digest), engine_inputs)
 
 
 def context_files(
@@ -177,8 +180,13 @@ def context_files(
     the image with; the plan file records that same value. Without it, the hash is
     computed here, without engine inputs.
     """
-    files = _external_files(inputs or ContextInputs())
-    digest = input_hash if input_hash is not None else _hash(rendered, _file_digests(files), None)
+    inputs = inputs or ContextInputs()
+    files = _external_files(inputs)
+    digest = (
+        input_hash
+        if input_hash is not None
+        else _hash(rendered, _file_digests(files, inputs.digest), None)
+    )
     return _context_files(rendered, files, digest)
 
 
@@ -201,7 +209,7 @@ def rendered_contexts(
     """Each plan rendered, with its build context; the external files are hashed once for all
     plans, not once per plan."""
     external = _external_files(inputs)
-    digests = _file_digests(external)
+    digests = _file_digests(external, inputs.digest)
     contexts = []
     for plan in plans:
         rendered = render_image(plan, options)
@@ -343,9 +351,11 @@ def resolve_inputs(
     buildkit: bool,
     environ: Mapping[str, str] | None = None,
     foreign: tuple[tuple[str, Path], ...] = (),
+    digest: Callable[[Path], str] | None = None,
 ) -> tuple[RenderOptions, ContextInputs]:
     """Check the inputs given and turn them into render options and context files; `foreign`:
-    the uv binary for each platform this machine emulates (the caller finds them)."""
+    the uv binary for each platform this machine emulates (the caller finds them); `digest`:
+    how the files' sha256 is had (the caller may remember them)."""
     ca = None if given.no_ca_cert else resolve_ca_bundle(given.ca_cert, environ)
     if given.wheelhouse is not None:
         # An empty one would only fail at build time, as an obscure `COPY failed`.
@@ -363,5 +373,5 @@ def resolve_inputs(
         base_overrides=overrides,
     )
     return options, ContextInputs(
-        wheelhouse=given.wheelhouse, ca_bundle=ca, foreign_installers=foreign
+        wheelhouse=given.wheelhouse, ca_bundle=ca, foreign_installers=foreign, digest=digest
     )
