@@ -22,9 +22,9 @@ CUDA_PACKAGES := torch==2.14.1 jupyterlab==4.6.6 tensorboard==2.21.0 \
 # wheels share the CUDA toolkit, cuSPARSELt and NVSHMEM with 2.14.1's.
 NEIGHBOUR_WHEELHOUSE ?= $(CACHE)/wheelhouse-cu130-torch2.13.0
 NEIGHBOUR_PACKAGES := torch==2.13.0
-# The engines the bench's speed section compares on: the default one and Docker 26 boxed with
-# each image store (as the engine contract runs them).
-BENCH_ENGINES ?= host docker26-classic docker26-containerd
+# The engines the bench's speed section compares on: the default one, Debian 12's Docker 20.10
+# boxed, and Docker 26 boxed with each image store (as the engine contract runs them).
+BENCH_ENGINES ?= host docker20 docker26-classic docker26-containerd
 # The same example for linux/arm64 (Grace): PyPI's aarch64 torch is that CUDA 13.0 build. Its
 # wheels carry manylinux tags from 2014 (2.17) to 2.28, and pip matches --platform exactly, so
 # every tag Debian 12's glibc (2.36) runs is named. uv's aarch64 wheel is the installer the

@@ -520,7 +520,7 @@ def main() -> int:
     parser.add_argument(
         "--speed-engines",
         nargs="*",
-        choices=("host", "docker26-classic", "docker26-containerd"),
+        choices=("host", "docker20", "docker26-classic", "docker26-containerd"),
         help="the engines the speed section builds on (default: the host's)",
     )
     parser.add_argument(

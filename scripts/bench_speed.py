@@ -48,6 +48,7 @@ from tests.integration.engines import (  # noqa: E402
     OtherEngine,
     copy_image,
     running_registry,
+    start_docker20,
     start_docker_classic,
     start_docker_containerd,
     start_docker_fresh,
@@ -155,7 +156,7 @@ def expert_build(
 class Target:
     """An engine the speed section builds on: the default one, or a boxed Docker 26."""
 
-    label: str  # host, docker26-classic, docker26-containerd
+    label: str  # host, docker20, docker26-classic, docker26-containerd
     client: docker.DockerClient
     env: dict[str, str]  # what the CLI and buildx are given (DOCKER_HOST), {} for the host's
     row: dict[str, str]  # the engine and image store, as each figure records them
@@ -166,8 +167,9 @@ class Target:
 # told which builder to use.
 DEFAULT = "default"
 # The engines `--speed-engines` names: the default one (whatever `make engine` installed) and
-# Docker 26 boxed with each store (tests/integration/engines.py), as the engine contract runs.
-ENGINES = ("host", "docker26-classic", "docker26-containerd")
+# Docker 26 boxed with each store (tests/integration/engines.py), as the engine contract runs,
+# and Debian 12's Docker 20.10 boxed alike (what a fresh Debian 12 host runs).
+ENGINES = ("host", "docker20", "docker26-classic", "docker26-containerd")
 BOX_BRIDGE, BOX_SUBNET = "ikt-br5", "10.213.13.1/24"
 
 
@@ -183,7 +185,9 @@ def engine_target(client: docker.DockerClient, name: str, base: str) -> Iterator
         yield Target(name, client, {}, describe(client))
         return
     root = Path(f"/tmp/imagekit-bench-{name}-{secrets.token_hex(3)}")
-    if name == "docker26-classic":
+    if name == "docker20":
+        engine = start_docker20(root, BOX_BRIDGE, BOX_SUBNET)
+    elif name == "docker26-classic":
         engine = start_docker_classic(root, BOX_BRIDGE, BOX_SUBNET)
     else:
         engine = start_docker_containerd(root, BOX_BRIDGE, BOX_SUBNET)
@@ -206,6 +210,14 @@ def remove(client: docker.DockerClient, *references: str) -> None:
 
 def dangling(client: docker.DockerClient) -> set[str]:
     return {i.id for i in client.images.list(all=True, filters={"dangling": True})}
+
+
+def drop_build_cache(target: Target) -> None:
+    """A boxed engine's whole build cache, after each build: the next starts as cold, cache
+    mounts included (uv's would otherwise hand imagekit's next round unpacked wheels), and a
+    CUDA round's 10 GB of cache cannot fill the disk. The host's is the user's: left alone."""
+    if target.label != "host":
+        target.client.api.prune_builds(all=True)
 
 
 def remove_new_dangling(client: docker.DockerClient, before: set[str]) -> None:
@@ -287,6 +299,7 @@ def compare_builds(
             expert_bytes = image_bytes(client, expert_tag)
             remove(client, expert_tag)
             remove_new_dangling(client, before)
+            drop_build_cache(target)
             say(f"{example}: imagekit slim (compile: false), {row}, cold{of} ...")
             asked = () if builder == DEFAULT else ("--builder", builder)
             seconds, record = imagekit_build(
@@ -297,6 +310,7 @@ def compare_builds(
             steps = pruning_steps(record)
             remove(client, reference)
             remove_new_dangling(client, before)
+            drop_build_cache(target)
         figures = {
             **target.row,
             "builder": builder,
@@ -323,6 +337,7 @@ def compare_builds(
             figures["imagekit_compile_bytes"] = image_bytes(client, reference)
             remove(client, reference)
             remove_new_dangling(client, before)
+            drop_build_cache(target)
         yield {"builds": {row: figures}, "pruning_steps": steps}
 
 

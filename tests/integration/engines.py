@@ -10,6 +10,8 @@ stopped by the test session on sockets and folders of its own:
   own storage root, as RHEL and rootless users reach it.
 - `podman5`: trixie's Podman 5.4, boxed like Docker 26 (a Debian 12 host cannot take it: it
   would upgrade glibc and systemd), serving the Docker API on a socket under /tmp.
+- `docker20` (the benchmark's, scripts/bench_speed.py): Debian 12's own Docker 20.10, boxed
+  from a bookworm root filesystem (`BOX_DOCKER20`), for a machine whose host engine is another.
 
 Both Docker engines and Podman 5 are *boxed*: dockerd (or podman) runs in a container of the
 default engine, made from a Debian 13 root filesystem with trixie's docker.io 26 or podman 5.4
@@ -48,6 +50,9 @@ START_TIMEOUT_S = 90
 # ps for `docker top`). The tag's include list is the cache key: another list, another box.
 BOX_DOCKER = "imagekit-box/docker26:trixie"
 BOX_DOCKER_INCLUDE = ("docker.io", "ca-certificates", "iptables", "procps")
+# Debian 12's own Docker, 20.10, boxed alike: what a fresh Debian 12 host's `make engine`
+# installs, for the benchmark to measure on a host that now runs another.
+BOX_DOCKER20 = "imagekit-box/docker20:bookworm"
 # The box Podman 5 runs in. runc, not crun: crun 1.21 refuses a host with hybrid cgroups
 # ("cgroups in hybrid mode not supported"), which these machines have. No fuse-overlayfs: the
 # kernel's overlay serves rootful and rootless storage alike (on a real file system).
@@ -253,6 +258,12 @@ def start_docker_classic(
     return start_dockerd(root, bridge, subnet_cidr, fake_gpu=fake_gpu)
 
 
+def start_docker20(root: Path, bridge: str, subnet_cidr: str) -> OtherEngine:
+    """Debian 12's Docker 20.10 (the classic store, its only one), boxed, on its own bridge
+    and socket."""
+    return start_dockerd(root, bridge, subnet_cidr, docker20=True)
+
+
 def start_docker_containerd(
     root: Path, bridge: str, subnet_cidr: str, *, nat: bool = True
 ) -> OtherEngine:
@@ -309,13 +320,16 @@ def start_dockerd(
     containerd_store: bool = False,
     nat: bool = True,
     fake_gpu: bool = False,
+    docker20: bool = False,
 ) -> OtherEngine:
-    """Docker 26, boxed (see the module's docstring), on its own bridge, socket and tcp port;
-    `nat`: its containers reach the outside through rules of its own. `root` must lie under
-    /tmp, the folder the box shares with the host."""
+    """Docker 26 (`docker20`: Debian 12's 20.10), boxed (see the module's docstring), on its
+    own bridge, socket and tcp port; `nat`: its containers reach the outside through rules of
+    its own. `root` must lie under /tmp, the folder the box shares with the host."""
     if not str(root).startswith("/tmp/"):
         raise ValueError(f"a boxed engine's folder must lie under /tmp: {root}")
-    image = box_image()
+    if docker20 and containerd_store:
+        raise ValueError("Docker 20.10 has no containerd image store")
+    image = box_image(BOX_DOCKER20, suite="bookworm") if docker20 else box_image()
     root.mkdir(parents=True, exist_ok=True)
     gateway, prefix = subnet_cidr.split("/")
     network = gateway.rsplit(".", 1)[0] + f".0/{prefix}"
@@ -368,7 +382,7 @@ def start_dockerd(
     cleanups.insert(0, ["docker", "rm", "--force", "--volumes", name])
     process = _launch_box(argv, root)
     engine = OtherEngine(
-        "docker-containerd" if containerd_store else "docker-classic",
+        "docker20" if docker20 else "docker-containerd" if containerd_store else "docker-classic",
         f"tcp://127.0.0.1:{port}",
         f"unix://{sock}",
         root,
