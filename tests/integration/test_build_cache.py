@@ -1,16 +1,21 @@
 """Builds as CI runners and air-gapped builders run them: offline, from a registry cache on a
-fresh engine, with zstd layers.
+fresh engine, byte for byte again, with zstd layers.
 
-- `--network none` with a wheelhouse: no build stage of slim or full reaches a package mirror
-  on a base bootstrapped `--packages-for full` (pruning needs only Python; the apt steps find
-  every package installed); on the demo base, slim's torch.compile packages are refused in one
-  line; without a wheelhouse the same build fails, naming what it could not reach.
-- `--cache-to` on Docker 26 with the containerd store, then `--cache-from` on an empty one (no
-  way out, as a CI runner starts): the venv's layer comes from the registry, not a rebuild.
-- `--compression zstd` on Docker 26 with the containerd store: the layers the engine keeps, and
-  a push sends, are zstd; then `--compression gzip` makes them gzip again.
+One cold build serves them all (a cold BuildKit build of slim and full is minutes on two
+cores): the CPU example, slim with torch.compile's g++ and full with its workstation packages,
+on a base bootstrapped `--packages-for full`, `--network none` with a wheelhouse, `--no-cache`,
+its cache exported to a registry (`--cache-to`), on Docker 26 with the containerd store.
 
-Both need the containerd store (the classic store refuses `--cache-to` and `--compression`), so
+- air-gapped: no build stage reached a package mirror (the apt steps found every package
+  installed); on the demo base, slim's torch.compile packages are refused in one line; without
+  a wheelhouse the same build fails, naming what it could not reach;
+- `--cache-from` on an empty engine (no way out, as a CI runner starts): the venv's layer comes
+  from the registry, not a rebuild;
+- the same slim built cold on that other engine is the same image, layer for layer, and
+  publishing it pushes nothing;
+- `--compression zstd`: the layers the engine keeps are zstd.
+
+They need the containerd store (the classic store refuses `--cache-to` and `--compression`), so
 they run on boxed Docker 26 engines (tests/integration/engines.py), whatever the host has. They
 run beside the main session (marker `contract`).
 """
@@ -41,18 +46,21 @@ from tests.integration.engines import (
 pytestmark = [pytest.mark.integration, pytest.mark.contract]
 
 TAG = "2.13.0-cpu-py3.11-slim"
+FULL_TAG = "2.13.0-cpu-py3.11-full"
 # Bridges of their own: the engine contract's boxed dockerd uses ikt-br0 at the same time.
 BRIDGE, SUBNET = "ikt-br1", "10.213.8.1/24"
 STORE_BRIDGE, STORE_SUBNET = "ikt-br2", "10.213.9.1/24"
 
 
-def slim_matrix(folder: Path, repository: str, base: str) -> Path:
-    """The demo's slim without torch.compile: no Debian package to install at build time, the
-    same promise as a hand-written two-stage Dockerfile."""
-    text = matrix_text(repository, base).replace("  slim:\n", "  slim:\n    compile: false\n", 1)
-    path = folder / "matrix.yaml"
-    path.write_text(text)
-    return path
+@pytest.fixture(scope="module")
+def airgap_base(session: Session) -> str:
+    """A base bootstrapped `--packages-for full` on the default engine: every Debian package
+    slim (torch.compile's g++ too) and full install is already in it."""
+    base = f"{session.repository.split('/')[0]}-airgap/debian:bookworm"
+    made = imagekit("base", "bootstrap", "--suite", "bookworm", "--packages-for", "full",
+                    "--tag", base)  # fmt: skip
+    assert made.code == 0, made.stderr[-3000:]
+    return base
 
 
 @pytest.fixture(scope="module")
@@ -67,19 +75,19 @@ def registry(registry_folder: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def containerd_engine(engine: docker.DockerClient, demo_base: str) -> Iterator[OtherEngine]:
+def containerd_engine(engine: docker.DockerClient, airgap_base: str) -> Iterator[OtherEngine]:
     """Docker 26 with the containerd image store, holding the base: where the cache is made."""
     root = Path(f"/tmp/imagekit-it-store-{secrets.token_hex(3)}")
     started = start_docker_containerd(root, STORE_BRIDGE, STORE_SUBNET)
-    with holding(engine, demo_base, started) as other:
+    with holding(engine, airgap_base, started) as other:
         yield other
 
 
 @pytest.fixture(scope="module")
-def fresh_engine(engine: docker.DockerClient, demo_base: str) -> Iterator[OtherEngine]:
+def fresh_engine(engine: docker.DockerClient, airgap_base: str) -> Iterator[OtherEngine]:
     """An empty dockerd with the containerd store, holding only the base (a runner's pull)."""
     root = Path(f"/tmp/imagekit-it-fresh-{secrets.token_hex(3)}")
-    with holding(engine, demo_base, start_docker_fresh(root, BRIDGE, SUBNET)) as other:
+    with holding(engine, airgap_base, start_docker_fresh(root, BRIDGE, SUBNET)) as other:
         yield other
 
 
@@ -93,59 +101,91 @@ def build(matrix: Path, results: Path, *args: str, env: dict[str, str] | None = 
     return record
 
 
-def test_air_gapped_every_flavour_builds_on_a_base_that_carries_its_packages(
-    session: Session, wheelhouse: Path, tmp_path: Path, engine: docker.DockerClient
-) -> None:
-    """No package mirror and a wheelhouse: slim (with torch.compile's g++) and full (with its
-    workstation packages) build on a base bootstrapped `--packages-for full`; their apt steps
-    find everything installed and run no apt at all.
+@dataclass(frozen=True)
+class ColdBuild:
+    """Slim and full built cold and offline with BuildKit on the containerd engine, their
+    cache exported."""
 
-    Built with BuildKit, cold (`--no-cache`: its cache outlives the session, and a step taken
-    from it would run nothing offline), in about half the legacy builder's time on the
-    containerd store; the legacy builder's `--network none` is the failing build below."""
-    namespace = session.repository.split("/")[0]
-    base = f"{namespace}-airgap/debian:bookworm"
-    made = imagekit("base", "bootstrap", "--suite", "bookworm", "--packages-for", "full",
-                    "--tag", base)  # fmt: skip
-    assert made.code == 0, made.stderr[-3000:]
-    path = tmp_path / "matrix.yaml"
-    path.write_text(matrix_text(f"{session.repository}-airgap", base))
+    matrix: Path
+    results: Path
+    records: dict[str, dict]  # by image name
+    cache: str
+
+    @property
+    def record(self) -> dict:
+        """Slim's."""
+        return self.records[TAG]
+
+
+@pytest.fixture(scope="module")
+def cold_build(
+    session: Session,
+    airgap_base: str,
+    wheelhouse: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    containerd_engine: OtherEngine,
+    registry: str,
+) -> ColdBuild:
+    """The module's one cold build (see its doc): `--network none`, the wheelhouse is all it
+    may use; `--no-cache`, BuildKit's cache of an earlier run would leave steps unrun."""
+    folder = tmp_path_factory.mktemp("cold")
+    repository = f"{session.repository}-cache"
+    cache = f"{registry}/{repository.split('/')[0]}/cache"
+    matrix = folder / "matrix.yaml"
+    matrix.write_text(matrix_text(repository, airgap_base))
     done = imagekit(
-        "build", "--matrix", str(path), "--no-ca-cert", "--wheelhouse", str(wheelhouse),
-        "--builder", "buildx", "--no-cache", "--network", "none",
-        "--results", str(tmp_path / "r"), "--json",
+        "build", "--matrix", str(matrix), "--no-ca-cert", "--wheelhouse", str(wheelhouse),
+        "--builder", "buildx", "--network", "none", "--no-cache", "--cache-to", cache,
+        "--results", str(folder / "first"), "--json", env=containerd_engine.env(local=True),
     )  # fmt: skip
     assert done.code == 0, done.stderr[-3000:]
     records = {r["name"]: r for r in json.loads(done.stdout)["results"]}
     assert {r["status"] for r in records.values()} == {"built"}
-    logs = "".join(p.read_text() for p in (tmp_path / "r").glob("*/logs/*.build.log"))
+    return ColdBuild(matrix, folder / "first", records, cache)
+
+
+def test_air_gapped_every_flavour_builds_on_a_base_that_carries_its_packages(
+    cold_build: ColdBuild, containerd_engine: OtherEngine, tmp_path: Path
+) -> None:
+    """No package mirror and a wheelhouse: slim (with torch.compile's g++) and full (with its
+    workstation packages) built on a base bootstrapped `--packages-for full`; their apt steps
+    found everything installed and ran no apt at all."""
+    records = cold_build.records
+    assert set(records) == {TAG, FULL_TAG}
+    logs = "".join(p.read_text() for p in cold_build.results.glob("*/logs/*.build.log"))
     assert "Reading package lists" not in logs  # apt never ran
-    for name, look in (
-        ("2.13.0-cpu-py3.11-slim", "command -v g++ && test ! -e /usr/share/jupyter"),
-        ("2.13.0-cpu-py3.11-full", "command -v sshd jupyter ninja"),
-    ):
-        said = engine.containers.run(
-            records[name]["image_id"],
-            ["bash", "-c", f"{look} && ls /etc/ssh/ssh_host_* 2>/dev/null | wc -l"],
-            entrypoint=[], remove=True, labels=TEST_LABELS,
-        ).decode()  # fmt: skip
-        # No SSH host key anywhere: the base's were removed when it was made.
-        assert said.splitlines()[-1] == "0", said
+    client = containerd_engine.client()
+    try:
+        for name, look in (
+            (TAG, "command -v g++ && test ! -e /usr/share/jupyter"),
+            (FULL_TAG, "command -v sshd jupyter ninja"),
+        ):
+            said = client.containers.run(
+                records[name]["image_id"],
+                ["bash", "-c", f"{look} && ls /etc/ssh/ssh_host_* 2>/dev/null | wc -l"],
+                entrypoint=[], remove=True, labels=TEST_LABELS,
+            ).decode()  # fmt: skip
+            # No SSH host key anywhere: the base's were removed when it was made.
+            assert said.splitlines()[-1] == "0", said
+    finally:
+        client.close()
     # Both pass their structure checks as they are; slim's sshd is named as its base's.
+    env = containerd_engine.env(local=True)
     verified = imagekit(
-        "verify", "--matrix", str(path), "--probes", "env",
-        "--results", str(tmp_path / "r"), "--json",
+        "verify", "--matrix", str(cold_build.matrix), "--probes", "env",
+        "--results", str(tmp_path / "r"), "--json", env=env,
     )  # fmt: skip
     assert verified.code == 0, verified.stderr[-3000:]
     images = json.loads(verified.stdout)["images"]
-    checks = {c["name"]: c for c in images["2.13.0-cpu-py3.11-slim"]["verify"]["structure"]}
+    checks = {c["name"]: c for c in images[TAG]["verify"]["structure"]}
     services = checks["slim carries no jupyter, tensorboard or sshd"]
     assert services["ok"] and "from its base" in services["detail"], services
     # The same build from an index, with no network (the legacy builder's): refused by the
     # network, not by imagekit.
     failed = imagekit(
-        "build", "--matrix", str(path), "--flavour", "slim", "--no-ca-cert", "--no-cache",
-        "--builder", "sdk", "--network", "none", "--results", str(tmp_path / "r2"),
+        "build", "--matrix", str(cold_build.matrix), "--flavour", "slim", "--no-ca-cert",
+        "--no-cache", "--builder", "sdk", "--network", "none",
+        "--results", str(tmp_path / "r2"), env=env,
     )  # fmt: skip
     assert failed.code != 0
     log = next((tmp_path / "r2").glob("*/logs/*slim.build.log")).read_text()
@@ -169,41 +209,6 @@ def test_air_gapped_a_step_without_its_packages_is_one_line_naming_them(
     # openssl is there: the base's ca-certificates brings it.
     assert "needs g++ python3.11-dev, which the base lacks" in line, line
     assert "--packages-for slim" in line and "W: Failed to fetch" in line, line
-
-
-@dataclass(frozen=True)
-class ColdBuild:
-    """Slim built cold with BuildKit on the containerd engine, its cache exported."""
-
-    matrix: Path
-    results: Path
-    record: dict
-    cache: str
-
-
-@pytest.fixture(scope="module")
-def cold_build(
-    session: Session,
-    demo_base: str,
-    wheelhouse: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-    containerd_engine: OtherEngine,
-    registry: str,
-) -> ColdBuild:
-    """One cold build for both of its uses: the cache a fresh engine imports, and the first
-    of the two cold builds that must be the same image (a cold BuildKit build of slim is
-    minutes on two cores). `--network none`: the wheelhouse is all it needs."""
-    folder = tmp_path_factory.mktemp("cold")
-    repository = f"{session.repository}-cache"
-    cache = f"{registry}/{repository.split('/')[0]}/cache"
-    matrix = slim_matrix(folder, repository, demo_base)
-    record = build(
-        matrix, folder / "first", "--wheelhouse", str(wheelhouse), "--builder", "buildx",
-        "--network", "none", "--no-cache", "--cache-to", cache,
-        env=containerd_engine.env(local=True),
-    )  # fmt: skip
-    assert record["status"] == "built"
-    return ColdBuild(matrix, folder / "first", record, cache)
 
 
 def test_a_fresh_engine_builds_from_the_registry_cache_without_rebuilding_the_venv(
