@@ -12,7 +12,10 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
+
+import pytest
 
 from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.results import RunFolder
@@ -491,3 +494,16 @@ _reader: AttestationReader = FakeAttestationReader(FakeSigner())
 _store: RunStore = RunFolder(Path("results"), "run")
 _contexts: ContextWriter = FakeContexts()
 _run_contexts: ContextWriter = _store
+
+
+def counting_file_sha256(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> list[Path]:
+    """Replace `module`'s file_sha256 by one that records every file it hashes (in order)."""
+    hashed: list[Path] = []
+    real = module.file_sha256
+
+    def counted(path: Path) -> str:
+        hashed.append(path)
+        return str(real(path))
+
+    monkeypatch.setattr(module, "file_sha256", counted)
+    return hashed

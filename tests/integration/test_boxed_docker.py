@@ -133,11 +133,7 @@ def rebuilt(doomed: Doomed) -> Rebuilt:
     build = ("build", "--builder", "sdk", "--wheelhouse", str(doomed.wheelhouse))
     died = kill_when(doomed, start(doomed, *build), "io.imagekit.stage")
     left = containers(doomed, "io.imagekit.stage")
-    again = imagekit(
-        *build, "--keep-stages", "--matrix", str(doomed.matrix), "--flavour", "slim",
-        "--results", str(doomed.results), "--json", env=doomed.engine.env(),
-    )  # fmt: skip
-    return Rebuilt(died, left, again)
+    return Rebuilt(died, left, slim_build(doomed, "--keep-stages"))
 
 
 def test_an_engine_that_dies_under_a_build_is_exit_3_and_the_next_build_tidies_up(
@@ -171,11 +167,7 @@ def test_a_legacy_build_removes_its_builder_stage_unless_asked_to_keep_it_and_gc
     try:
         client.images.get(reference).tag(reference + "-moved")
         client.images.remove(reference)
-        again = imagekit(
-            "build", "--builder", "sdk", "--wheelhouse", str(doomed.wheelhouse),
-            "--matrix", str(doomed.matrix), "--flavour", "slim",
-            "--results", str(doomed.results), "--json", env=doomed.engine.env(),
-        )  # fmt: skip
+        again = slim_build(doomed)
         assert again.code == 0, again.stderr[-3000:]
         assert again.stderr.splitlines()[0] == "builder: sdk (legacy: --builder sdk)"
         (rebuilt_record,) = json.loads(again.stdout)["results"]
@@ -256,13 +248,18 @@ def test_an_engine_that_dies_under_imagekit_run_is_exit_3_and_the_next_run_tidie
     assert containers(doomed, "io.imagekit.service") == []
 
 
-def built_slim(doomed: Doomed) -> str:
-    """The slim image's reference, built once (up to date after the first time)."""
-    built = imagekit(
+def slim_build(doomed: Doomed, *extra: str) -> CliResult:
+    """`imagekit build` of slim on the boxed engine with the legacy builder, as JSON."""
+    return imagekit(
         "build", "--builder", "sdk", "--wheelhouse", str(doomed.wheelhouse),
         "--matrix", str(doomed.matrix), "--flavour", "slim",
-        "--results", str(doomed.results), "--json", env=doomed.engine.env(),
+        "--results", str(doomed.results), "--json", *extra, env=doomed.engine.env(),
     )  # fmt: skip
+
+
+def built_slim(doomed: Doomed) -> str:
+    """The slim image's reference, built once (up to date after the first time)."""
+    built = slim_build(doomed)
     assert built.code == 0, built.stderr[-3000:]
     (record,) = json.loads(built.stdout)["results"]
     return str(record["reference"])

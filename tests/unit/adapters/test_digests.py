@@ -14,20 +14,13 @@ from imagekit.adapters import digests as digests_module
 from imagekit.adapters.digests import FILE, DigestCache
 from imagekit.adapters.installer import rendering
 from imagekit.build.inputs import RenderInputs
+from tests.fakes import counting_file_sha256
 
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Every file the cache reads to hash it."""
-    seen: list[Path] = []
-    real = digests_module.file_sha256
-
-    def counted(path: Path) -> str:
-        seen.append(path)
-        return real(path)
-
-    monkeypatch.setattr(digests_module, "file_sha256", counted)
-    return seen
+    return counting_file_sha256(monkeypatch, digests_module)
 
 
 def sha256(data: bytes) -> str:

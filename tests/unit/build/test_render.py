@@ -42,6 +42,7 @@ from imagekit.errors import InputError
 from imagekit.matrix.load import Matrix, load_matrix
 from imagekit.matrix.plan import ImagePlan
 from imagekit.resources import templates_dir
+from tests.fakes import counting_file_sha256
 
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden"
@@ -409,19 +410,6 @@ def test_input_hash_follows_every_input(default_matrix: Matrix, tmp_path: Path) 
     assert input_hash(render_image(plan, options), ContextInputs(wheelhouse=wheels)) != first
 
 
-def counting_file_sha256(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Replace context.file_sha256 by one that records every file it hashes."""
-    hashed: list[Path] = []
-    real = context.file_sha256
-
-    def counted(path: Path) -> str:
-        hashed.append(path)
-        return real(path)
-
-    monkeypatch.setattr(context, "file_sha256", counted)
-    return hashed
-
-
 def wheelhouse_and_ca(tmp_path: Path) -> ContextInputs:
     wheels = tmp_path / "wheels"
     (wheels / "sub").mkdir(parents=True)
@@ -441,7 +429,7 @@ def test_write_context_records_the_hash_it_is_given_and_hashes_no_file_again(
     plan = plan_named(default_matrix, "2.15.0-cpu-py3.12-slim")
     inputs = wheelhouse_and_ca(tmp_path)
     rendered = render_image(plan, RenderOptions(wheelhouse=True, ca_bundle=True))
-    hashed = counting_file_sha256(monkeypatch)
+    hashed = counting_file_sha256(monkeypatch, context)
     digest = input_hash(rendered, inputs, {"parent_image_id": "sha256:" + "b" * 64})
     # Two wheels, the CA bundle and the installer, each once; the stamp is no wheel.
     assert len(hashed) == 4
@@ -463,7 +451,7 @@ def test_render_and_compare_tree_hash_each_external_file_once(
     plans = list(golden_matrix.plans)
     inputs = wheelhouse_and_ca(tmp_path)
     options = RenderOptions(wheelhouse=True, ca_bundle=True)
-    hashed = counting_file_sha256(monkeypatch)
+    hashed = counting_file_sha256(monkeypatch, context)
     folders = render_tree(plans, options, inputs, tmp_path / "out")
     assert len(hashed) == 4  # once for all plans
     for folder, plan in zip(folders, plans, strict=True):
@@ -510,7 +498,7 @@ def test_the_plan_file_carries_the_hash_the_build_labels_the_image_with(
     build_run = build.BuildRun(
         engine, StopBuilder(), [plan], build.BuildSettings(), contexts, run, lambda event: None
     )
-    hashed = counting_file_sha256(monkeypatch)
+    hashed = counting_file_sha256(monkeypatch, context)
     result = build_run._build_one(plan)
     (request,) = requests
     recorded = json.loads((request.context_dir / PLAN_FILE).read_text())["input_hash"]
