@@ -5,8 +5,9 @@
 # - in the background, the tests against engines they start themselves (the engine contract on
 #   boxed Docker 26 with each store, Podman 4.3 and boxed Podman 5; the registry-cache builds;
 #   an engine killed under build and verify, a fake CDI GPU; the set-up in pristine Debian 12
-#   and 13 boxes), those on the default engine that need nothing the foreground builds (marker
-#   beside: bake), then the unit tests that run torch here (marker host_torch).
+#   and 13 boxes), then the unit tests that run torch here (marker host_torch), and last those on
+#   the default engine that need nothing the foreground builds (marker beside: bake, whose slim
+#   repeats the demo build's steps and takes them from BuildKit's cache by then).
 # The other unit tests run once, in the foreground: test_act.py runs ci.yml's unit job (lint,
 # types, unit tests, on a fresh venv of a snapshot of this tree) under act, as GitHub runs it.
 # That job has no torch, so it skips the host_torch tests; running the unit tests here as well

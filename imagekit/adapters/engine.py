@@ -29,7 +29,7 @@ from imagekit.adapters.engine_facts import (
     image_from_inspect,
     image_store,
 )
-from imagekit.errors import EngineError, EngineUnavailableError, ImagekitError
+from imagekit.errors import EngineError, EngineUnavailableError
 from imagekit.kernel.engine import EngineInfo, Layer, LocalImage
 from imagekit.kernel.json import JsonObject, as_list
 from imagekit.kernel.reference import parse
@@ -386,12 +386,3 @@ class DockerEngine:
                 image_id, argv, network_mode="none", **container_limits(self.info())
             )
         return output.decode("utf-8", "replace")
-
-
-def engine_or_why() -> tuple[EngineInfo | None, str]:
-    """The engine's facts, or None and why not: `doctor` also runs on GPU nodes with no
-    engine, where that is a finding, not a failure."""
-    try:
-        return open_engine().info(), ""
-    except ImagekitError as exc:
-        return None, exc.message

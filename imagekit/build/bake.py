@@ -8,10 +8,12 @@ target built in the same bake, with no registry round trip.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from imagekit.build.render import RenderedImage
+from imagekit.build.reproducible import SOURCE_DATE_EPOCH
 from imagekit.kernel import labels as L
 from imagekit.kernel.vocabulary import Flavour
 from imagekit.matrix.plan import ImagePlan, platform_suffix
@@ -48,8 +50,15 @@ def target_name(plan: ImagePlan) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", plan.name)
 
 
-def bake_file(images: list[tuple[RenderedImage, Path]], ca_bundle: Path | None = None) -> BakeFile:
-    """The bake definition for rendered images and their context folders."""
+def bake_file(
+    images: list[tuple[RenderedImage, Path]],
+    ca_bundle: Path | None = None,
+    epochs: Mapping[str, int] | None = None,
+) -> BakeFile:
+    """The bake definition for rendered images and their context folders; `epochs`: the
+    SOURCE_DATE_EPOCH of each image by name, as `imagekit build` would stamp it, so a bake
+    build is the same image and shares its build cache (build/reproducible.py)."""
+    epochs = epochs or {}
     targets: dict[str, BakeTarget] = {}
     slim_targets = {
         r.plan.reference: target_name(r.plan) for r, _ in images if not r.plan.flavour.workstation
@@ -67,6 +76,10 @@ def bake_file(images: list[tuple[RenderedImage, Path]], ca_bundle: Path | None =
             "args": dict(sorted(rendered.build_args.items())),
             "labels": {L.MANAGED: "true"},
         }
+        if plan.name in epochs:
+            epoch = str(epochs[plan.name])
+            target["args"] = dict(sorted({**target["args"], SOURCE_DATE_EPOCH: epoch}.items()))
+            target["labels"] = {**target["labels"], L.SOURCE_DATE_EPOCH: epoch}
         if plan.flavour.workstation and plan.slim_reference in slim_targets:
             target["contexts"] = {
                 plan.slim_reference: f"target:{slim_targets[plan.slim_reference]}"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from imagekit.build.stream import BuildLog
+from imagekit.kernel.engine import LocalImage
 from imagekit.kernel.store import ContextFile
 
 LineSink = Callable[[BuildLog, str], None]
@@ -65,4 +66,12 @@ class Builder(Protocol):
 
     def build(self, request: BuildRequest, on_line: LineSink) -> BuildOutcome:
         """Build `request`, calling `on_line` for every output line."""
+        ...
+
+
+class ImageLookup(Protocol):
+    """The local engine's images, as far as bake reads them: a base's epoch."""
+
+    def inspect_image(self, reference: str) -> LocalImage | None:
+        """The image `reference` names; None when there is none."""
         ...

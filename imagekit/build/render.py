@@ -76,7 +76,7 @@ def _environment() -> jinja2.Environment:
 
 def image_labels(plan: ImagePlan, options: RenderOptions) -> dict[str, str]:
     """The OCI and imagekit labels of an image, sorted by key."""
-    base = plan.slim_reference if plan.flavour.workstation else _base_image(plan, options)
+    base = plan.slim_reference if plan.flavour.workstation else base_image(plan, options)
     oci = "org.opencontainers.image."
     labels = {
         f"{oci}version": plan.tag,
@@ -120,7 +120,9 @@ def content(plan: ImagePlan) -> ImageLabels:
     )
 
 
-def _base_image(plan: ImagePlan, options: RenderOptions) -> str:
+def base_image(plan: ImagePlan, options: RenderOptions) -> str:
+    """The base image a plan's cell starts from (its slim's base, for a workstation), as the
+    options override it."""
     overrides = dict(options.base_overrides)
     return overrides.get(plan.cell.base_image, plan.cell.base_image)
 
@@ -229,7 +231,7 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
     # Macros leave runs of blank lines behind; one blank line is enough.
     dockerfile = re.sub(r"\n{3,}", "\n\n", dockerfile).rstrip("\n") + "\n"
     if not plan.flavour.workstation:
-        build_args = {"BASE_IMAGE": _base_image(plan, options)}
+        build_args = {"BASE_IMAGE": base_image(plan, options)}
     else:
         build_args = {"SLIM_IMAGE": plan.slim_reference}
     return RenderedImage(plan, dockerfile, files, labels, build_args)

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from imagekit.errors import InputError
+from imagekit.kernel import labels as L
+from imagekit.kernel.engine import LocalImage
 
 SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"  # the build arg (and the convention's name)
 
@@ -60,3 +62,11 @@ def build_epoch(explicit: int | None, parent_created: str, parent_epoch: str = "
     if parent_epoch.isdigit():
         return int(parent_epoch)
     return epoch_of(parent_created)
+
+
+def parent_epoch(explicit: int | None, parent: LocalImage | None) -> int | None:
+    """`build_epoch` of a build on `parent`: the caller's epoch; else the parent's (its label,
+    else its creation time); None where neither is known (no epoch given, no parent here)."""
+    if parent is None:
+        return explicit
+    return build_epoch(explicit, parent.created, parent.labels.get(L.SOURCE_DATE_EPOCH, ""))

@@ -18,7 +18,7 @@ from imagekit.build.options import BuilderPick
 from imagekit.build.outcome import budget_problem, missing_parent, platform_mismatch, summary
 from imagekit.build.ports import Builder, BuildRequest, LineSink
 from imagekit.build.render import RenderedImage, RenderOptions, render_image
-from imagekit.build.reproducible import SOURCE_DATE_EPOCH, build_epoch
+from imagekit.build.reproducible import SOURCE_DATE_EPOCH, parent_epoch
 from imagekit.build.requests import BuildSettings
 from imagekit.build.stream import BuildLog
 from imagekit.events import Event, EventKind, EventSink
@@ -136,9 +136,7 @@ class BuildRun:
         parent = self._parent(plan, rendered)
         if isinstance(parent, str):
             return _record(plan, started, BuildStatus.FAILED, parent)
-        epoch = build_epoch(
-            s.source_date_epoch, parent.created, parent.labels.get(L.SOURCE_DATE_EPOCH, "")
-        )
+        epoch = parent_epoch(s.source_date_epoch, parent)
         engine_inputs = {"parent_image_id": parent.id}
         if epoch is not None:
             # Another epoch is another image (its times); unnamed where there is none.

@@ -56,15 +56,15 @@ def bake(request: BakeRequest) -> None:
     """Render every selected image for BuildKit and write the bake file."""
     from imagekit.adapters.contexts import ContextFolder
     from imagekit.adapters.installer import rendering
+    from imagekit.adapters.maybe_engine import bake_epochs
     from imagekit.adapters.results import write_json
     from imagekit.build.bake_run import bake_contexts
 
     plans = request.selection.plans()
     options, inputs = rendering(request.inputs, plans, buildkit=True)
-    data = bake_contexts(plans, options, inputs, ContextFolder(request.contexts))
-    write_json(request.out, data)
-    out, count = request.out, len(plans)
-    say(f"wrote {out}: {count} targets; build with `docker buildx bake -f {out}`")
+    baked = bake_contexts(plans, options, inputs, ContextFolder(request.contexts), *bake_epochs())
+    write_json(request.out, baked.file)
+    say("\n".join(baked.lines(request.out)))
 
 
 # base ------------------------------------------------------------------------

@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 @command(app, "doctor", DoctorRequest)
 def doctor(request: DoctorRequest) -> None:
     """Assess each image against this host; exit 7 when one cannot use its GPUs."""
-    from imagekit.adapters.engine import engine_or_why
     from imagekit.adapters.hostgpu import read_host
     from imagekit.adapters.imagelabels import doctor_targets
+    from imagekit.adapters.maybe_engine import engine_or_why
     from imagekit.doctor.document import doctor_document
     from imagekit.doctor.verdict import assess, doctor_lines, engine_findings, gpu_refusal
     from imagekit.matrix.compat import load_compat

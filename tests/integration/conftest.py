@@ -40,6 +40,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+    # The tests beside the main session on its engine (marker beside) run last in theirs: by
+    # then the main session's demo build has left in BuildKit's cache the steps bake repeats.
+    items.sort(key=lambda item: item.get_closest_marker("beside") is not None)
 
 
 @pytest.fixture(scope="session")

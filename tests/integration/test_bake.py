@@ -5,16 +5,18 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
 import pytest
+from docker.models.images import Image
 
 from tests.integration.conftest import TEST_LABELS, Session, imagekit, matrix_text
 
-# In the session beside the main one (scripts/run-tests.sh): nothing here uses the demo build
-# (bake's builds share BuildKit's cache, not the legacy builder's), and the main session is the
-# longer one (measured from a fresh clone, 2026-12-06: 30:57 against 26:19).
+# In the session beside the main one (scripts/run-tests.sh): nothing here needs the demo build.
+# Its slim is the same steps as the demo's (the same base, wheels and epoch), so BuildKit runs
+# each once for both, whichever comes first.
 pytestmark = [pytest.mark.integration, pytest.mark.beside]
 
 
@@ -64,12 +66,26 @@ def test_bake_print_resolves_full_to_its_slim_target(
     )
 
 
-def test_a_real_bake_builds_the_slim_target_with_the_ca_as_a_secret(
-    tmp_path: Path, session: Session, demo_base: str, wheelhouse: Path, engine: docker.DockerClient
-) -> None:
+@dataclass
+class Baked:
+    image: Image
+    marker: str
+    said: str  # what `imagekit bake` printed
+
+
+@pytest.fixture(scope="module")
+def baked(
+    tmp_path_factory: pytest.TempPathFactory,
+    session: Session,
+    demo_base: str,
+    wheelhouse: Path,
+    engine: docker.DockerClient,
+) -> Baked:
+    """The slim target of a real bake, with a marked CA bundle as its secret."""
     # The full target's named context needs Dockerfile frontend >= 1.4, which Debian's
     # Docker 20.10 does not have built in (and no frontend image can be pulled here);
     # the slim target needs nothing beyond the built-in frontend.
+    tmp_path = tmp_path_factory.mktemp("bake")
     repository = session.repository.replace("/", "-bake/")
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(matrix_text(repository, demo_base))
@@ -100,7 +116,13 @@ def test_a_real_bake_builds_the_slim_target_with_the_ca_as_a_secret(
         timeout=1800,
     )
     assert built.returncode == 0, built.stderr[-3000:]
-    image = engine.images.get(f"{repository}:2.13.0-cpu-py3.11-slim")
+    return Baked(engine.images.get(f"{repository}:2.13.0-cpu-py3.11-slim"), marker, made.stderr)
+
+
+def test_a_real_bake_builds_the_slim_target_with_the_ca_as_a_secret(
+    baked: Baked, engine: docker.DockerClient
+) -> None:
+    image = baked.image
     assert image.labels["io.imagekit.torch"] == "2.13.0"
     out = engine.containers.run(
         image.id,
@@ -110,12 +132,20 @@ def test_a_real_bake_builds_the_slim_target_with_the_ca_as_a_secret(
     )
     assert out.decode().strip() == "2.13.0+cpu"
     saved = b"".join(image.save(named=False))
-    assert marker.encode() not in saved  # layers are uncompressed tars in docker save
+    assert baked.marker.encode() not in saved  # layers are uncompressed tars in docker save
 
 
-def test_imagekit_build_with_buildx_builds_then_reports_up_to_date(
-    tmp_path: Path, session: Session, demo_base: str, wheelhouse: Path, engine: docker.DockerClient
+def test_imagekit_build_with_buildx_builds_the_bakes_image_then_reports_up_to_date(
+    tmp_path: Path,
+    session: Session,
+    demo_base: str,
+    wheelhouse: Path,
+    engine: docker.DockerClient,
+    baked: Baked,
 ) -> None:
+    """`imagekit build` and a bake of the same cell stamp the same epoch (the base's, where no
+    SOURCE_DATE_EPOCH is given), so they make the same layers, and bake says of no base that it
+    is not reproducible."""
     repository = session.repository.replace("/", "-buildx/")
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(matrix_text(repository, demo_base))
@@ -142,6 +172,10 @@ def test_imagekit_build_with_buildx_builds_then_reports_up_to_date(
     assert "--mount=type=cache" in log or "[builder" in log  # BuildKit's own progress output
     image = engine.images.get(row["image_id"])
     assert image.labels["io.imagekit.input-hash"] == row["input_hash"]
+    assert "SOURCE_DATE_EPOCH" not in baked.said, baked.said
+    epoch = image.labels["io.imagekit.source-date-epoch"]
+    assert baked.image.labels["io.imagekit.source-date-epoch"] == epoch
+    assert image.attrs["RootFS"]["Layers"] == baked.image.attrs["RootFS"]["Layers"]
     again = imagekit(*args)
     assert again.code == 0
     assert json.loads(again.stdout)["results"][0]["status"] == "up-to-date"

@@ -240,7 +240,7 @@ def test_a_remote_engine_warns_that_the_gpu_facts_are_this_machines() -> None:
 def test_doctor_exits_7_when_the_engine_cannot_hand_over_the_hosts_gpus(
     fake_smi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import imagekit.adapters.engine as engine_adapter
+    import imagekit.adapters.maybe_engine as engine_adapter
 
     smi = fake_smi("0, NVIDIA H200, 580.82.07, 9.0")
     monkeypatch.setattr(engine_adapter, "engine_or_why", lambda: (DOCKER_26, ""))
