@@ -22,33 +22,46 @@ if TYPE_CHECKING:
 
 def labels_of(reference: str) -> dict[str, str]:
     """The labels of `reference` (of its image for this host's architecture, when it names
-    an index); InputError when the reference is invalid or nobody has the image."""
+    an index); InputError when the reference is invalid or nobody has the image, engine
+    trouble when no engine answered and the registry could not give them either."""
     from imagekit.adapters.engine import open_engine
     from imagekit.adapters.registry import registry_auth, remote_config
 
     ref = parse(reference)
+    down: EngineUnavailableError | None = None
     try:
         local = open_engine().local_image(reference)
         if local is not None:
             return dict(local.labels)
-    except EngineUnavailableError:
-        pass  # no engine here: a registry may still answer
+    except EngineUnavailableError as exc:
+        down = exc  # no engine here: a registry may still answer
     here = f"linux/{docker_arch(platform.machine())}"
     try:
         config: JsonObject | None = remote_config(reference, registry_auth(ref.registry), here)
     except RegistryError as exc:
-        raise InputError(
-            f"image {reference} is not in the local engine and its registry "
-            f"{ref.registry} did not answer: {exc}",
-            "pull or build it, or check the registry name",
+        said = f"its registry {ref.registry} did not answer: {exc}"
+        raise _not_found(
+            reference, down, said, "pull or build it, or check the registry name"
         ) from None
     if config is None:
-        raise InputError(
-            f"image {reference} ({ref}) is neither in the local engine nor in its registry",
-            "check the name and tag (imagekit tags lists them)",
-        )
+        said = f"its registry does not have it ({ref})"
+        raise _not_found(reference, down, said, "check the name and tag (imagekit tags lists them)")
     labels = as_object(as_object(config.get("config")).get("Labels"))
     return {name: str(value) for name, value in labels.items()}
+
+
+def _not_found(
+    reference: str, down: EngineUnavailableError | None, registry_said: str, hint: str
+) -> InputError | EngineUnavailableError:
+    """Why `reference` has no labels here: engine trouble (exit 3) when no engine answered,
+    since the image may well be in it; else bad input (exit 2): it is in neither place."""
+    if down is not None:
+        return EngineUnavailableError(
+            f"could not look for image {reference} in the local engine ({down.message}), and "
+            f"{registry_said}",
+            down.hint or "start the engine (make engine), or check DOCKER_HOST",
+        )
+    return InputError(f"image {reference} is not in the local engine, and {registry_said}", hint)
 
 
 def doctor_targets(
