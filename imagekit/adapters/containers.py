@@ -128,7 +128,7 @@ class ContainerProbeRunner:
                     network_mode="none",  # probes need no network; DDP uses loopback
                     device_requests=gpus,
                     detach=True,
-                    **hardening(request),
+                    **hardening(request, self.info.cpus),
                     **container_limits(self.info),
                 )
             except docker.errors.APIError as exc:

@@ -105,7 +105,8 @@ class NodesInContainers:
                 timeout_s=request.timeout_s,
                 shm_bytes=request.shm_bytes,
                 memory_bytes=request.memory_bytes,
-            )
+            ),
+            self.info.cpus,
         )
         user = image_user(self.engine, request.image)
         with engine_errors(f"creating node {node} of {request.image}"):

@@ -75,12 +75,23 @@ class Hardening(TypedDict):
     tmpfs: dict[str, str]
     pids_limit: int
     mem_limit: int
+    nano_cpus: int
     mounts: list[docker.types.Mount]
 
 
-def hardening(request: ProbeRequest) -> Hardening:
+def cpu_limit(cpus: int | None) -> int:
+    """The CPUs a probe container may use, as docker's NanoCpus: all of the engine's but one
+    where it has more than two, so a probe that runs away cannot starve the engine, sshd or
+    the verify itself; all of them on one or two (one of two would halve the DDP probes' pace,
+    which they are timed by). An engine that does not say how many: one."""
+    usable = cpus - 1 if cpus is not None and cpus > 2 else (cpus or 1)
+    return usable * 1_000_000_000
+
+
+def hardening(request: ProbeRequest, cpus: int | None) -> Hardening:
     """How a probe container is fenced in: no capabilities, no privilege gain, a read-only
-    root filesystem with in-memory scratch space, and limits on processes and memory.
+    root filesystem with in-memory scratch space, and limits on processes, memory and CPUs
+    (`cpu_limit` of the engine's `cpus`).
 
     No capability is added back: the probes compute, read files and talk over loopback, none
     of which needs one. The memory limit is what the probes declare they need, plus the
@@ -96,6 +107,7 @@ def hardening(request: ProbeRequest) -> Hardening:
         "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={TMP_BYTES}"},
         "pids_limit": PIDS_LIMIT,
         "mem_limit": request.memory_bytes + request.shm_bytes + TMP_BYTES,
+        "nano_cpus": cpu_limit(cpus),
         "mounts": [docker.types.Mount(target=VOLUME, source=None, type="volume")],
     }
 

@@ -112,6 +112,9 @@ def test_a_running_probe_container_has_no_capabilities_a_read_only_root_and_limi
     assert host["PidsLimit"] == 4096
     # The probes' declared need (3 GiB each here) plus /dev/shm (2 GiB) and /tmp (1 GiB).
     assert host["Memory"] == (3 << 30) + (2 << 30) + (1 << 30)
+    # Every CPU of the engine but one where it has more than two (probe_container.cpu_limit).
+    cpus = engine.info()["NCPU"]
+    assert host["NanoCpus"] == (cpus - 1 if cpus > 2 else cpus) * 1_000_000_000
     assert host["NetworkMode"] == "none" and host["Privileged"] is False
     assert [(m["Type"], m["Destination"]) for m in mounts] == [("volume", "/imagekit")]
     verify = next(iter(json.loads(stdout)["images"].values()))["verify"]
