@@ -44,8 +44,13 @@ def labels_of(reference: str) -> dict[str, str]:
             reference, down, said, "pull or build it, or check the registry name"
         ) from None
     if config is None:
-        said = f"its registry does not have it ({ref})"
-        raise _not_found(reference, down, said, "check the name and tag (imagekit tags lists them)")
+        hint = "check the name and tag (imagekit tags lists them)"
+        if down is None:
+            raise InputError(
+                f"image {reference} ({ref}) is neither in the local engine nor in its registry",
+                hint,
+            )
+        raise _not_found(reference, down, f"its registry does not have it ({ref})", hint)
     labels = as_object(as_object(config.get("config")).get("Labels"))
     return {name: str(value) for name, value in labels.items()}
 

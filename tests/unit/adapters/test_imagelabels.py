@@ -41,7 +41,7 @@ def _no_auth(monkeypatch: pytest.MonkeyPatch) -> None:
         (empty_engine, registry_down, InputError, ExitCode.BAD_INPUT,
          "is not in the local engine, and its registry ghcr.io did not answer"),
         (empty_engine, lambda *a, **k: None, InputError, ExitCode.BAD_INPUT,
-         "is not in the local engine, and its registry does not have it"),
+         "is neither in the local engine nor in its registry"),
     ],
     ids=["engine-down-registry-down", "engine-down-registry-lacks-it", "not-here-registry-down",
          "nowhere"],
