@@ -40,33 +40,35 @@ def labels_of(reference: str) -> dict[str, str]:
         config: JsonObject | None = remote_config(reference, registry_auth(ref.registry), here)
     except RegistryError as exc:
         said = f"its registry {ref.registry} did not answer: {exc}"
-        raise _not_found(
-            reference, down, said, "pull or build it, or check the registry name"
-        ) from None
+        missing = InputError(
+            f"image {reference} is not in the local engine, and {said}",
+            "pull or build it, or check the registry name",
+        )
+        raise _unless_engine_down(reference, down, said, missing) from None
     if config is None:
-        hint = "check the name and tag (imagekit tags lists them)"
-        if down is None:
-            raise InputError(
-                f"image {reference} ({ref}) is neither in the local engine nor in its registry",
-                hint,
-            )
-        raise _not_found(reference, down, f"its registry does not have it ({ref})", hint)
+        missing = InputError(
+            f"image {reference} ({ref}) is neither in the local engine nor in its registry",
+            "check the name and tag (imagekit tags lists them)",
+        )
+        said = f"its registry does not have it ({ref})"
+        raise _unless_engine_down(reference, down, said, missing)
     labels = as_object(as_object(config.get("config")).get("Labels"))
     return {name: str(value) for name, value in labels.items()}
 
 
-def _not_found(
-    reference: str, down: EngineUnavailableError | None, registry_said: str, hint: str
+def _unless_engine_down(
+    reference: str, down: EngineUnavailableError | None, registry_said: str, missing: InputError
 ) -> InputError | EngineUnavailableError:
     """Why `reference` has no labels here: engine trouble (exit 3) when no engine answered,
-    since the image may well be in it; else bad input (exit 2): it is in neither place."""
-    if down is not None:
-        return EngineUnavailableError(
-            f"could not look for image {reference} in the local engine ({down.message}), and "
-            f"{registry_said}",
-            down.hint or "start the engine (make engine), or check DOCKER_HOST",
-        )
-    return InputError(f"image {reference} is not in the local engine, and {registry_said}", hint)
+    since the image may well be in it; else `missing`, bad input (exit 2): it is in neither
+    place."""
+    if down is None:
+        return missing
+    return EngineUnavailableError(
+        f"could not look for image {reference} in the local engine ({down.message}), and "
+        f"{registry_said}",
+        down.hint or "start the engine (make engine), or check DOCKER_HOST",
+    )
 
 
 def doctor_targets(
