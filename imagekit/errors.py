@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     PUBLISH_FAILED = 6
     GPU_MISMATCH = 7
     NOT_ATTESTED = 8
+    AUDIT_FAILED = 9
     INTERRUPTED = 130
 
 
@@ -121,6 +122,12 @@ class NotAttestedError(ImagekitError):
     reach what is required (`imagekit attest verify`)."""
 
     exit_code = ExitCode.NOT_ATTESTED
+
+
+class AuditFailedError(ImagekitError):
+    """An audited image has findings at or above the threshold, or an outdated allowlist entry."""
+
+    exit_code = ExitCode.AUDIT_FAILED
 
 
 class GpuUnavailableError(EngineUnavailableError):

@@ -23,11 +23,15 @@ import pydantic
 from imagekit import __version__
 from imagekit.errors import InputError
 from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.integrity import KEY_ENV, seal, seal_problem
 from imagekit.kernel.json import JsonObject, as_object
-from imagekit.kernel.records import Evidence, ImageRecord, PublishRecord
+from imagekit.kernel.publish_records import Evidence, PublishRecord
+from imagekit.kernel.records import ImageRecord
 from imagekit.kernel.store import ContextFile
 from imagekit.site.page import RunRecords
-from imagekit.verify.integrity import KEY_ENV, seal, seal_problem
+
+# The sections written with a seal, and where each one's seal goes.
+SEALS = {"verify": "seal", "audit": "audit_seal"}
 
 
 def new_run_id(now_s: float | None = None) -> str:
@@ -224,18 +228,20 @@ class RunFolder:
         return _read_record(path) if path.is_file() else None
 
     def update_image(self, name: str, record: ImageRecord) -> None:
-        """Set the sections `record` has, keeping the image's other sections. A verify section
-        is written with its integrity seal (`verify/integrity.py`), computed over the very JSON
-        that goes to disk."""
+        """Set the sections `record` has, keeping the image's other sections. A verify or audit
+        section is written with its integrity seal (`kernel/integrity.py`), computed over the
+        very JSON that goes to disk."""
         current = self.read_image(name) or ImageRecord()
         written = {section: value for section, value in record if value is not None}
-        written.pop("seal", None)  # only ever computed here
+        for sealed in SEALS.values():
+            written.pop(sealed, None)  # only ever computed here
         # A new record, validated, of the sections kept and those written.
         merged = ImageRecord.model_validate(dict(current) | written)
         data = merged.to_json()
-        verify = data.get("verify")
-        if record.verify is not None and isinstance(verify, dict):
-            data["seal"] = seal(verify, self.seal_key).to_json()
+        for section, sealed in SEALS.items():
+            value = data.get(section)
+            if getattr(record, section) is not None and isinstance(value, dict):
+                data[sealed] = seal(value, self.seal_key, section).to_json()
         write_json(self.image_file(name), data)
 
     def images(self) -> dict[str, ImageRecord]:

@@ -15,7 +15,7 @@ from importlib import import_module
 from imagekit.cli.common import app, interrupted_code, say
 
 # Each module registers its commands; this order is the order `imagekit --help` lists them.
-for _module in ("matrix", "build", "verify", "publish", "attest", "run", "doctor"):
+for _module in ("matrix", "build", "verify", "audit", "publish", "attest", "run", "doctor"):
     import_module(f"imagekit.cli.{_module}")
 
 __all__ = ["app", "main"]

@@ -11,7 +11,7 @@ from imagekit.doctor.requests import DoctorRequest
 from imagekit.kernel.labels import ImageLabels
 
 if TYPE_CHECKING:
-    from imagekit.kernel.records import AttestedLevel
+    from imagekit.kernel.publish_records import AttestedLevel
 
 
 @command(app, "doctor", DoctorRequest)

@@ -8,7 +8,7 @@ from typing import NotRequired, TypedDict
 
 from imagekit.doctor.verdict import Assessment, HostGpus
 from imagekit.kernel.engine import EngineInfo, EngineJson
-from imagekit.kernel.records import AttestedLevel
+from imagekit.kernel.publish_records import AttestedLevel
 
 
 class GpuJson(TypedDict):

@@ -15,7 +15,7 @@ from imagekit.errors import GpuMismatchError
 from imagekit.kernel import labels as L
 from imagekit.kernel.engine import EngineInfo
 from imagekit.kernel.labels import ImageLabels
-from imagekit.kernel.records import AttestedLevel
+from imagekit.kernel.publish_records import AttestedLevel
 from imagekit.kernel.runtime import docker_arch, runs_emulated
 from imagekit.kernel.vocabulary import GpuMechanism
 from imagekit.matrix.compat import CompatData, version_key

@@ -9,8 +9,6 @@ schema and the code cannot drift apart.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -23,8 +21,16 @@ from pydantic import (
     model_validator,
 )
 
-from imagekit.kernel.json import JsonObject, JsonObjectField, JsonValue
-from imagekit.kernel.vocabulary import AttestationState, BuilderName, Flavour, TagKind
+from imagekit.kernel.json import JsonObject, JsonObjectField
+from imagekit.kernel.vocabulary import (
+    BuilderName,
+    Ecosystem,
+    FindingOrigin,
+    FindingVerdict,
+    Flavour,
+    Severity,
+    Threshold,
+)
 
 SHA256 = r"^sha256:[0-9a-f]{64}$"
 METRIC_NAME = r"_(ms|s|tflops|gbps|bytes|error|count)$"
@@ -200,40 +206,6 @@ class VerifyRecord(Record):
         return dict(env.facts) if env else {}
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """A verify record as the gate reads it: the run that wrote it, and the image's name.
-
-    `seal_problem` is why the record's integrity seal does not hold ("" when it holds); the one
-    reader of results folders (`adapters.results.verify_evidence`) always checks it, and the
-    gate refuses a record with a problem. `engine` and `imagekit_version` are what the verify
-    run's run.json says (for the attestation)."""
-
-    run_id: str
-    name: str
-    record: VerifyRecord
-    seal_problem: str = ""
-    seal_digest: str = ""
-    engine: Mapping[str, JsonValue] = field(default_factory=dict)
-    imagekit_version: str = ""
-
-
-@dataclass(frozen=True)
-class AttestedLevel:
-    """What the verify records attested to an image by a key say (`imagekit doctor --key`):
-    the state of its signature, its digest, the level of the best passing record (None: no
-    record passed), and a line for people."""
-
-    state: AttestationState
-    digest: str
-    level: Reached | None
-    why: str
-
-    def to_json(self) -> dict[str, str | None]:
-        """As `imagekit doctor --json` shows it."""
-        return {"state": self.state, "digest": self.digest, "level": self.level, "why": self.why}
-
-
 class LayerSize(Record):
     """One of an image's largest layers."""
 
@@ -320,6 +292,53 @@ class Seal(Record):
     key_id: str | None = None  # which key: the first 16 hex digits of its SHA-256
 
 
+class AuditFinding(Record):
+    """One finding of an audit, and what it meant for the image."""
+
+    id: str  # CVE-…, GHSA-…, PYSEC-…; a pending OS fix: `<source>@<fixed version>`
+    package: str
+    installed: str
+    fixed: str = ""  # the version that fixes it; "" where none exists yet
+    severity: Severity
+    origin: FindingOrigin
+    ecosystem: Ecosystem
+    source: str = ""  # an OS package's source package
+    verdict: FindingVerdict
+    allowlist: str = ""  # the entry that accepts it (or that it outdated), as file:line
+    reason: str = ""  # that entry's reason
+
+
+class SecurityIndexRecord(Record):
+    """The distribution's security suite an audit read, as its signed InRelease gave it."""
+
+    suite: str  # bookworm-security
+    url: str  # its InRelease
+    date: str  # the InRelease's Date
+    packages_sha256: str  # of the Packages index InRelease signs
+
+
+class AuditRecord(Record):
+    """What `imagekit audit` found for one image (the `audit` section of its record)."""
+
+    image_id: Annotated[str, StringConstraints(pattern=SHA256)]
+    reference: str
+    audited_at: str  # ISO 8601, UTC
+    distro: str  # debian-12 (os-release)
+    security_index: SecurityIndexRecord
+    threshold: Threshold
+    status: VerdictField
+    os_packages: int
+    python_packages: int
+    sources: tuple[str, ...]  # what was read: security-index, osv:PATH, trivy:PATH, grype:PATH
+    findings: tuple[AuditFinding, ...] = ()
+    problems: tuple[str, ...] = ()  # outdated allowlist entries, each with its remedy
+
+    @property
+    def pending_fixes(self) -> tuple[AuditFinding, ...]:
+        """The findings a rebuild would fix."""
+        return tuple(f for f in self.findings if f.fixed)
+
+
 class ImageRecord(Record):
     """`results/<run-id>/images/<image>.json`: what each stage of one run did to one image."""
 
@@ -334,55 +353,12 @@ class ImageRecord(Record):
     build: BuildRecord | None = None
     verify: VerifyRecord | None = None
     seal: Seal | None = None  # of the verify section (written with it)
+    audit: AuditRecord | None = None
+    audit_seal: Seal | None = None  # of the audit section (written with it)
 
     def to_json(self) -> JsonObject:
         """Only the sections the run wrote (a section keeps its own empty fields)."""
         return {name: section.to_json() for name, section in self if section is not None}
-
-
-class PublishStatus(StrEnum):
-    """What happened to one image or tag in `imagekit publish`."""
-
-    PUBLISHED = "published"
-    UNCHANGED = "unchanged"
-    REFUSED = "refused"
-    FAILED = "failed"
-    DRY_RUN = "dry-run"
-
-    @property
-    def ok(self) -> bool:
-        """Whether publish reached what it was asked (pushed, already there, or a dry run)."""
-        return self in (PublishStatus.PUBLISHED, PublishStatus.UNCHANGED, PublishStatus.DRY_RUN)
-
-
-class TagRecord(Record):
-    """One tag of a publish: pushed, unchanged, failed or a dry run."""
-
-    tag: str
-    kind: TagKind
-    status: PublishStatus
-    digest: str | None = None
-    attempts: int = 0
-    errors: tuple[str, ...] = ()
-    duration_s: float = 0.0
-    error: str | None = None
-    moved_from: str | None = None
-
-
-class PublishRecord(Record):
-    """What `imagekit publish` did with one image (an entry of `publish.json`)."""
-
-    name: str
-    status: PublishStatus
-    image_id: str | None = None
-    reasons: tuple[str, ...] = ()
-    forced: bool = False
-    tags: tuple[TagRecord, ...] = ()
-    manifest_file: str | None = None
-    sbom_file: str | None = None
-    # With a signing key: the digest signed, and the predicate types attested to it.
-    signed_digest: str | None = None
-    attestations: tuple[str, ...] = ()
 
 
 def results_schema() -> JsonObject:

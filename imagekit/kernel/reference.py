@@ -182,3 +182,8 @@ def parse(text: str) -> ImageReference:
     if (problem := _name_problem(name, registry, repository)) is not None:
         raise _refuse(text, problem)
     return ImageReference(registry, repository, tag or ("" if digest else DEFAULT_TAG), digest)
+
+
+def record_name(reference: str) -> str:
+    """A file-safe record name for an image named on the command line."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", reference.split("/")[-1]).strip("_") or "image"

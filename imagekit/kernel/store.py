@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from imagekit.kernel.records import ImageRecord, PublishRecord
+from imagekit.kernel.publish_records import PublishRecord
+from imagekit.kernel.records import ImageRecord
 
 
 @dataclass(frozen=True)

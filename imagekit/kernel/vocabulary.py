@@ -102,3 +102,50 @@ class PushFailure(StrEnum):
 
     TRANSIENT = "transient"  # a dropped connection, a 5xx, a timeout
     PERMANENT = "permanent"  # denied, invalid, unknown
+
+
+class Severity(StrEnum):
+    """How bad an audit finding is, as advisories grade them (CVSS's bands). `unknown`: its
+    source gives none (a distribution's security index grades nothing)."""
+
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+    UNKNOWN = "unknown"
+
+
+class FindingOrigin(StrEnum):
+    """Where an audit finding comes from."""
+
+    SECURITY_INDEX = "security-index"  # the distribution's security suite
+    OSV = "osv"  # an OSV database given offline
+    TRIVY = "trivy"
+    GRYPE = "grype"
+
+
+class Ecosystem(StrEnum):
+    """Which kind of package an audit finding is about."""
+
+    OS = "os"  # a dpkg package
+    PYTHON = "python"  # a Python distribution in the image's environment
+
+
+class Threshold(StrEnum):
+    """What fails an audit (audit/policy.py says how each does)."""
+
+    ANY_FIX = "any-fix"
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+    NONE = "none"
+
+
+class FindingVerdict(StrEnum):
+    """What one finding means for its image."""
+
+    REFUSED = "refused"  # at or above the threshold, not allowlisted
+    ALLOWED = "allowed"  # accepted by an allowlist entry
+    OUTDATED = "outdated"  # allowlisted, but fixed since: the entry is outdated
+    NOTED = "noted"  # below the threshold

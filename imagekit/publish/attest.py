@@ -21,9 +21,9 @@ import pydantic
 from pydantic import Field, StringConstraints
 
 from imagekit.kernel.json import JsonObject, JsonObjectField, JsonValue
+from imagekit.kernel.publish_records import Evidence
 from imagekit.kernel.records import (
     SHA256,
-    Evidence,
     Level,
     LevelState,
     Reached,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from imagekit import __version__
 from imagekit.kernel.json import JsonValue
-from imagekit.kernel.records import Evidence, PublishStatus
+from imagekit.kernel.publish_records import Evidence, PublishStatus
 from imagekit.publish.attest import SBOM_PREDICATE, VERIFY_PREDICATE, predicate
 from imagekit.publish.ports import Signer
 

@@ -10,7 +10,8 @@ from typing import TypedDict
 
 from imagekit.errors import NotAttestedError
 from imagekit.kernel.json import JsonObject
-from imagekit.kernel.records import AttestedLevel, Verdict
+from imagekit.kernel.publish_records import AttestedLevel
+from imagekit.kernel.records import Verdict
 from imagekit.kernel.vocabulary import AttestationState
 from imagekit.publish.attest import VERIFY_PREDICATE, Requirement, VerifyPredicate, judge
 from imagekit.publish.ports import AttestationReader, Attested

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from imagekit.errors import EngineError, ImagekitError, PublishError
-from imagekit.kernel.records import PublishRecord, PublishStatus, TagRecord
+from imagekit.kernel.publish_records import PublishRecord, PublishStatus, TagRecord
 from imagekit.kernel.text import table
 from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan

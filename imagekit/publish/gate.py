@@ -1,7 +1,7 @@
 """The publish gate (pure): may this exact image be pushed under these tags?
 
 Only results recorded for the same image id count, and only records whose integrity seal
-holds (`verify/integrity.py`: a record edited after verify wrote it is refused); every required
+holds (`kernel/integrity.py`: a record edited after verify wrote it is refused); every required
 probe must have passed there; and the versions a tag names must equal the versions the
 probes saw inside the image. `--force` overrides the gate and is recorded.
 """
@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from imagekit.kernel.records import Evidence, LevelState, Status, Verdict, VerifyRecord
+from imagekit.kernel.publish_records import Evidence
+from imagekit.kernel.records import LevelState, Status, Verdict, VerifyRecord
 from imagekit.matrix.plan import ImagePlan, tag_problem
 from imagekit.verify.agreement import Identity, disagreements
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from imagekit.errors import RegistryError
-from imagekit.kernel.records import PublishRecord, PublishStatus, TagRecord
+from imagekit.kernel.publish_records import PublishRecord, PublishStatus, TagRecord
 from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.attest_run import UNSIGNED, Attestation, sign_and_attest

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from imagekit.events import Event, EventKind, EventSink
-from imagekit.kernel.records import PublishRecord
+from imagekit.kernel.publish_records import PublishRecord
 from imagekit.kernel.store import RunStore
 
 

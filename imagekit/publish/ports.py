@@ -9,7 +9,7 @@ from typing import Protocol
 
 from imagekit.events import EventSink
 from imagekit.kernel.json import JsonObject, JsonValue
-from imagekit.kernel.records import Evidence
+from imagekit.kernel.publish_records import Evidence
 from imagekit.kernel.store import RunStore
 from imagekit.kernel.vocabulary import AttestationState, PushFailure
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from imagekit.errors import RegistryError
-from imagekit.kernel.records import Evidence, PublishRecord, PublishStatus, TagRecord
+from imagekit.kernel.publish_records import Evidence, PublishRecord, PublishStatus, TagRecord
 from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.attest_run import UNSIGNED, Attestation, sign_and_attest

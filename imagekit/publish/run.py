@@ -24,7 +24,7 @@ from typing import TypedDict
 from imagekit.errors import EngineError, ImagekitError, RegistryError
 from imagekit.kernel.engine import Engine
 from imagekit.kernel.json import JsonObject
-from imagekit.kernel.records import PublishRecord, PublishStatus, TagRecord
+from imagekit.kernel.publish_records import PublishRecord, PublishStatus, TagRecord
 from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.attest_run import UNSIGNED, sign_and_attest

@@ -7,15 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from imagekit.kernel.records import (
-    LEVELS,
-    BuildRecord,
-    Check,
-    LevelState,
-    PublishRecord,
-    Status,
-    VerifyRecord,
-)
+from imagekit.kernel.publish_records import PublishRecord
+from imagekit.kernel.records import LEVELS, BuildRecord, Check, LevelState, Status, VerifyRecord
 
 
 class CellState(StrEnum):

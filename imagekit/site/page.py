@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from imagekit.kernel import labels as L
-from imagekit.kernel.records import BuildRecord, ImageRecord, LayerSize, PublishRecord, VerifyRecord
+from imagekit.kernel.publish_records import PublishRecord
+from imagekit.kernel.records import BuildRecord, ImageRecord, LayerSize, VerifyRecord
 from imagekit.site.grid import (
     Cell,
     CellState,

@@ -5,13 +5,13 @@ a run: `verify/run.py` carries it out, with the request's `VerifySettings`, once
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from imagekit.errors import InputError
 from imagekit.kernel.engine import Engine
+from imagekit.kernel.reference import record_name
 from imagekit.matrix.selection import Selection
 
 
@@ -23,11 +23,6 @@ class Target:
     reference: str
     required: tuple[str, ...] = ()
     nodes: int = 1  # >1: the multi-node probe runs too, and is required
-
-
-def record_name(reference: str) -> str:
-    """A file-safe record name for an image named on the command line."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", reference.split("/")[-1]).strip("_") or "image"
 
 
 def targets_of(images: Sequence[str], selection: Selection) -> list[Target]:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from imagekit.kernel.integrity import seal
 from imagekit.publish.attest import SBOM_PREDICATE, VERIFY_PREDICATE
-from imagekit.verify.integrity import seal
 from tests.integration.conftest import DemoBuild, imagekit
 from tests.integration.test_promotion import publish as promotion_publish
 from tests.integration.test_publish import (  # noqa: F401 - `registry` is a fixture

@@ -13,9 +13,9 @@ from imagekit.adapters import results
 from imagekit.adapters.results import RunFolder, new_run_id, write_atomic, write_json
 from imagekit.errors import InputError
 from imagekit.kernel.engine import EngineInfo
+from imagekit.kernel.integrity import seal
 from imagekit.kernel.records import BuildRecord, ImageRecord, PlanRecord
 from imagekit.kernel.store import ContextFile
-from imagekit.verify.integrity import seal
 from tests.fakes import passing, verify_record
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]+$")

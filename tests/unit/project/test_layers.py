@@ -31,6 +31,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "upstream": ("matrix",),
     "doctor": ("matrix",),
     "serve": (),
+    "audit": ("matrix",),
 }
 # A feature's use cases: the modules that sequence its decisions over the ports and emit events.
 # They reach the environment and the file system only through the ports, and no adapter imports

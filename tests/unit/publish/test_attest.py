@@ -17,8 +17,10 @@ from imagekit.adapters import cosign as cosign_adapter
 from imagekit.adapters.cosign import Cosign, loopback
 from imagekit.adapters.results import RunFolder, verify_evidence
 from imagekit.adapters.sbom import CycloneDx, problems
+from imagekit.kernel.integrity import seal, seal_problem
 from imagekit.kernel.labels import ImageLabels
-from imagekit.kernel.records import Evidence, ImageRecord, PublishStatus, Status
+from imagekit.kernel.publish_records import Evidence, PublishStatus
+from imagekit.kernel.records import ImageRecord, Status
 from imagekit.matrix.load import load_matrix
 from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.attest import (
@@ -37,7 +39,6 @@ from imagekit.publish.inventory import cuda_stack, distro, inventory, os_package
 from imagekit.publish.multiarch import ImageGroup
 from imagekit.publish.ports import ManifestDocument
 from imagekit.publish.run import PublishPorts, candidate_tag, publish_images
-from imagekit.verify.integrity import seal, seal_problem
 from tests.fakes import (
     OCI_MANIFEST,
     Events,

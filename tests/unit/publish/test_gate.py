@@ -8,10 +8,10 @@ import pytest
 
 from imagekit.adapters.registry import classify, push, registry_auth, split_reference
 from imagekit.adapters.results import RunFolder, verify_evidence
+from imagekit.kernel.publish_records import Evidence
 from imagekit.kernel.records import (
     BuildRecord,
     Check,
-    Evidence,
     ImageRecord,
     Level,
     LevelState,

@@ -31,14 +31,8 @@ from typing import Any
 import pytest
 
 from imagekit.errors import InputError, RegistryError
-from imagekit.kernel.records import (
-    Evidence,
-    PublishRecord,
-    PublishStatus,
-    TagRecord,
-    Timings,
-    VerifyRecord,
-)
+from imagekit.kernel.publish_records import Evidence, PublishRecord, PublishStatus, TagRecord
+from imagekit.kernel.records import Timings, VerifyRecord
 from imagekit.matrix.load import Matrix, load_matrix
 from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.attest import SBOM_PREDICATE, VERIFY_PREDICATE, VerifyPredicate

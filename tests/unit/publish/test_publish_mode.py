@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from imagekit.errors import EngineError, ExitCode, InputError, PublishError
-from imagekit.kernel.records import PublishRecord, PublishStatus, TagRecord
+from imagekit.kernel.publish_records import PublishRecord, PublishStatus, TagRecord
 from imagekit.matrix.load import load_matrix
 from imagekit.matrix.plan import ImagePlan
 from imagekit.matrix.selection import Selection

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from imagekit.kernel.records import Evidence, PublishStatus, Status, Timings, VerifyRecord
+from imagekit.kernel.publish_records import Evidence, PublishStatus
+from imagekit.kernel.records import Status, Timings, VerifyRecord
 from imagekit.kernel.vocabulary import PushFailure
 from imagekit.matrix.load import load_matrix
 from imagekit.matrix.plan import ImagePlan

@@ -12,7 +12,8 @@ from imagekit.build.render import RenderOptions, image_labels
 from imagekit.errors import EngineError, EngineUnavailableError, GpuUnavailableError, InputError
 from imagekit.events import EventKind
 from imagekit.kernel.engine import EngineInfo
-from imagekit.kernel.records import Check, Evidence, Level, LevelState, ProbeResult, Status
+from imagekit.kernel.publish_records import Evidence
+from imagekit.kernel.records import Check, Level, LevelState, ProbeResult, Status
 from imagekit.kernel.runtime import EMULATION_SLOWDOWN, START_MARGIN_S, GpuChoice
 from imagekit.kernel.vocabulary import EngineName
 from imagekit.matrix.compat import load_compat

@@ -1,8 +1,10 @@
-"""The integrity seal of a verify record: a digest bound to the image id, and with a key an HMAC.
+"""The integrity seal of a record's section: a digest bound to the image id, and with a key an
+HMAC.
 
 Pure. `imagekit verify` writes a `seal` section beside the `verify` section of each image
-record; the gate refuses a record whose seal is missing or does not match, so a record flipped
-from fail to pass in `results/` is no longer trusted as it stands.
+record, and `imagekit audit` an `audit_seal` beside its `audit` section; the gate refuses a
+record whose seal is missing or does not match, so a record flipped from fail to pass in
+`results/` is no longer trusted as it stands.
 
 What each part resists, honestly: the digest is public arithmetic. It catches an accidental or
 naive edit (a status flipped by hand, a file cut short, a record copied onto another image id),
@@ -30,8 +32,8 @@ def canonical(data: JsonValue) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _sealed_bytes(verify: JsonObject) -> bytes:
-    return canonical({"image_id": verify.get("image_id"), "verify": verify})
+def _sealed_bytes(section: JsonObject, name: str) -> bytes:
+    return canonical({"image_id": section.get("image_id"), name: section})
 
 
 def key_id(key: bytes) -> str:
@@ -39,34 +41,37 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(key).hexdigest()[:16]
 
 
-def seal(verify: JsonObject, key: bytes | None = None) -> Seal:
-    """The seal of a verify section as it is written to disk (its JSON form)."""
-    body = _sealed_bytes(verify)
+def seal(section: JsonObject, key: bytes | None = None, name: str = "verify") -> Seal:
+    """The seal of a record's section `name` (verify, audit) as it is written to disk (its JSON
+    form)."""
+    body = _sealed_bytes(section, name)
     return Seal(
-        image_id=str(verify["image_id"]),
+        image_id=str(section["image_id"]),
         digest="sha256:" + hashlib.sha256(body).hexdigest(),
         hmac=("hmac-sha256:" + hmac.new(key, body, hashlib.sha256).hexdigest()) if key else None,
         key_id=key_id(key) if key else None,
     )
 
 
-def seal_problem(verify: JsonValue, sealed: JsonValue, key: bytes | None = None) -> str:
-    """Why `sealed` does not vouch for the verify section `verify` as read from disk ("" when
-    it does; None: the record has no such section). With `key`, the record must carry an HMAC
-    made with that very key."""
-    if not isinstance(verify, dict):
-        return "no verify section"
+def seal_problem(
+    section: JsonValue, sealed: JsonValue, key: bytes | None = None, name: str = "verify"
+) -> str:
+    """Why `sealed` does not vouch for the section `name` as read from disk ("" when it does;
+    None: the record has no such section). With `key`, the record must carry an HMAC made with
+    that very key."""
+    if not isinstance(section, dict):
+        return f"no {name} section"
     if not sealed:
         return "the record has no integrity seal (written by hand or by an older imagekit)"
     try:
         got = Seal.model_validate(sealed)
     except ValueError:
         return "the record's integrity seal is malformed"
-    want = seal(verify, key)
-    if got.image_id != verify.get("image_id"):
+    want = seal(section, key, name)
+    if got.image_id != section.get("image_id"):
         return "the record's seal is for another image id"
     if got.digest != want.digest:
-        return "the record does not match its integrity seal (edited after verify wrote it)"
+        return f"the record does not match its integrity seal (edited after {name} wrote it)"
     if key is not None:
         if got.hmac is None:
             return f"the record is not sealed with a key, and {KEY_ENV} asks for one"

@@ -1,0 +1,24 @@
+"""`imagekit audit`: the security fixes each image lacks and the advisories on its packages."""
+
+from __future__ import annotations
+
+from imagekit.audit.requests import AuditCommand
+from imagekit.cli.common import app, note_leftovers, say, show
+from imagekit.cli.options import command
+
+
+@command(app, "audit", AuditCommand)
+def audit(request: AuditCommand) -> None:
+    """Audit the images, print each one's outcome, exit 9 when one fails the threshold."""
+    from imagekit.adapters.auditing import open_audit
+    from imagekit.adapters.progress import PlainView
+    from imagekit.audit.report import audit_failure, audit_table, junit
+
+    run, folder, targets = open_audit(request, [note_leftovers], PlainView())
+    records = run.execute(targets)
+    folder.write_report("audit-junit.xml", junit(records, folder.run_id))
+    images = {name: {"audit": r.to_json()} for name, r in records.items()}
+    show(request.json, {"run_id": folder.run_id, "images": images}, audit_table(records))
+    say(f"results: {folder.root}")
+    if (error := audit_failure(records)) is not None:
+        raise error

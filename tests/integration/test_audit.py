@@ -1,0 +1,160 @@
+"""imagekit audit on the demo's slim image, against a security suite served here and signed
+with a key made for the test, as Debian's is with its own: what the image lacks is found, a
+damaged or unsigned index is refused, an unreachable one is engine trouble (exit 3)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+import hashlib
+import http.server
+import json
+import lzma
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.utils import format_datetime
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import DemoBuild, imagekit
+
+pytestmark = pytest.mark.integration
+
+SLIM = "2.13.0-cpu-py3.11-slim"
+SUITE = "bookworm-security"
+
+
+@dataclass
+class Mirror:
+    url: str
+    root: Path
+    keyring: Path
+    gnupg: Path
+
+    def publish(self, packages: str, *, sign: bool = True, valid_days: int = 7) -> None:
+        """Write the suite's Packages.xz and its InRelease (clearsigned with the test key)."""
+        dists = self.root / "dists" / SUITE
+        (dists / "main" / "binary-amd64").mkdir(parents=True, exist_ok=True)
+        index = lzma.compress(packages.encode())
+        (dists / "main" / "binary-amd64" / "Packages.xz").write_bytes(index)
+        now = dt.datetime.now(dt.UTC)
+        release = (
+            f"Origin: Debian\nLabel: Debian-Security\nCodename: {SUITE}\n"
+            f"Date: {format_datetime(now, usegmt=True)}\n"
+            f"Valid-Until: {format_datetime(now + dt.timedelta(days=valid_days), usegmt=True)}\n"
+            f"SHA256:\n {hashlib.sha256(index).hexdigest()} {len(index)}"
+            " main/binary-amd64/Packages.xz\n"
+        )
+        if not sign:
+            (dists / "InRelease").write_text(release)
+            return
+        signed = subprocess.run(
+            ["gpg", "--homedir", str(self.gnupg), "--batch", "--yes", "--clearsign",
+             "--output", str(dists / "InRelease")],
+            input=release, text=True, capture_output=True, check=False,
+        )  # fmt: skip
+        assert signed.returncode == 0, signed.stderr
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mirror]:
+    """An HTTP server of a security suite, and the keyring of the key that signs it."""
+    folder = tmp_path_factory.mktemp("security-mirror")
+    gnupg = folder / "gnupg"
+    gnupg.mkdir(mode=0o700)
+    made = subprocess.run(
+        ["gpg", "--homedir", str(gnupg), "--batch", "--passphrase", "",
+         "--quick-gen-key", "imagekit test security archive", "ed25519", "sign", "1d"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    keyring = folder / "keyring.gpg"
+    exported = subprocess.run(
+        ["gpg", "--homedir", str(gnupg), "--export", "--output", str(keyring)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    root = folder / "www"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Mirror(f"http://127.0.0.1:{server.server_address[1]}", root, keyring, gnupg)
+    finally:
+        server.shutdown()
+        server.server_close()
+        with contextlib.suppress(Exception):
+            subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "all"], check=False)
+
+
+def run_audit(demo_build: DemoBuild, mirror: Mirror, *extra: str) -> tuple[int, dict, str]:
+    done = imagekit(
+        "audit", "--matrix", str(demo_build.matrix), "--only", SLIM,
+        "--security-mirror", mirror.url, "--security-keyring", str(mirror.keyring),
+        "--results", str(demo_build.results), "--json", *extra,
+    )  # fmt: skip
+    data = json.loads(done.stdout) if done.stdout.strip() else {}
+    return done.code, data, done.stderr
+
+
+# A newer libssl3 than any Debian 12 has (epoch 99): the suite fixes what the image carries.
+NEWER_SSL = "Package: libssl3\nSource: openssl\nVersion: 99:3.0.0-1\nArchitecture: amd64\n"
+NOTHING_NEWER = "Package: libssl3\nSource: openssl\nVersion: 1.0-1\nArchitecture: amd64\n"
+
+
+def test_a_fix_the_suite_has_and_the_image_lacks_fails_the_audit_and_is_recorded(
+    demo_build: DemoBuild, mirror: Mirror
+) -> None:
+    mirror.publish(NEWER_SSL)
+    code, data, stderr = run_audit(demo_build, mirror)
+    assert code == 9, stderr
+    record = data["images"][SLIM]["audit"]
+    [finding] = record["findings"]
+    assert (finding["package"], finding["fixed"], finding["verdict"]) == (
+        "libssl3", "99:3.0.0-1", "refused",
+    )  # fmt: skip
+    assert finding["installed"].startswith("3.0.")
+    assert record["os_packages"] > 50 and record["python_packages"] > 10
+    assert record["security_index"]["url"] == f"{mirror.url}/dists/{SUITE}/InRelease"
+    assert "libssl3" in stderr and "rebuild" in stderr
+    run = demo_build.results / data["run_id"]
+    written = json.loads((run / "images" / f"{SLIM}.json").read_text())
+    assert written["audit"] == record and written["audit_seal"]["digest"].startswith("sha256:")
+    assert 'failures="1"' in (run / "audit-junit.xml").read_text()
+
+
+def test_an_image_with_nothing_newer_in_the_suite_passes(
+    demo_build: DemoBuild, mirror: Mirror
+) -> None:
+    mirror.publish(NOTHING_NEWER)
+    code, data, stderr = run_audit(demo_build, mirror)
+    assert code == 0, stderr
+    assert data["images"][SLIM]["audit"]["findings"] == []
+
+
+def test_an_unsigned_or_damaged_index_is_never_read_as_no_fixes(
+    demo_build: DemoBuild, mirror: Mirror
+) -> None:
+    mirror.publish(NOTHING_NEWER, sign=False)
+    code, _, stderr = run_audit(demo_build, mirror)
+    assert code == 2 and "signature does not hold" in stderr, stderr
+    mirror.publish(NEWER_SSL)
+    index = mirror.root / "dists" / SUITE / "main" / "binary-amd64" / "Packages.xz"
+    index.write_bytes(lzma.compress(NOTHING_NEWER.encode()))  # not what InRelease signs
+    code, _, stderr = run_audit(demo_build, mirror)
+    assert code == 3 and "is not the index" in stderr, stderr
+
+
+def test_an_unreachable_suite_is_engine_trouble_naming_the_url(
+    demo_build: DemoBuild, mirror: Mirror
+) -> None:
+    gone = Mirror("http://127.0.0.1:9", mirror.root, mirror.keyring, mirror.gnupg)
+    code, _, stderr = run_audit(demo_build, gone)
+    assert code == 3, stderr
+    assert "http://127.0.0.1:9/dists/bookworm-security/InRelease" in stderr
