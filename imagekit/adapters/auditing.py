@@ -16,16 +16,10 @@ from imagekit.adapters.security_index import SecurityIndexes
 from imagekit.audit.allowlist import AllowEntry, parse_allowlist
 from imagekit.audit.findings import Finding
 from imagekit.audit.osv import python_findings, read_osv
+from imagekit.audit.ports import AuditPorts
 from imagekit.audit.requests import AuditCommand
-from imagekit.audit.run import (
-    Advisories,
-    AuditPorts,
-    AuditRun,
-    AuditSettings,
-    AuditTarget,
-    Matcher,
-)
 from imagekit.audit.scanners import scanner_findings
+from imagekit.audit.settings import Advisories, AuditSettings, AuditTarget, Matcher
 from imagekit.errors import InputError
 from imagekit.events import EventSink
 from imagekit.kernel.reference import record_name
@@ -69,9 +63,10 @@ def _advisories(request: AuditCommand, targets: Sequence[AuditTarget]) -> Adviso
 
 def open_audit(
     request: AuditCommand, checks: Sequence[Callable[[DockerEngine], None]], events: EventSink
-) -> tuple[AuditRun, RunFolder, list[AuditTarget]]:
-    """The audit, its run folder (run.json written; records sealed with IMAGEKIT_RESULTS_KEY
-    when set) and its targets; bad input is refused before the engine is opened."""
+) -> tuple[AuditPorts, AuditSettings, list[AuditTarget]]:
+    """The audit's ports (its run folder made, run.json written; records sealed with
+    IMAGEKIT_RESULTS_KEY when set), settings and targets; bad input is refused before the
+    engine is opened."""
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     targets = audit_targets(request)
     settings = AuditSettings(
@@ -79,6 +74,7 @@ def open_audit(
         allowlist=_allowlist(request.allowlist, now.date()),
         security_mirror=request.security_mirror,
         advisories=_advisories(request, targets),
+        now=now.isoformat(),
     )
     RunFolder.check_writable(request.results)
     engine = docker.open_engine()
@@ -88,5 +84,4 @@ def open_audit(
     facts = RunFacts(images=[t.reference for t in targets], sealed_with_key=key is not None)
     folder = RunFolder.begin(request.results, "audit", engine.info(), facts, seal_key=key)
     indexes = SecurityIndexes(request.security_keyring)
-    ports = AuditPorts(engine, EngineContents(engine), indexes, folder, events)
-    return AuditRun(ports, settings, now.isoformat()), folder, targets
+    return AuditPorts(engine, EngineContents(engine), indexes, folder, events), settings, targets

@@ -8,6 +8,9 @@ from typing import Protocol
 
 from imagekit.audit.debian import Offered
 from imagekit.audit.release import ReleaseFacts, SecuritySuite
+from imagekit.events import EventSink
+from imagekit.kernel.engine import Engine
+from imagekit.kernel.store import RunStore
 
 
 @dataclass(frozen=True)
@@ -44,3 +47,14 @@ class SecurityIndexSource(Protocol):
     def state(self, suite: SecuritySuite) -> IndexState:
         """The suite's signed facts and what its Packages index offers."""
         ...
+
+
+@dataclass
+class AuditPorts:
+    """What the audit reaches the world through."""
+
+    engine: Engine
+    contents: ContentsReader
+    indexes: SecurityIndexSource
+    store: RunStore
+    events: EventSink

@@ -9,18 +9,18 @@ sealed, as soon as it is judged, so an interrupted audit keeps what it finished.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict
 
 from imagekit.audit.allowlist import AllowEntry
 from imagekit.audit.debian import installed_packages, pending_fixes
 from imagekit.audit.findings import Finding
 from imagekit.audit.policy import Judgement, judge
-from imagekit.audit.ports import ContentsReader, IndexState, SecurityIndexSource
+from imagekit.audit.ports import AuditPorts, IndexState
 from imagekit.audit.release import distro, security_suite
+from imagekit.audit.settings import AuditSettings, AuditTarget
 from imagekit.errors import InputError
-from imagekit.events import Event, EventKind, EventSink
-from imagekit.kernel.engine import Engine
+from imagekit.events import Event, EventKind
 from imagekit.kernel.records import (
     AuditFinding,
     AuditRecord,
@@ -28,61 +28,12 @@ from imagekit.kernel.records import (
     SecurityIndexRecord,
     Verdict,
 )
-from imagekit.kernel.store import RunStore
 from imagekit.kernel.vocabulary import (
     Ecosystem,
     FindingOrigin,
     FindingVerdict,
     Severity,
-    Threshold,
 )
-
-
-@dataclass(frozen=True)
-class AuditTarget:
-    """One image to audit: its record name and the reference to read."""
-
-    name: str
-    reference: str
-
-
-# Matches an image's Python distributions (name -> version) against advisories.
-Matcher = Callable[[Mapping[str, str]], tuple[Finding, ...]]
-
-
-@dataclass(frozen=True)
-class Advisories:
-    """What the audit reads beside the security index; `sources` names each (osv:PATH,
-    trivy:PATH)."""
-
-    sources: tuple[str, ...] = ()
-    matchers: tuple[Matcher, ...] = ()  # an OSV database, matched per image
-    reported: tuple[Finding, ...] = ()  # a scanner's report, about the one image audited
-
-    def for_image(self, python: Mapping[str, str]) -> tuple[Finding, ...]:
-        """The advisories' findings for an image with these Python distributions."""
-        return (*(f for match in self.matchers for f in match(python)), *self.reported)
-
-
-@dataclass
-class AuditPorts:
-    """What the audit reaches the world through."""
-
-    engine: Engine
-    contents: ContentsReader
-    indexes: SecurityIndexSource
-    store: RunStore
-    events: EventSink
-
-
-@dataclass(frozen=True)
-class AuditSettings:
-    """What fails an image and what is read beside the index (resolved by the request)."""
-
-    threshold: Threshold = Threshold.ANY_FIX
-    allowlist: tuple[AllowEntry, ...] = ()
-    security_mirror: str | None = None
-    advisories: Advisories = field(default_factory=Advisories)
 
 
 def os_findings(state: IndexState, dpkg_status: str) -> tuple[Finding, ...]:
@@ -129,10 +80,9 @@ def _arch(platform: str) -> str:
 class AuditRun:
     """Audits images one after another, recording each as it is judged."""
 
-    def __init__(self, ports: AuditPorts, settings: AuditSettings, now: str) -> None:
+    def __init__(self, ports: AuditPorts, settings: AuditSettings) -> None:
         self.ports = ports
         self.settings = settings
-        self.now = now  # ISO 8601, UTC: when this audit read the index
 
     def audit(self, target: AuditTarget) -> AuditRecord:
         """One image audited and recorded; InputError when the engine lacks it."""
@@ -152,7 +102,7 @@ class AuditRun:
         record = AuditRecord(
             image_id=image.id,
             reference=target.reference,
-            audited_at=self.now,
+            audited_at=s.now,
             distro=distro(held.os_release),
             security_index=SecurityIndexRecord(
                 suite=suite.suite,

@@ -13,9 +13,10 @@ def audit(request: AuditCommand) -> None:
     from imagekit.adapters.auditing import open_audit
     from imagekit.adapters.progress import PlainView
     from imagekit.audit.report import audit_failure, audit_table, junit
+    from imagekit.audit.run import AuditRun
 
-    run, folder, targets = open_audit(request, [note_leftovers], PlainView())
-    records = run.execute(targets)
+    ports, settings, targets = open_audit(request, [note_leftovers], PlainView())
+    records, folder = AuditRun(ports, settings).execute(targets), ports.store
     folder.write_report("audit-junit.xml", junit(records, folder.run_id))
     images = {name: {"audit": r.to_json()} for name, r in records.items()}
     show(request.json, {"run_id": folder.run_id, "images": images}, audit_table(records))

@@ -13,10 +13,11 @@ import pytest
 from imagekit.audit.allowlist import AllowEntry
 from imagekit.audit.debian import Offered
 from imagekit.audit.findings import Finding
-from imagekit.audit.ports import ImageContents, IndexState
+from imagekit.audit.ports import AuditPorts, ImageContents, IndexState
 from imagekit.audit.release import ReleaseFacts, SecuritySuite
 from imagekit.audit.report import audit_failure, junit
-from imagekit.audit.run import Advisories, AuditPorts, AuditRun, AuditSettings, AuditTarget
+from imagekit.audit.run import AuditRun
+from imagekit.audit.settings import Advisories, AuditSettings, AuditTarget
 from imagekit.errors import ExitCode, InputError
 from imagekit.kernel.integrity import seal_problem
 from imagekit.kernel.records import AuditRecord, Verdict
@@ -29,8 +30,10 @@ from imagekit.kernel.vocabulary import (
 )
 from tests.fakes import Events, FakeEngine, image_id, store
 
-OS_RELEASE = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n' \
+OS_RELEASE = (
+    'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'
     "VERSION_CODENAME=bookworm\n"
+)
 STATUS = """\
 Package: libssl3
 Status: install ok installed
@@ -81,7 +84,7 @@ def audit(
     engine.add(REFERENCE, image_id("slim"))
     folder, indexes = store(tmp_path), Indexes(offered)
     ports = AuditPorts(engine, contents or Contents(), indexes, folder, Events())
-    run = AuditRun(ports, settings or AuditSettings(), "2026-12-07T12:00:00+00:00")
+    run = AuditRun(ports, settings or AuditSettings(now="2026-12-07T12:00:00+00:00"))
     record = run.audit(AuditTarget(SLIM, REFERENCE))
     return record, folder.root, indexes
 
@@ -194,5 +197,5 @@ def test_an_image_the_engine_lacks_is_bad_input_and_nothing_is_read(tmp_path: Pa
     contents = Contents()
     ports = AuditPorts(FakeEngine(), contents, Indexes({}), store(tmp_path), Events())
     with pytest.raises(InputError, match="is not in the engine"):
-        AuditRun(ports, AuditSettings(), "now").audit(AuditTarget(SLIM, REFERENCE))
+        AuditRun(ports, AuditSettings()).audit(AuditTarget(SLIM, REFERENCE))
     assert contents.read == []

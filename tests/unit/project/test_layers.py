@@ -41,6 +41,7 @@ USE_CASES: dict[str, tuple[str, ...]] = {
     "verify": ("run", "settings", "hostprobe", "nodes"),
     "publish": ("run", "promote", "index", "log", "attest_run", "attest_verify"),
     "upstream": ("run",),
+    "audit": ("run",),
 }
 _OUTER = ("imagekit.adapters", "imagekit.cli")
 FORBIDDEN: dict[str, tuple[str, ...]] = {
