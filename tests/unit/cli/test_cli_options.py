@@ -23,6 +23,7 @@ import typer.main
 from typer.testing import CliRunner
 
 import imagekit.cli
+from imagekit.audit.requests import AuditCommand
 from imagekit.build.inputs import RenderInputs, RenderRequest
 from imagekit.build.options import BuilderChoice, BuildNetwork, Compression
 from imagekit.build.requests import (
@@ -35,7 +36,7 @@ from imagekit.build.requests import (
 from imagekit.cli import common, options
 from imagekit.doctor.requests import DoctorRequest
 from imagekit.kernel.runtime import GpuChoice
-from imagekit.kernel.vocabulary import Flavour, Platform
+from imagekit.kernel.vocabulary import Flavour, Platform, Threshold
 from imagekit.matrix.requests import (
     CheckRequest,
     CompatRequest,
@@ -69,7 +70,16 @@ NO_DEFAULT = object()
 REQUEST_MODULES = (
     *(
         f"imagekit.{feature}.requests"
-        for feature in ("build", "doctor", "matrix", "publish", "serve", "upstream", "verify")
+        for feature in (
+            "audit",
+            "build",
+            "doctor",
+            "matrix",
+            "publish",
+            "serve",
+            "upstream",
+            "verify",
+        )
     ),
     "imagekit.build.inputs",
     "imagekit.matrix.selection",
@@ -472,6 +482,48 @@ def case_verify_images(f: Files) -> Line:
     )
 
 
+def case_audit(f: Files) -> Line:
+    return Line(
+        [
+            "audit",
+            *select_args(f, "slim"),
+            "--refuse",
+            "high",
+            "--allowlist",
+            str(f.out / "accepted.yaml"),
+            "--osv",
+            str(f.out / "all.zip"),
+            "--scanner-report",
+            str(f.out / "trivy.json"),
+            "--security-mirror",
+            "http://mirror.example/debian-security",
+            "--security-keyring",
+            str(f.keys),
+            "--results",
+            str(f.results),
+            "--json",
+        ],
+        AuditCommand(
+            selection=selection(f, "slim"),
+            refuse=Threshold.HIGH,
+            allowlist=f.out / "accepted.yaml",
+            osv=f.out / "all.zip",
+            scanner_report=f.out / "trivy.json",
+            security_mirror="http://mirror.example/debian-security",
+            security_keyring=f.keys,
+            results=f.results,
+            json=True,
+        ),
+    )
+
+
+def case_audit_images(f: Files) -> Line:
+    return Line(
+        ["audit", "ghcr.io/acme/pytorch:a"],
+        AuditCommand(selection=Selection(), images=("ghcr.io/acme/pytorch:a",)),
+    )
+
+
 def case_probe(f: Files) -> Line:
     out = f.out / "probe.json"
     argv = ["probe", "--probes", "env,matmul", "--device", "cpu", "--timeout-s", "30"]
@@ -698,6 +750,8 @@ CASES: list[Callable[[Files], Line]] = [
     case_gc,
     case_verify,
     case_verify_images,
+    case_audit,
+    case_audit_images,
     case_probe,
     case_report,
     case_report_html,
