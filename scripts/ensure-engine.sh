@@ -175,6 +175,11 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
             apt_install "$tool"
         fi
     done
+    # imagekit audit checks a security suite's InRelease with gpgv against the archive keyring.
+    if ! command -v gpgv >/dev/null 2>&1 || [ ! -f /usr/share/keyrings/debian-archive-keyring.gpg ]; then
+        say "installing gpgv and debian-archive-keyring"
+        apt_install gpgv debian-archive-keyring
+    fi
     if ! command -v cosign >/dev/null 2>&1; then
         say "installing cosign"
         install_from_trixie cosign || say "cosign could not be installed; signing needs it"

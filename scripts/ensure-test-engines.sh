@@ -16,6 +16,8 @@ command -v podman >/dev/null 2>&1 || missing+=(podman)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)
 command -v slirp4netns >/dev/null 2>&1 || missing+=(slirp4netns)
+# The audit tests sign a security suite of their own with a throwaway key.
+command -v gpg >/dev/null 2>&1 || missing+=(gnupg)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
