@@ -72,9 +72,11 @@ engine:
 
 ## make base: the demo's Debian 12 base, bootstrapped locally unless the engine has it.
 base: $(STAMP) engine
-	@# A base from before docs were left out (no io.imagekit.base.docs label) is made again.
-	@test "$$(docker image inspect -f '{{ index .Config.Labels "io.imagekit.base.docs" }}' \
-		$(DEMO_BASE) 2>/dev/null)" = no || \
+	@# A base from before docs were left out, or before it took the security suite's fixes (its
+	@# io.imagekit.base.docs and base.security labels), is made again.
+	@test "$$(docker image inspect -f '{{ index .Config.Labels "io.imagekit.base.docs" }} {{ \
+		index .Config.Labels "io.imagekit.base.security" }}' $(DEMO_BASE) 2>/dev/null)" = \
+		"no bookworm-security" || \
 		$(BIN)/imagekit base bootstrap --suite bookworm --tag $(DEMO_BASE)
 
 ## make base-arm64: the Debian 12 base for linux/arm64, bootstrapped under emulation.

@@ -32,6 +32,12 @@ DEFAULT_MIRRORS = {
     "debian": "http://deb.debian.org/debian",
     "ubuntu": "http://archive.ubuntu.com/ubuntu",
 }
+# Where each distribution publishes its security suite (`SUITE-security`, Ubuntu's pocket).
+SECURITY_MIRRORS = {
+    "debian": "http://deb.debian.org/debian-security",
+    "ubuntu": "http://security.ubuntu.com/ubuntu",
+}
+NO_SECURITY_SUITE = {"sid"}  # unstable takes fixes through the suite itself
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Debian's architecture name -> the machine the kernel reports, and the OCI platform variant.
 ARCHITECTURES = {"amd64": ("x86_64", ""), "arm64": ("aarch64", "v8")}
@@ -81,6 +87,19 @@ def distribution(suite: str) -> str:
     raise InputError(f"unknown suite {suite!r}", f"known suites: {known}")
 
 
+def security_source(request: BootstrapCommand) -> tuple[str, str] | None:
+    """(mirror, suite) of the security suite a base takes its fixes from; None where it takes
+    none: asked so (`none`), a suite without one, or a mirror of one's own (`--mirror`: a
+    snapshot or an air-gapped mirror) with no `--security-mirror` beside it."""
+    asked = request.security_mirror
+    if asked == "none" or request.suite in NO_SECURITY_SUITE:
+        return None
+    if asked is None and request.mirror is not None:
+        return None
+    mirror = asked or SECURITY_MIRRORS[distribution(request.suite)]
+    return mirror.rstrip("/"), f"{request.suite}-security"
+
+
 def image_config(request: BootstrapCommand, layer_sha: str, created: str) -> bytes:
     """The image config: one layer, a PATH, a shell; canonical JSON so it hashes stably."""
     variant = ARCHITECTURES[request.arch][1]
@@ -97,6 +116,7 @@ def image_config(request: BootstrapCommand, layer_sha: str, created: str) -> byt
                 L.BASE_INCLUDE: ",".join(request.packages),
                 L.BASE_VARIANT: request.variant,
                 L.BASE_DOCS: "yes" if request.docs else "no",
+                L.BASE_SECURITY: security[1] if (security := security_source(request)) else "none",
             },
         },
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_sha}"]},
@@ -186,6 +206,10 @@ def mmdebstrap_command(request: BootstrapCommand, out_tar: Path) -> list[str]:
         str(out_tar),
         mirror,
     ]
+    if (security := security_source(request)) is not None:
+        # A second source, as a sources.list line: apt resolves from both, so every package
+        # comes in its fixed version, and the base's apt sources keep it for later installs.
+        command.append(f"deb {security[0]} {security[1]} main")
     return command
 
 
@@ -220,7 +244,8 @@ def bootstrap(
     )
     mirror = request.mirror or DEFAULT_MIRRORS[distribution(request.suite)]
     command = mmdebstrap_command(request, Path("rootfs.tar"))  # the key's: a fixed output path
-    key = cache.key(command, epoch, mirror, request.suite) if cache else None
+    sources = [(mirror, request.suite), *filter(None, [security_source(request)])]
+    key = cache.key(command, epoch, sources) if cache else None
     with tempfile.TemporaryDirectory(prefix="imagekit-base-") as tmp:
         rootfs = cache.find(key) if cache else None
         if rootfs is None:

@@ -48,7 +48,7 @@ def fetch(url: str) -> bytes | None:
 
 def rootfs_key(command: list[str], epoch: int | None, release: bytes) -> str:
     """The key of a root filesystem: the mmdebstrap command (written for a fixed output path),
-    the epoch it ran with (file times) and the hash of the suite's index it resolved from."""
+    the epoch it ran with (file times) and the hash of the suites' indexes it resolved from."""
     decided = {
         "command": command,
         "epoch": epoch,
@@ -68,11 +68,20 @@ class RootfsCache:
     # The tar the last `find` returned (None: it missed), for the command to say so.
     reused: Path | None = field(default=None, init=False)
 
-    def key(self, command: list[str], epoch: int | None, mirror: str, suite: str) -> str | None:
-        """The key of this bootstrap; None where the mirror's index cannot be read."""
-        url = release_url(mirror, suite)
-        index = self.release(url) if url else None
-        return rootfs_key(command, epoch, index) if index else None
+    def key(
+        self, command: list[str], epoch: int | None, sources: list[tuple[str, str]]
+    ) -> str | None:
+        """The key of this bootstrap from `sources` ((mirror, suite): the suite, its security
+        suite); None where an index cannot be read."""
+        indexes = []
+        for mirror, suite in sources:
+            url = release_url(mirror, suite)
+            index = self.release(url) if url else None
+            if not index:
+                return None
+            indexes.append(index)
+        # One suite alone keys as it always did, so the tars kept before stay usable.
+        return rootfs_key(command, epoch, b"".join(indexes))
 
     def find(self, key: str | None) -> Path | None:
         """The kept tar for `key`, marked as just used; None when there is none."""

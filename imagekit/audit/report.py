@@ -59,6 +59,7 @@ def audit_failure(records: Mapping[str, AuditRecord]) -> AuditFailedError | None
     lines = [f"{name}: {line}" for name, r in failed.items() for line in failure_lines(r)]
     return AuditFailedError(
         f"{len(failed)} of {len(records)} images fail the audit:\n  " + "\n  ".join(lines),
-        "rebuild them to take the fixes (imagekit build --no-cache after the base takes them),"
-        " or accept a finding with no fix in --allowlist, with its reason and expiry",
+        "bootstrap the base again (imagekit base bootstrap takes the security suite's fixes)"
+        " and rebuild on it; accept a finding with no fix yet in --allowlist, with its reason"
+        " and expiry",
     )

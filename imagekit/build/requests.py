@@ -163,6 +163,14 @@ class BootstrapCommand:
             "(full: slim's too), so its builds need no package mirror.",
         ),
     ] = None
+    security_mirror: Annotated[
+        str | None,
+        Opt(
+            "--security-mirror",
+            help="Where the security suite's fixes come from (none: leave them out). Default: "
+            "the distribution's own; with --mirror, none unless given.",
+        ),
+    ] = None
     variant: Annotated[str, Opt("--variant", help="mmdebstrap variant.")] = "minbase"
     docs: Annotated[
         bool,

@@ -94,7 +94,7 @@ def bootstrap(request: BootstrapCommand) -> None:
     say(f"bootstrapping {request.suite} {request.arch} into {request.tag} ({took})")
     image_id = baseimage.bootstrap(engine, request, cache)
     typer.echo(image_id)
-    reused = f" (root filesystem reused, {request.suite}'s index unchanged: {cache.reused})"
+    reused = f" (root filesystem reused, {request.suite}'s indexes unchanged: {cache.reused})"
     say(f"{request.tag} is {image_id}" + (reused if cache.reused else ""))
 
 

@@ -55,6 +55,7 @@ BASE_SUITE = PREFIX + "base.suite"  # the Debian suite it was bootstrapped from
 BASE_INCLUDE = PREFIX + "base.include"  # the extra packages it holds (its cache key)
 BASE_VARIANT = PREFIX + "base.variant"  # mmdebstrap's variant (apt, minbase ...)
 BASE_DOCS = PREFIX + "base.docs"  # whether documentation was kept
+BASE_SECURITY = PREFIX + "base.security"  # the security suite it took fixes from, or none
 
 
 @dataclass(frozen=True)

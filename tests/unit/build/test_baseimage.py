@@ -34,6 +34,7 @@ from imagekit.adapters.rootfs_cache import RootfsCache, release_url, rootfs_key
 from imagekit.build.distro_packages import BASE_PACKAGES
 from imagekit.build.requests import BootstrapCommand
 from imagekit.errors import InputError
+from imagekit.kernel import labels as L
 
 TAG = "imagekit-base/debian:bookworm"
 CREATED = "2023-11-14T22:13:20Z"
@@ -95,30 +96,67 @@ def test_unknown_suite_is_an_input_error_listing_the_known_suites(suite: str) ->
 # The mmdebstrap command -----------------------------------------------------------
 
 
+SECURITY = "http://deb.debian.org/debian-security"
+DEBIAN = "http://deb.debian.org/debian"
+SNAPSHOT = "http://snapshot.debian.org/archive/debian/20250101T000000Z"
+
+
 @pytest.mark.parametrize(
-    "request_,mirror",
+    "request_,mirror,security",
     [
-        (BootstrapCommand("bookworm", TAG), "http://deb.debian.org/debian"),
-        (BootstrapCommand("noble", "base/ubuntu:noble"), "http://archive.ubuntu.com/ubuntu"),
+        (
+            BootstrapCommand("bookworm", TAG),
+            "http://deb.debian.org/debian",
+            f"deb {SECURITY} bookworm-security main",
+        ),
+        (
+            BootstrapCommand("noble", "base/ubuntu:noble"),
+            "http://archive.ubuntu.com/ubuntu",
+            "deb http://security.ubuntu.com/ubuntu noble-security main",
+        ),
+        (BootstrapCommand("bookworm", TAG, mirror=SNAPSHOT), SNAPSHOT, None),
         (
             BootstrapCommand(
-                "bookworm", TAG, mirror="http://snapshot.debian.org/archive/debian/20250101T000000Z"
+                "bookworm",
+                TAG,
+                mirror=SNAPSHOT,
+                security_mirror="http://snapshot.debian.org/archive/debian-security/20250101T000000Z/",
             ),
-            "http://snapshot.debian.org/archive/debian/20250101T000000Z",
+            SNAPSHOT,
+            "deb http://snapshot.debian.org/archive/debian-security/20250101T000000Z"
+            " bookworm-security main",
         ),
+        (
+            BootstrapCommand("bookworm", TAG, security_mirror="none"),
+            "http://deb.debian.org/debian",
+            None,
+        ),
+        (BootstrapCommand("sid", TAG), "http://deb.debian.org/debian", None),
     ],
-    ids=["debian-default", "ubuntu-default", "explicit-mirror"],
+    ids=[
+        "debian-default",
+        "ubuntu-default",
+        "explicit-mirror",
+        "explicit-mirror-and-security",
+        "security-none",
+        "sid-has-none",
+    ],
 )
-def test_mmdebstrap_command_writes_a_tar_of_the_suite_from_its_mirror(
-    request_: BootstrapCommand, mirror: str
+def test_mmdebstrap_command_writes_a_tar_of_the_suite_and_its_security_suite(
+    request_: BootstrapCommand, mirror: str, security: str | None
 ) -> None:
+    """The security suite is a second source (its fixes installed, and kept in the base's apt
+    sources) unless a mirror of one's own is given alone, `none` is asked, or there is none."""
     command = mmdebstrap_command(request_, Path("/tmp/out/rootfs.tar"))
 
     assert command[0] == "mmdebstrap"
     assert "--format=tar" in command
     assert "--variant=minbase" in command
     assert "--include=python3,python3-venv,ca-certificates" in command
-    assert command[-3:] == [request_.suite, "/tmp/out/rootfs.tar", mirror]
+    tail = [request_.suite, "/tmp/out/rootfs.tar", mirror, *([security] if security else [])]
+    assert command[-len(tail) :] == tail
+    label = json.loads(image_config(request_, "0" * 64, CREATED))["config"]["Labels"]
+    assert label[L.BASE_SECURITY] == (security.split()[2] if security else "none")
 
 
 def test_mmdebstrap_command_takes_the_variant_and_packages_asked_for() -> None:
@@ -246,7 +284,7 @@ def fake_mmdebstrap(
     def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         calls.append({"command": command, **kwargs})
         if returncode == 0:
-            rootfs_tar(Path(command[-2]))
+            rootfs_tar(Path(next(a for a in command if a.endswith(".tar"))))
         return subprocess.CompletedProcess(command, returncode, "", stderr)
 
     monkeypatch.setattr(baseimage.shutil, "which", lambda name: f"/usr/bin/{name}")
@@ -277,7 +315,8 @@ def test_bootstrap_loads_the_archive_and_returns_its_image_id(
     assert config["created"] == CREATED  # from SOURCE_DATE_EPOCH, not the clock
     (call,) = calls
     assert call["env"]["SOURCE_DATE_EPOCH"] == "1700000000"
-    assert call["command"][-3] == "bookworm"
+    assert call["command"][-4:-2] == ["bookworm", str(call["command"][-3])]
+    assert call["command"][-1] == f"deb {SECURITY} bookworm-security main"
 
 
 def test_bootstrap_twice_with_the_same_epoch_gives_the_same_image_id(
@@ -344,13 +383,15 @@ def cache_with(folder: Path, indexes: dict[str, bytes | None], keep: int = 4) ->
 
 
 INDEX = "http://deb.debian.org/debian/dists/bookworm/InRelease"
+SECURITY_INDEX = f"{SECURITY}/dists/bookworm-security/InRelease"
+BOTH = {INDEX: b"Date: Sat, 05 Dec 2026\n", SECURITY_INDEX: b"Date: Sat, 05 Dec 2026 (security)\n"}
 
 
 def test_a_second_bootstrap_from_the_same_mirror_state_runs_no_mmdebstrap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = fake_mmdebstrap(monkeypatch)
-    cache = cache_with(tmp_path / "bases", {INDEX: b"Date: Sat, 05 Dec 2026\n"})
+    cache = cache_with(tmp_path / "bases", dict(BOTH))
     request = BootstrapCommand("bookworm", TAG, source_date_epoch=1_700_000_000)
 
     first = bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), request, cache)  # type: ignore[arg-type]
@@ -367,20 +408,22 @@ def test_a_second_bootstrap_from_the_same_mirror_state_runs_no_mmdebstrap(
 
 @pytest.mark.parametrize(
     "change",
-    ["index", "include", "epoch", "arch"],
+    ["index", "security index", "include", "epoch", "arch"],
 )
 def test_a_new_mirror_state_or_other_inputs_run_mmdebstrap_again(
     change: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = fake_mmdebstrap(monkeypatch)
     monkeypatch.setattr(baseimage, "emulation_problem", lambda arch: None)
-    indexes: dict[str, bytes | None] = {INDEX: b"Date: Sat, 05 Dec 2026\n"}
+    indexes: dict[str, bytes | None] = dict(BOTH)
     cache = cache_with(tmp_path, indexes)
     request = BootstrapCommand("bookworm", TAG, source_date_epoch=1_700_000_000)
     bootstrap(DockerEngine(SimpleNamespace(api=FakeApi([]))), request, cache)  # type: ignore[arg-type]
 
     if change == "index":  # a point release, a fix in the suite
         indexes[INDEX] = b"Date: Sun, 06 Dec 2026\n"
+    elif change == "security index":  # a fix in the security suite: a new base takes it
+        indexes[SECURITY_INDEX] = b"Date: Sun, 06 Dec 2026 (security)\n"
     elif change == "include":
         request = BootstrapCommand("bookworm", TAG, include=("python3", "g++"))
     elif change == "epoch":
@@ -425,7 +468,7 @@ def test_the_cache_keeps_the_most_recently_used_tars(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = fake_mmdebstrap(monkeypatch)
-    indexes: dict[str, bytes | None] = {}
+    indexes: dict[str, bytes | None] = dict(BOTH)
     cache = cache_with(tmp_path, indexes, keep=2)
 
     def made(n: int) -> None:
