@@ -38,6 +38,7 @@ SECURITY_MIRRORS = {
     "ubuntu": "http://security.ubuntu.com/ubuntu",
 }
 NO_SECURITY_SUITE = {"sid"}  # unstable takes fixes through the suite itself
+LEAVE_OUT = "none"  # --security-mirror's word for no security suite
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Debian's architecture name -> the machine the kernel reports, and the OCI platform variant.
 ARCHITECTURES = {"amd64": ("x86_64", ""), "arm64": ("aarch64", "v8")}
@@ -92,7 +93,7 @@ def security_source(request: BootstrapCommand) -> tuple[str, str] | None:
     none: asked so (`none`), a suite without one, or a mirror of one's own (`--mirror`: a
     snapshot or an air-gapped mirror) with no `--security-mirror` beside it."""
     asked = request.security_mirror
-    if asked == "none" or request.suite in NO_SECURITY_SUITE:
+    if asked == LEAVE_OUT or request.suite in NO_SECURITY_SUITE:
         return None
     if asked is None and request.mirror is not None:
         return None
