@@ -13,7 +13,6 @@ CVSS library): `unknown`, which the gate counts as the worst.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import zipfile
 import zlib
@@ -24,18 +23,17 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from imagekit.audit.findings import Finding, parse_severity
+from imagekit.audit.jsondoc import OUTCOME, WrongShape, decoded, kind_of
 from imagekit.errors import InputError, Problem, ValidationError
 from imagekit.kernel.json import JsonObject, JsonValue
 from imagekit.kernel.vocabulary import Ecosystem, FindingOrigin
 
-OUTCOME = "nothing was audited"
 EXPORT_HINT = "give osv.dev's PyPI export: its all.zip, or a folder of its *.json records"
 RECORD_HINT = "is this an OSV record (https://ossf.github.io/osv-schema/)?"
 EVENTS = ("introduced", "fixed", "last_affected", "limit")
 RANGE_TYPES = ("ECOSYSTEM", "SEMVER")  # GIT ranges name commits, not releases
 # No PEP 440 version sorts below it (epoch 0, release 0, a dev release): OSV's `introduced: "0"`.
 _FLOOR = Version("0.dev0")
-_KINDS = {type(None): "null", dict: "an object", list: "a list", str: "a string", bool: "a bool"}
 
 
 @dataclass(frozen=True)
@@ -66,29 +64,25 @@ class Advisory:
     affected: tuple[Affected, ...]
 
 
-class _Wrong(Exception):
-    """A record's value at a JSON path is not what the OSV schema says."""
-
-
 def _normalize(name: str) -> str:  # PEP 503: `Typing_Extensions` -> `typing-extensions`
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _object(value: JsonValue, path: str) -> JsonObject:
     if not isinstance(value, dict):
-        raise _Wrong(f"{path} is {_KINDS.get(type(value), 'a number')}, not an object")
+        raise WrongShape(f"{path} is {kind_of(value)}, not an object")
     return value
 
 
 def _list(value: JsonValue, path: str) -> list[JsonValue]:
     if value is not None and not isinstance(value, list):
-        raise _Wrong(f"{path} is {_KINDS.get(type(value), 'a number')}, not a list")
+        raise WrongShape(f"{path} is {kind_of(value)}, not a list")
     return value or []
 
 
 def _text(value: JsonValue, path: str, *, required: bool = False) -> str:
     if (required or value is not None) and not isinstance(value, str):
-        raise _Wrong(f"{path} is {_KINDS.get(type(value), 'a number')}, not a string")
+        raise WrongShape(f"{path} is {kind_of(value)}, not a string")
     return value or ""
 
 
@@ -121,7 +115,7 @@ def _advisory(doc: JsonValue) -> Advisory:
     record = _object(doc, "$")
     ident = _text(record.get("id"), "$.id")
     if not ident:
-        raise _Wrong("$.id is missing: every OSV record has one (GHSA-…, PYSEC-…)")
+        raise WrongShape("$.id is missing: every OSV record has one (GHSA-…, PYSEC-…)")
     extra = record.get("database_specific")  # free-form: a severity there only if it is text
     severity = extra.get("severity") if isinstance(extra, dict) else None
     affected = _list(record.get("affected"), "$.affected")
@@ -134,17 +128,12 @@ def _advisory(doc: JsonValue) -> Advisory:
 
 
 def _parse(data: bytes, file: str) -> Advisory | Problem:
-    try:
-        doc: JsonValue = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        col = exc.start - data.rfind(b"\n", 0, exc.start)
-        return Problem(file, line, col, "not UTF-8 text", RECORD_HINT)
-    except json.JSONDecodeError as exc:
-        return Problem(file, exc.lineno, exc.colno, f"not JSON: {exc.msg}", RECORD_HINT)
+    doc = decoded(data, file, RECORD_HINT)
+    if isinstance(doc, Problem):
+        return doc
     try:
         return _advisory(doc)
-    except _Wrong as exc:
+    except WrongShape as exc:
         return Problem(file, 1, 1, str(exc), RECORD_HINT)
 
 

@@ -18,17 +18,16 @@ version if either gives one.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
 from imagekit.audit.findings import RANK, Finding, parse_severity
+from imagekit.audit.jsondoc import OUTCOME, WrongShape, decoded, kind_of
 from imagekit.errors import InputError, Problem, ValidationError
 from imagekit.kernel.json import JsonObject, JsonValue
 from imagekit.kernel.vocabulary import Ecosystem, FindingOrigin, Severity
 
-OUTCOME = "nothing was audited"
 HINT = "give the JSON report of `trivy image --format json` or of `grype -o json`"
 # Trivy's `Type`s of Python packages: installed distributions, and the lock files it reads.
 TRIVY_PYTHON = frozenset({"python-pkg", "pip", "pipenv", "poetry", "uv"})
@@ -40,19 +39,10 @@ GRYPE_TYPES = {
 }
 
 
-class _Wrong(Exception):
-    """A report's value at a JSON path is not what its scanner writes."""
-
-
-def _kind(value: JsonValue) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "true or false"}
-    return "null" if value is None else names.get(type(value), "a number")
-
-
 def _object(obj: JsonObject, key: str, path: str) -> JsonObject:
     value = obj.get(key)
     if not isinstance(value, dict):
-        raise _Wrong(f"{path}.{key} is {'missing' if key not in obj else _kind(value)}")
+        raise WrongShape(f"{path}.{key} is {'missing' if key not in obj else kind_of(value)}")
     return value
 
 
@@ -61,22 +51,22 @@ def _list(obj: JsonObject, key: str, path: str) -> list[JsonValue]:
     if value is None:  # Trivy writes `"Vulnerabilities": null` for a clean target
         return []
     if not isinstance(value, list):
-        raise _Wrong(f"{path}.{key} is {_kind(value)}, not a list")
+        raise WrongShape(f"{path}.{key} is {kind_of(value)}, not a list")
     return value
 
 
 def _item(value: JsonValue, path: str) -> JsonObject:
     if not isinstance(value, dict):
-        raise _Wrong(f"{path} is {_kind(value)}, not an object")
+        raise WrongShape(f"{path} is {kind_of(value)}, not an object")
     return value
 
 
 def _text(obj: JsonObject, key: str, path: str, *, required: bool = False) -> str:
     value = obj.get(key)
     if value is not None and not isinstance(value, str):
-        raise _Wrong(f"{path}.{key} is {_kind(value)}, not a string")
+        raise WrongShape(f"{path}.{key} is {kind_of(value)}, not a string")
     if required and not value:
-        raise _Wrong(f"{path}.{key} is missing or empty")
+        raise WrongShape(f"{path}.{key} is missing or empty")
     return (value or "").strip()
 
 
@@ -179,16 +169,9 @@ def _load(path: Path) -> JsonValue:
         data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read the report: {exc.strerror}", HINT) from None
-    try:
-        doc: JsonValue = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        col = exc.start - data.rfind(b"\n", 0, exc.start)
-        problem = Problem(str(path), line, col, "not UTF-8 text", HINT)
-        raise ValidationError([problem], OUTCOME) from None
-    except json.JSONDecodeError as exc:
-        problem = Problem(str(path), exc.lineno, exc.colno, f"not JSON: {exc.msg}", HINT)
-        raise ValidationError([problem], OUTCOME) from None
+    doc = decoded(data, str(path), HINT)
+    if isinstance(doc, Problem):
+        raise ValidationError([doc], OUTCOME)
     return doc
 
 
@@ -208,5 +191,5 @@ def scanner_findings(path: Path) -> tuple[FindingOrigin, tuple[Finding, ...]]:
         raise InputError(f"{path}: neither a Trivy nor a Grype JSON report", HINT)
     try:
         return origin, _collapse(read(report))
-    except _Wrong as exc:
+    except WrongShape as exc:
         raise ValidationError([Problem(str(path), 1, 1, str(exc), HINT)], OUTCOME) from None
