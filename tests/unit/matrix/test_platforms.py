@@ -1147,7 +1147,12 @@ def test_mmdebstrap_command_names_the_architecture(arch: str | None, expected: s
     assert [a for a in command if a.startswith("--architectures")] == [
         f"--architectures={expected}"
     ]
-    assert command[-3:] == ["bookworm", "r.tar", "http://deb.debian.org/debian"]
+    assert command[-4:] == [
+        "bookworm",
+        "r.tar",
+        "http://deb.debian.org/debian",
+        "deb http://deb.debian.org/debian-security bookworm-security main",
+    ]
 
 
 def test_image_config_says_arm64_v8_and_amd64_without_a_variant() -> None:
@@ -1254,7 +1259,7 @@ def fake_mmdebstrap(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
     def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         commands.append(command)
-        with tarfile.open(command[-2], "w") as archive:
+        with tarfile.open(next(a for a in command if a.endswith(".tar")), "w") as archive:
             info = tarfile.TarInfo("etc/os-release")
             info.size = 10
             archive.addfile(info, io.BytesIO(b"ID=debian\n"))
