@@ -152,3 +152,29 @@ class RegistryError(ImagekitError):
     def __init__(self, message: str, hint: str = "", *, transient: bool = False) -> None:
         super().__init__(message, hint)
         self.transient = transient
+
+
+# The libraries that talk to the engine: what they raise is engine trouble.
+ENGINE_LIBRARIES = ("docker", "requests", "urllib3")
+
+
+def outside_error(exc: Exception) -> ImagekitError | None:
+    """What an exception no adapter translated means to the user; None for a bug (its
+    traceback is the report)."""
+    # requests' errors are OSErrors too: what an engine library raised is engine trouble
+    # that escaped the adapters' translation (exit 3), whatever its base class.
+    if type(exc).__module__.split(".")[0] in ENGINE_LIBRARIES:
+        first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        return EngineUnavailableError(
+            f"the Docker engine failed: {first}",
+            "check the engine (`docker info`) and run the command again",
+        )
+    if isinstance(exc, OSError):
+        # A results folder that is a file, read-only or full, and the like: the file and the
+        # reason, never a traceback.
+        where = f" {exc.filename}" if exc.filename else ""
+        return InputError(
+            f"cannot use{where}: {exc.strerror or exc}",
+            "check that the folder exists, is writable and has free space",
+        )
+    return None

@@ -126,3 +126,15 @@ def others_note(engine: DockerEngine) -> str | None:
         "on this engine; `imagekit gc --dry-run` lists them, `imagekit gc --older-than 1h` "
         "removes those an hour old"
     )
+
+
+def start_notes(engine: DockerEngine, *, others: bool = True) -> list[str]:
+    """What a run says as it opens the engine, after removing the containers of runs on this
+    machine that ended without removing them (a run killed with -9, an engine that died under a
+    probe or a build step): what it removed and, with `others`, `others_note`."""
+    from imagekit.adapters import orphans
+
+    notes = [orphans.removed_line(orphans.remove_orphans(engine))]
+    if others:
+        notes.append(others_note(engine) or "")
+    return [note for note in notes if note]

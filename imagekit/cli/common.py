@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from imagekit import __version__
-from imagekit.errors import ExitCode, ImagekitError
+from imagekit.errors import ExitCode, ImagekitError, outside_error
 
 if TYPE_CHECKING:
     from imagekit.adapters.engine import DockerEngine
@@ -44,9 +44,6 @@ def say(message: str) -> None:
     typer.echo(message, err=True)
 
 
-ENGINE_LIBRARIES = ("docker", "requests", "urllib3")
-
-
 def interrupted_code(exc: KeyboardInterrupt) -> int:
     """130 for Ctrl-C; 128 + the signal for SIGTERM, SIGHUP (see `cli.signals`)."""
     code = getattr(exc, "exit_code", None)
@@ -58,11 +55,6 @@ def guard() -> Iterator[None]:
     """Turn expected failures into a message and an exit code."""
     try:
         yield
-    except ImagekitError as exc:
-        if STATE.debug:
-            traceback.print_exc()
-        say(f"error: {exc.format()}")
-        raise typer.Exit(int(exc.exit_code)) from None
     except KeyboardInterrupt as exc:
         # After SIGHUP the terminal is gone and writing to it fails: the exit status still says
         # what ended the command.
@@ -70,33 +62,13 @@ def guard() -> Iterator[None]:
             say(f"interrupted ({exc}); cleaned up" if str(exc) else "interrupted")
         raise typer.Exit(interrupted_code(exc)) from None
     except Exception as exc:
-        code = _outside_error(exc)
-        if code is None:
+        error = exc if isinstance(exc, ImagekitError) else outside_error(exc)
+        if error is None:
             raise  # a bug: its traceback is the report
-        raise typer.Exit(code) from None
-
-
-def _outside_error(exc: Exception) -> int | None:
-    """Say what an exception no adapter translated means, and its exit code; None for a bug."""
-    # requests' errors are OSErrors too: what an engine library raised is engine trouble
-    # that escaped the adapters' translation (exit 3), whatever its base class.
-    if type(exc).__module__.split(".")[0] in ENGINE_LIBRARIES:
         if STATE.debug:
             traceback.print_exc()
-        first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-        say(f"error: the Docker engine failed: {first}")
-        say("    hint: check the engine (`docker info`) and run the command again")
-        return int(ExitCode.ENGINE_UNAVAILABLE)
-    if not isinstance(exc, OSError):
-        return None
-    # A results folder that is a file, read-only or full, and the like: the file and the
-    # reason, never a traceback.
-    if STATE.debug:
-        traceback.print_exc()
-    where = f" {exc.filename}" if exc.filename else ""
-    say(f"error: cannot use{where}: {exc.strerror or exc}")
-    say("    hint: check that the folder exists, is writable and has free space")
-    return int(ExitCode.BAD_INPUT)
+        say(f"error: {error.format()}")
+        raise typer.Exit(int(error.exit_code)) from None
 
 
 def _version(value: bool) -> None:
@@ -142,23 +114,11 @@ def dispatch(make: Callable[[], object]) -> None:
         HANDLERS[type(request)](request)
 
 
-def remove_orphans(engine: DockerEngine) -> None:
-    """Remove the containers of runs on this machine that ended without removing them (a run
-    killed with -9, an engine that died under a probe or a build step), saying so."""
-    from imagekit.adapters import orphans
+def note_leftovers(engine: DockerEngine, *, others: bool = True) -> None:
+    """Remove what dead runs left on the engine and say so (`leftovers.start_notes`)."""
+    from imagekit.adapters.leftovers import start_notes
 
-    if line := orphans.removed_line(orphans.remove_orphans(engine)):
-        say(line)
-
-
-def note_leftovers(engine: DockerEngine) -> None:
-    """`remove_orphans`, then say so when containers of other runs are still on the engine:
-    those are `imagekit gc`'s to remove, not this run's, since another run may still be
-    using them."""
-    from imagekit.adapters.leftovers import others_note
-
-    remove_orphans(engine)
-    if note := others_note(engine):
+    for note in start_notes(engine, others=others):
         say(note)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from imagekit.cli.common import app, remove_orphans, say
+from imagekit.cli.common import app, note_leftovers, say
 from imagekit.cli.options import command
 from imagekit.serve.decide import INTERACTIVE, pick_service, run_gpus
 from imagekit.serve.requests import RunCommand
@@ -33,7 +33,7 @@ def run(request: RunCommand) -> None:
     from imagekit.adapters.engine import open_engine
 
     engine = open_engine()
-    remove_orphans(engine)
+    note_leftovers(engine, others=False)
     info = engine.info()
     gpus = run_gpus(request.image, request.workspace, request.gpus, info)
     if request.service in INTERACTIVE:
