@@ -17,16 +17,10 @@ class RenderRequest:
 
     selection: Selection
     inputs: RenderInputs
-    out: Annotated[Path, Opt("--out", help="Folder for the build contexts.", after="matrix")] = (
-        Path("out")
-    )
+    out: Annotated[Path, Opt("--out", help="Folder for the build contexts.")] = Path("out")
     buildkit: Annotated[
         bool,
-        Opt(
-            "--buildkit/--no-buildkit",
-            help="Render BuildKit syntax (cache, secrets).",
-            after="extra_index_urls",
-        ),
+        Opt("--buildkit/--no-buildkit", help="Render BuildKit syntax (cache, secrets)."),
     ] = False
     check: Annotated[
         bool, Opt("--check", help="Compare with what --out holds; exit 1 if different.")

@@ -25,7 +25,7 @@ from imagekit.matrix.selection import Selection, pairs
 @dataclass(frozen=True)
 class BuildSettings:
     """How `imagekit build` builds, apart from what: each option on its field, taken by
-    `build_images` as it is (`after=` keeps them where `--help` has always listed them)."""
+    `build_images` as it is."""
 
     builder: Annotated[
         BuilderChoice,
@@ -52,7 +52,6 @@ class BuildSettings:
             help="Extra label KEY=VALUE on every image (repeatable).",
             given_as=list[str] | None,
             parse=partial(pairs, "--label", example="team=ml"),
-            after="base_overrides",
         ),
     ] = ()
     # BuildKit's registry cache: repositories that hold one cache per image, tagged as it is.
@@ -62,7 +61,6 @@ class BuildSettings:
             "--cache-from",
             metavar="REPOSITORY",
             help="BuildKit: reuse the build cache kept in this registry repository.",
-            after="json",
         ),
     ] = None
     cache_to: Annotated[
@@ -71,7 +69,6 @@ class BuildSettings:
             "--cache-to",
             metavar="REPOSITORY",
             help="BuildKit: save the build cache (every stage) to this registry repository.",
-            after="cache_from",
         ),
     ] = None
     compression: Annotated[
@@ -80,16 +77,11 @@ class BuildSettings:
             "--compression",
             help="Force every layer to this compression (BuildKit, containerd store). "
             "Default: new layers gzip, reused ones as they are.",
-            after="cache_to",
         ),
     ] = None
     network: Annotated[
         BuildNetwork,
-        Opt(
-            "--network",
-            help="The RUN steps' network; none: prove the build needs none.",
-            after="compression",
-        ),
+        Opt("--network", help="The RUN steps' network; none: prove the build needs none."),
     ] = BuildNetwork.DEFAULT
     # SOURCE_DATE_EPOCH (reproducible.epoch_from); None: each image's parent's creation time.
     source_date_epoch: int | None = None
@@ -124,12 +116,10 @@ class BakeRequest:
 
     selection: Selection
     inputs: RenderInputs
-    out: Annotated[Path, Opt("--out", help="Where to write the bake file.", after="matrix")] = Path(
-        "docker-bake.json"
+    out: Annotated[Path, Opt("--out", help="The bake file to write.")] = Path("docker-bake.json")
+    contexts: Annotated[Path, Opt("--contexts", help="Folder for the build contexts.")] = Path(
+        "out/bake"
     )
-    contexts: Annotated[
-        Path, Opt("--contexts", help="Folder for the build contexts.", after="out")
-    ] = Path("out/bake")
 
 
 @dataclass(frozen=True)

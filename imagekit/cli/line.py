@@ -97,15 +97,6 @@ def params(kind: type, path: tuple[str, ...] = ()) -> Iterator[Param]:
             yield Param((*path, field.name), spec, field_type, default)
 
 
-def ordered(found: list[Param]) -> list[Param]:
-    """`found` with each parameter that names one to follow placed right after it."""
-    placed = [p for p in found if p.spec.after is None]
-    for param in (p for p in found if p.spec.after is not None):
-        at = next(i for i, p in enumerate(placed) if p.name == param.spec.after)
-        placed.insert(at + 1, param)
-    return placed
-
-
 def request_of(kind: type, found: list[Param], values: Mapping[str, object]) -> dict[str, object]:
     """The keyword arguments of `kind` from the parsed values (its nested parts made)."""
     fields: dict[str, object] = {}

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from imagekit.cli.common import Request, dispatch, handles
-from imagekit.cli.line import Param, help_text, ordered, params, request_of
+from imagekit.cli.line import Param, help_text, params, request_of
 from imagekit.kernel.options import Arg
 
 # The request type of each command and the command's name, for tests/unit/cli/test_cli_options.py.
@@ -45,7 +45,7 @@ def command(
     subcommand is named): its help is `kind`'s docstring, its options the fields
     of `kind`; it makes the request (`make(**fields)`, by default `kind(**fields)`) and
     dispatches it to the function this decorates."""
-    found = ordered(list(params(kind)))
+    found = list(params(kind))
     maker = make or kind
 
     def run(ctx: typer.Context, **values: object) -> None:

@@ -24,7 +24,7 @@ class Opt:
     `choices`: a StrEnum the option is typed as on the line, the field getting its value.
     `given_as`: the type on the line when it is not the field's (the field gets `parse(value)`);
     `default`: the line's default then. A repeatable option (`list[...]` on the line) arrives as
-    a tuple. `after`: `--help` lists it right after that parameter (default: in field order)."""
+    a tuple. `--help` lists the options in field order."""
 
     def __init__(
         self,
@@ -38,11 +38,10 @@ class Opt:
         parse: Callable[[Any], object] | None = None,  # each takes what its line gives
         given_as: object = None,  # a type expression
         default: object = NOT_SET,
-        after: str | None = None,
     ) -> None:
         self.decls, self.help, self.envvar, self.metavar = decls, help, envvar, metavar
         self.min, self.max, self.choices, self.parse = min, max, choices, parse
-        self.given_as, self.default, self.after = given_as, default, after
+        self.given_as, self.default = given_as, default
 
 
 class Arg(Opt):

@@ -8,9 +8,8 @@ import typing
 from pathlib import Path
 
 import imagekit.cli  # noqa: F401  (registers every command)
-from imagekit.build.inputs import RenderRequest
 from imagekit.build.requests import BuildCommand
-from imagekit.cli.line import ordered, params, request_of
+from imagekit.cli.line import params, request_of
 from imagekit.cli.options import COMMANDS
 from imagekit.kernel.options import Flags, Opt
 from imagekit.kernel.vocabulary import Flavour
@@ -30,19 +29,6 @@ def test_nested_parts_are_flattened_in_field_order() -> None:
     assert names[:6] == ["matrix", "only", "flavour", "platform", "builder", "jobs"]
     assert names.index("network") + 1 == names.index("wheelhouse")
     assert names[-2:] == ["results", "json"]
-
-
-def test_after_lists_the_build_settings_around_the_render_inputs_as_help_always_has() -> None:
-    names = [p.name for p in ordered(list(params(BuildCommand)))]
-    assert names.index("pull") + 1 == names.index("wheelhouse")
-    assert names[names.index("base_overrides") + 1 :][:3] == ["labels", "results", "json"]
-    assert names[-4:] == ["cache_from", "cache_to", "compression", "network"]
-
-
-def test_after_places_an_option_where_help_lists_it() -> None:
-    names = [p.name for p in ordered(list(params(RenderRequest)))]
-    assert names[:3] == ["matrix", "out", "only"]
-    assert names[names.index("extra_index_urls") + 1] == "buildkit"
 
 
 def test_repeatable_options_are_lists_on_the_line_and_tuples_in_the_request() -> None:
