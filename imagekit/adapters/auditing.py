@@ -4,6 +4,7 @@ before the engine is asked anything; then the engine, the security index and the
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -23,24 +24,46 @@ from imagekit.audit.settings import Advisories, AuditSettings, AuditTarget, Matc
 from imagekit.errors import InputError
 from imagekit.events import EventSink
 from imagekit.kernel.reference import record_name
+from imagekit.matrix.load import Matrix
+from imagekit.matrix.schema import SecuritySpec
 
 
-def audit_targets(request: AuditCommand) -> list[AuditTarget]:
+def _matrix(request: AuditCommand) -> Matrix | None:
+    """The matrix: its images are audited unless images are named, and its `security:` section
+    says what fails one. Images named where there is no matrix file take the defaults."""
+    if request.images and not request.selection.matrix.exists():
+        return None
+    return request.selection.load()
+
+
+def audit_targets(request: AuditCommand, matrix: Matrix | None) -> list[AuditTarget]:
     """The images named, else the selected images of the matrix."""
-    if request.images:
+    if request.images or matrix is None:
         return [AuditTarget(record_name(ref), ref) for ref in request.images]
-    return [AuditTarget(p.name, p.reference) for p in request.selection.plans()]
+    return [AuditTarget(p.name, p.reference) for p in request.selection.plans(matrix)]
 
 
-def _text(path: Path, what: str) -> str:
+def _beside(matrix: Matrix, key: str, named: str) -> Path:
+    """A file the matrix's `security.KEY` names, relative to the matrix; it must be readable."""
+    path = Path(matrix.path).parent / named
+    if not path.is_file() or not os.access(path, os.R_OK):
+        raise InputError(
+            f"{matrix.path}: security.{key} {named}: no readable file {path}",
+            "name the file relative to the matrix",
+        )
+    return path
+
+
+def _allowlist(matrix: Matrix | None, today: dt.date) -> tuple[AllowEntry, ...]:
+    """The entries of the file the matrix's `security.allowlist` names."""
+    if matrix is None or (named := matrix.spec.security.allowlist) is None:
+        return ()
+    path = _beside(matrix, "allowlist", named)
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{what} {path}: {exc}") from None
-
-
-def _allowlist(path: Path | None, today: dt.date) -> tuple[AllowEntry, ...]:
-    return parse_allowlist(_text(path, "--allowlist"), str(path), today) if path else ()
+        raise InputError(f"{path}: {exc}", "an allowlist is YAML text") from None
+    return parse_allowlist(text, str(path), today)
 
 
 def _advisories(request: AuditCommand, targets: Sequence[AuditTarget]) -> Advisories:
@@ -61,21 +84,34 @@ def _advisories(request: AuditCommand, targets: Sequence[AuditTarget]) -> Adviso
     return Advisories(tuple(sources), tuple(matchers), reported)
 
 
+def security_policy(
+    matrix: Matrix | None, now: dt.datetime, advisories: Advisories | None = None
+) -> tuple[AuditSettings, SecurityIndexes]:
+    """What the matrix's `security:` section asks of an audit (the defaults without a matrix),
+    and the reader of the security index it names; its files are read and checked here."""
+    security = matrix.spec.security if matrix is not None else SecuritySpec()
+    settings = AuditSettings(
+        threshold=security.refuse,
+        allowlist=_allowlist(matrix, now.date()),
+        security_mirror=security.mirror,
+        advisories=advisories or Advisories(),
+        now=now.isoformat(),
+    )
+    named = security.keyring
+    keyring = _beside(matrix, "keyring", named) if matrix is not None and named else None
+    return settings, SecurityIndexes(keyring)
+
+
 def open_audit(
     request: AuditCommand, checks: Sequence[Callable[[DockerEngine], None]], events: EventSink
 ) -> tuple[AuditPorts, AuditSettings, list[AuditTarget]]:
     """The audit's ports (its run folder made, run.json written; records sealed with
     IMAGEKIT_RESULTS_KEY when set), settings and targets; bad input is refused before the
     engine is opened."""
+    matrix = _matrix(request)
+    targets = audit_targets(request, matrix)
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    targets = audit_targets(request)
-    settings = AuditSettings(
-        threshold=request.refuse,
-        allowlist=_allowlist(request.allowlist, now.date()),
-        security_mirror=request.security_mirror,
-        advisories=_advisories(request, targets),
-        now=now.isoformat(),
-    )
+    settings, indexes = security_policy(matrix, now, _advisories(request, targets))
     RunFolder.check_writable(request.results)
     engine = docker.open_engine()
     for check in checks:
@@ -83,5 +119,4 @@ def open_audit(
     key = results_key()
     facts = RunFacts(images=[t.reference for t in targets], sealed_with_key=key is not None)
     folder = RunFolder.begin(request.results, "audit", engine.info(), facts, seal_key=key)
-    indexes = SecurityIndexes(request.security_keyring)
     return AuditPorts(engine, EngineContents(engine), indexes, folder, events), settings, targets

@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 
 from imagekit.errors import AuditFailedError
+from imagekit.kernel.json import JsonObject
 from imagekit.kernel.records import AuditRecord, Verdict
 from imagekit.kernel.text import table
 from imagekit.kernel.vocabulary import FindingVerdict
@@ -19,6 +20,11 @@ def audit_table(records: Mapping[str, AuditRecord]) -> str:
         index = f"{r.security_index.suite} ({r.security_index.date})"
         rows.append([name, r.status.value, str(len(r.pending_fixes)), str(len(refused)), index])
     return table(["image", "audit", "pending fixes", "refused", "security index"], rows)
+
+
+def audit_document(records: Mapping[str, AuditRecord], run_id: str) -> JsonObject:
+    """What `imagekit audit --json` prints: the run, and each image's audit record."""
+    return {"run_id": run_id, "images": {n: {"audit": r.to_json()} for n, r in records.items()}}
 
 
 def failure_lines(record: AuditRecord) -> list[str]:
@@ -60,6 +66,6 @@ def audit_failure(records: Mapping[str, AuditRecord]) -> AuditFailedError | None
     return AuditFailedError(
         f"{len(failed)} of {len(records)} images fail the audit:\n  " + "\n  ".join(lines),
         "bootstrap the base again (imagekit base bootstrap takes the security suite's fixes)"
-        " and rebuild on it; accept a finding with no fix yet in --allowlist, with its reason"
-        " and expiry",
+        " and rebuild on it; accept a finding with no fix yet in the file the matrix's"
+        " security.allowlist names, with its reason and expiry",
     )

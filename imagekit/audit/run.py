@@ -18,6 +18,7 @@ from imagekit.audit.findings import Finding
 from imagekit.audit.policy import Judgement, judge
 from imagekit.audit.ports import AuditPorts, IndexState
 from imagekit.audit.release import distro, security_suite
+from imagekit.audit.report import junit
 from imagekit.audit.settings import AuditSettings, AuditTarget
 from imagekit.errors import InputError
 from imagekit.events import Event, EventKind
@@ -124,5 +125,7 @@ class AuditRun:
         return record
 
     def execute(self, targets: Sequence[AuditTarget]) -> dict[str, AuditRecord]:
-        """Every target audited, in order."""
-        return {t.name: self.audit(t) for t in targets}
+        """Every target audited, in order; then audit-junit.xml of them all."""
+        records = {t.name: self.audit(t) for t in targets}
+        self.ports.store.write_report("audit-junit.xml", junit(records, self.ports.store.run_id))
+        return records

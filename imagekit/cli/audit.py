@@ -12,14 +12,12 @@ def audit(request: AuditCommand) -> None:
     """Audit the images, print each one's outcome, exit 9 when one fails the threshold."""
     from imagekit.adapters.auditing import open_audit
     from imagekit.adapters.progress import PlainView
-    from imagekit.audit.report import audit_failure, audit_table, junit
+    from imagekit.audit.report import audit_document, audit_failure, audit_table
     from imagekit.audit.run import AuditRun
 
     ports, settings, targets = open_audit(request, [note_leftovers], PlainView())
     records, folder = AuditRun(ports, settings).execute(targets), ports.store
-    folder.write_report("audit-junit.xml", junit(records, folder.run_id))
-    images = {name: {"audit": r.to_json()} for name, r in records.items()}
-    show(request.json, {"run_id": folder.run_id, "images": images}, audit_table(records))
+    show(request.json, audit_document(records, folder.run_id), audit_table(records))
     say(f"results: {folder.root}")
     if (error := audit_failure(records)) is not None:
         raise error

@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from imagekit.kernel.json import JsonObject
-from imagekit.kernel.vocabulary import Flavour, Platform
+from imagekit.kernel.vocabulary import Flavour, Platform, Threshold
 
 SCHEMA_VERSION = 1
 
@@ -193,6 +193,41 @@ class Exclusion(Selector):
     reason: Text
 
 
+class SecuritySpec(_Strict):
+    """What `imagekit audit` and the publish gate refuse (docs/how-to/audit.md)."""
+
+    refuse: Annotated[
+        Threshold, WithJsonSchema({"enum": [t.value for t in Threshold], "type": "string"})
+    ] = Field(
+        default=Threshold.ANY_FIX,
+        description=(
+            "What fails an image: any-fix (a pending fix of any severity: a rebuild takes it), "
+            "critical, high, medium or low (a finding of that severity or worse), or none."
+        ),
+    )
+    allowlist: Text | None = Field(
+        default=None,
+        description=(
+            "A YAML file of accepted findings, relative to this file: a list of id, package, "
+            "reason and expires (YYYY-MM-DD). No reason, or past its expiry: bad input."
+        ),
+    )
+    mirror: Text | None = Field(
+        default=None,
+        description=(
+            "Read the security suite (SUITE-security) from this mirror instead of the "
+            "distribution's own (security.debian.org, security.ubuntu.com)."
+        ),
+    )
+    keyring: Text | None = Field(
+        default=None,
+        description=(
+            "The keyring that signs the mirror's suites, relative to this file (default: the "
+            "distribution's archive keyring)."
+        ),
+    )
+
+
 class MatrixFile(_Strict):
     """matrix.yaml: the images a team publishes."""
 
@@ -220,6 +255,7 @@ class MatrixFile(_Strict):
     releases: Annotated[list[Entry], Field(min_length=1)]
     latest: Latest
     exclude: list[Exclusion] = Field(default_factory=list)
+    security: SecuritySpec = Field(default_factory=SecuritySpec)
 
 
 def json_schema() -> JsonObject:

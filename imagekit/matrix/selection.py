@@ -31,6 +31,14 @@ class Selection:
 
         return load_matrix(self.matrix)
 
+    def beside(self, images: tuple[str, ...]) -> None:
+        """Refuse --only and --flavour beside images named: they pick images of the matrix."""
+        if images and (self.only or self.flavour):
+            raise InputError(
+                "--only and --flavour pick images of the matrix, not those named",
+                "name the images, or use --only/--flavour without them",
+            )
+
     def plans(self, loaded: Matrix | None = None, *, allow_empty: bool = False) -> list[ImagePlan]:
         """The selected plans of the matrix."""
         matrix = loaded or self.load()

@@ -57,12 +57,7 @@ class VerifyCommand:
     json: Annotated[bool, JSON] = False
 
     def __post_init__(self) -> None:
-        if self.images and (self.selection.only or self.selection.flavour):
-            raise InputError(
-                "--only and --flavour pick images of the matrix; they do not apply to images "
-                "named on the command line",
-                "name the images, or use --only/--flavour without them",
-            )
+        self.selection.beside(self.images)
 
 
 @dataclass(frozen=True)

@@ -93,11 +93,14 @@ def mirror(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mirror]:
             subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "all"], check=False)
 
 
-def run_audit(demo_build: DemoBuild, mirror: Mirror, *extra: str) -> tuple[int, dict, str]:
+def run_audit(demo_build: DemoBuild, mirror: Mirror, security: str = "") -> tuple[int, dict, str]:
+    """Audit the demo's slim with a matrix whose `security:` section reads the test's mirror."""
+    matrix = mirror.root.parent / "matrix.yaml"
+    section = f"security: {{mirror: {mirror.url}, keyring: {mirror.keyring}{security}}}\n"
+    matrix.write_text(demo_build.matrix.read_text() + "\n" + section)
     done = imagekit(
-        "audit", "--matrix", str(demo_build.matrix), "--only", SLIM,
-        "--security-mirror", mirror.url, "--security-keyring", str(mirror.keyring),
-        "--results", str(demo_build.results), "--json", *extra,
+        "audit", "--matrix", str(matrix), "--only", SLIM,
+        "--results", str(demo_build.results), "--json",
     )  # fmt: skip
     data = json.loads(done.stdout) if done.stdout.strip() else {}
     return done.code, data, done.stderr
@@ -127,6 +130,24 @@ def test_a_fix_the_suite_has_and_the_image_lacks_fails_the_audit_and_is_recorded
     written = json.loads((run / "images" / f"{SLIM}.json").read_text())
     assert written["audit"] == record and written["audit_seal"]["digest"].startswith("sha256:")
     assert 'failures="1"' in (run / "audit-junit.xml").read_text()
+
+
+def test_the_matrix_security_section_decides_what_fails(
+    demo_build: DemoBuild, mirror: Mirror
+) -> None:
+    mirror.publish(NEWER_SSL)
+    code, data, stderr = run_audit(demo_build, mirror, ", refuse: none")
+    assert code == 0, stderr
+    [finding] = data["images"][SLIM]["audit"]["findings"]
+    assert finding["verdict"] == "noted"
+    # An accepted finding that has a fix is no exception any more: a rebuild takes the fix.
+    (mirror.root.parent / "accepted.yaml").write_text(
+        "- id: openssl@99:3.0.0-1\n  package: libssl3\n  reason: waiting for the rebuild\n"
+        "  expires: 2099-01-01\n"
+    )
+    code, data, stderr = run_audit(demo_build, mirror, ", allowlist: accepted.yaml")
+    assert code == 9, stderr
+    assert f"allowlist outdated: {mirror.root.parent / 'accepted.yaml'}:1" in stderr
 
 
 def test_an_image_with_nothing_newer_in_the_suite_passes(

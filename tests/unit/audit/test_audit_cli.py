@@ -21,17 +21,25 @@ def _no_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nobody.sock")
 
 
-def audit(tmp_path: Path, *args: str) -> tuple[int, str]:
+def audit(tmp_path: Path, *args: str, matrix: Path = CPU) -> tuple[int, str]:
     result = CliRunner().invoke(
-        app, ["audit", "--matrix", str(CPU), "--results", str(tmp_path / "results"), *args]
+        app, ["audit", "--matrix", str(matrix), "--results", str(tmp_path / "results"), *args]
     )
     return result.exit_code, result.stderr
+
+
+def with_security(tmp_path: Path, section: str) -> Path:
+    """The CPU example with a `security:` section."""
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(CPU.read_text() + "\nsecurity:\n" + section)
+    return matrix
 
 
 def test_an_allowlist_entry_without_a_reason_is_refused_at_its_line(tmp_path: Path) -> None:
     allowlist = tmp_path / "accepted.yaml"
     allowlist.write_text("- id: CVE-2026-1\n  package: zlib1g\n  expires: 2099-01-01\n")
-    code, said = audit(tmp_path, "--allowlist", str(allowlist))
+    matrix = with_security(tmp_path, "  allowlist: accepted.yaml\n")
+    code, said = audit(tmp_path, matrix=matrix)
     assert code == 2, said
     assert f"{allowlist}:1:3: no reason: say why it is accepted" in said
     assert "nothing was audited" in said and "Traceback" not in said
@@ -43,7 +51,7 @@ def test_an_expired_allowlist_entry_is_refused(tmp_path: Path) -> None:
     allowlist.write_text(
         "- id: CVE-2020-1\n  package: zlib1g\n  reason: old\n  expires: 2021-01-01\n"
     )
-    code, said = audit(tmp_path, "--allowlist", str(allowlist))
+    code, said = audit(tmp_path, matrix=with_security(tmp_path, "  allowlist: accepted.yaml\n"))
     assert code == 2 and f"{allowlist}:4:12: CVE-2020-1 in zlib1g expired on 2021-01-01" in said
 
 
@@ -63,9 +71,18 @@ def test_a_scanner_report_needs_one_image(tmp_path: Path) -> None:
     assert code == 2 and "--scanner-report is about one image, and 2 are audited" in said
 
 
-def test_an_unknown_threshold_is_a_usage_error(tmp_path: Path) -> None:
-    code, said = audit(tmp_path, "--refuse", "severe")
-    assert code == 2 and "severe" in said
+def test_a_missing_allowlist_names_the_matrix_key(tmp_path: Path) -> None:
+    matrix = with_security(tmp_path, "  allowlist: gone.yaml\n")
+    code, said = audit(tmp_path, matrix=matrix)
+    assert code == 2 and f"{matrix}: security.allowlist gone.yaml: no readable file" in said
+
+
+def test_an_unknown_threshold_is_refused_at_its_place_in_the_matrix(tmp_path: Path) -> None:
+    matrix = with_security(tmp_path, "  refuse: severe\n")
+    code, said = audit(tmp_path, matrix=matrix)
+    lines = len(CPU.read_text().splitlines())
+    assert code == 2 and f"{matrix}:{lines + 3}:11: security.refuse" in said, said
+    assert "'high'" in said
 
 
 def test_with_good_input_the_engine_is_asked_and_its_absence_is_exit_3(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from imagekit.build.requests import (
 from imagekit.cli import common, options
 from imagekit.doctor.requests import DoctorRequest
 from imagekit.kernel.runtime import GpuChoice
-from imagekit.kernel.vocabulary import Flavour, Platform, Threshold
+from imagekit.kernel.vocabulary import Flavour, Platform
 from imagekit.matrix.requests import (
     CheckRequest,
     CompatRequest,
@@ -490,30 +490,18 @@ def case_audit(f: Files) -> Line:
         [
             "audit",
             *select_args(f, "slim"),
-            "--refuse",
-            "high",
-            "--allowlist",
-            str(f.out / "accepted.yaml"),
             "--osv",
             str(f.out / "all.zip"),
             "--scanner-report",
             str(f.out / "trivy.json"),
-            "--security-mirror",
-            "http://mirror.example/debian-security",
-            "--security-keyring",
-            str(f.keys),
             "--results",
             str(f.results),
             "--json",
         ],
         AuditCommand(
             selection=selection(f, "slim"),
-            refuse=Threshold.HIGH,
-            allowlist=f.out / "accepted.yaml",
             osv=f.out / "all.zip",
             scanner_report=f.out / "trivy.json",
-            security_mirror="http://mirror.example/debian-security",
-            security_keyring=f.keys,
             results=f.results,
             json=True,
         ),
