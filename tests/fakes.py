@@ -19,6 +19,9 @@ import pytest
 
 from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.results import RunFolder
+from imagekit.audit.debian import Offered
+from imagekit.audit.ports import ImageContents, IndexState
+from imagekit.audit.release import ReleaseFacts, SecuritySuite
 from imagekit.build.ports import ContextWriter
 from imagekit.errors import GpuUnavailableError, RegistryError
 from imagekit.events import Event
@@ -26,15 +29,26 @@ from imagekit.kernel.engine import Engine, EngineInfo, Layer, LocalImage
 from imagekit.kernel.json import JsonObject, JsonValue
 from imagekit.kernel.records import (
     LEVELS,
+    AuditFinding,
+    AuditRecord,
     Check,
     ImageRecord,
     ProbeResult,
+    SecurityIndexRecord,
     Status,
     Timings,
+    Verdict,
     VerifyRecord,
 )
 from imagekit.kernel.store import ContextFile, RunStore
-from imagekit.kernel.vocabulary import AttestationState
+from imagekit.kernel.vocabulary import (
+    AttestationState,
+    Ecosystem,
+    FindingOrigin,
+    FindingVerdict,
+    Severity,
+    Threshold,
+)
 from imagekit.publish.ports import (
     AttestationReader,
     Attested,
@@ -507,3 +521,86 @@ def counting_file_sha256(monkeypatch: pytest.MonkeyPatch, module: ModuleType) ->
 
     monkeypatch.setattr(module, "file_sha256", counted)
     return hashed
+
+
+# The audit's world ------------------------------------------------------------------------
+
+OS_RELEASE = (
+    'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'
+    "VERSION_CODENAME=bookworm\n"
+)
+STATUS = """\
+Package: libssl3
+Status: install ok installed
+Architecture: amd64
+Source: openssl
+Version: 3.0.20-1~deb12u2
+
+Package: tzdata
+Status: install ok installed
+Architecture: all
+Version: 2026f-0+deb12u1
+"""
+
+
+class FakeContents:
+    """An image's files as an audit reads them: Debian 12 with these dpkg records."""
+
+    def __init__(self, status: str = STATUS, python: Mapping[str, str] | None = None) -> None:
+        self.status, self.python = status, dict(python or {"setuptools": "69.0.0"})
+        self.read: list[str] = []
+
+    def contents(self, image: str) -> ImageContents:
+        self.read.append(image)
+        return ImageContents(OS_RELEASE, self.status, self.python)
+
+
+class FakeIndexes:
+    """A security suite that offers these packages."""
+
+    def __init__(self, offered: dict[str, Offered]) -> None:
+        self.offered = offered
+        self.asked: list[SecuritySuite] = []
+
+    def state(self, suite: SecuritySuite) -> IndexState:
+        self.asked.append(suite)
+        facts = ReleaseFacts("bookworm-security", "Sun, 06 Dec 2026 02:54:29 UTC", "", {})
+        return IndexState(suite, facts, "ab" * 32, self.offered)
+
+
+def audit_record(
+    *pending: tuple[str, str, str],
+    image: str = "sha256:" + "a" * 64,
+    at: str = "2026-12-07T00:00:00+00:00",
+) -> AuditRecord:
+    """An audit of `image` at any-fix, each (package, installed, fixed) a refused fix."""
+    findings = tuple(
+        AuditFinding(
+            id=f"{package}@{fixed}",
+            package=package,
+            installed=installed,
+            fixed=fixed,
+            severity=Severity.UNKNOWN,
+            origin=FindingOrigin.SECURITY_INDEX,
+            ecosystem=Ecosystem.OS,
+            source=package,
+            verdict=FindingVerdict.REFUSED,
+        )
+        for package, installed, fixed in pending
+    )
+    index = SecurityIndexRecord(
+        suite="bookworm-security", url="http://x/InRelease", date="d", packages_sha256="s"
+    )
+    return AuditRecord(
+        image_id=image,
+        reference="r",
+        audited_at=at,
+        distro="debian-12",
+        security_index=index,
+        threshold=Threshold.ANY_FIX,
+        status=Verdict.of(not findings),
+        os_packages=166,
+        python_packages=40,
+        sources=("security-index",),
+        findings=findings,
+    )

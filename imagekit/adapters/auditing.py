@@ -17,13 +17,14 @@ from imagekit.adapters.security_index import SecurityIndexes
 from imagekit.audit.allowlist import AllowEntry, parse_allowlist
 from imagekit.audit.findings import Finding
 from imagekit.audit.osv import python_findings, read_osv
-from imagekit.audit.ports import AuditPorts
+from imagekit.audit.ports import AuditPorts, AuditWith
 from imagekit.audit.requests import AuditCommand
 from imagekit.audit.scanners import scanner_findings
 from imagekit.audit.settings import Advisories, AuditSettings, AuditTarget, Matcher
 from imagekit.errors import InputError
 from imagekit.events import EventSink
 from imagekit.kernel.reference import record_name
+from imagekit.kernel.store import RunStore
 from imagekit.matrix.load import Matrix
 from imagekit.matrix.schema import SecuritySpec
 
@@ -54,10 +55,8 @@ def _beside(matrix: Matrix, key: str, named: str) -> Path:
     return path
 
 
-def _allowlist(matrix: Matrix | None, today: dt.date) -> tuple[AllowEntry, ...]:
+def _allowlist(matrix: Matrix, named: str, today: dt.date) -> tuple[AllowEntry, ...]:
     """The entries of the file the matrix's `security.allowlist` names."""
-    if matrix is None or (named := matrix.spec.security.allowlist) is None:
-        return ()
     path = _beside(matrix, "allowlist", named)
     try:
         text = path.read_text(encoding="utf-8")
@@ -89,17 +88,39 @@ def security_policy(
 ) -> tuple[AuditSettings, SecurityIndexes]:
     """What the matrix's `security:` section asks of an audit (the defaults without a matrix),
     and the reader of the security index it names; its files are read and checked here."""
-    security = matrix.spec.security if matrix is not None else SecuritySpec()
+    security = (matrix.spec.security if matrix is not None else None) or SecuritySpec()
+    allowlist: tuple[AllowEntry, ...] = ()
+    keyring = None
+    if matrix is not None and security.allowlist:
+        allowlist = _allowlist(matrix, security.allowlist, now.date())
+    if matrix is not None and security.keyring:
+        keyring = _beside(matrix, "keyring", security.keyring)
     settings = AuditSettings(
         threshold=security.refuse,
-        allowlist=_allowlist(matrix, now.date()),
+        allowlist=allowlist,
         security_mirror=security.mirror,
         advisories=advisories or Advisories(),
         now=now.isoformat(),
     )
-    named = security.keyring
-    keyring = _beside(matrix, "keyring", named) if matrix is not None and named else None
     return settings, SecurityIndexes(keyring)
+
+
+def gate_audit(
+    matrix: Matrix, now: dt.datetime
+) -> Callable[[DockerEngine, RunStore, EventSink], AuditWith] | None:
+    """The audit publish's gate runs when the matrix has a `security:` section: its files are
+    checked now, and it is wired once the engine and the run folder are there; None without
+    the section."""
+    if matrix.spec.security is None:
+        return None
+    settings, indexes = security_policy(matrix, now)
+
+    def wired(engine: DockerEngine, store: RunStore, events: EventSink) -> AuditWith:
+        return AuditWith(
+            AuditPorts(engine, EngineContents(engine), indexes, store, events), settings
+        )
+
+    return wired
 
 
 def open_audit(

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from imagekit.audit.debian import Offered
 from imagekit.audit.release import ReleaseFacts, SecuritySuite
+from imagekit.audit.settings import AuditSettings
 from imagekit.events import EventSink
 from imagekit.kernel.engine import Engine
 from imagekit.kernel.store import RunStore
@@ -58,3 +59,12 @@ class AuditPorts:
     indexes: SecurityIndexSource
     store: RunStore
     events: EventSink
+
+
+@dataclass(frozen=True)
+class AuditWith:
+    """An audit made ready for another use case to run (publish's gate): its ports and what
+    it is asked."""
+
+    ports: AuditPorts
+    settings: AuditSettings

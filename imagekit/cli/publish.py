@@ -22,7 +22,7 @@ def publish(request: PublishCommand) -> None:
     selected = request.selection.plans(matrix)
     groups = image_groups(selected, matrix.plans, partial=settings.mode.partial)
     RunFolder.check_writable(request.results)
-    ports, engine = publish_ports(request, PlainView(), note_leftovers)
+    ports, engine = publish_ports(request, matrix, PlainView(), note_leftovers)
     outcome = publish_images(settings, groups, ports, engine)
     data = {"run_id": ports.store.run_id, "images": [r.to_json() for r in outcome.records]}
     show(request.json, data, publish_table(outcome.records))

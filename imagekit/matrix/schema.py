@@ -255,7 +255,14 @@ class MatrixFile(_Strict):
     releases: Annotated[list[Entry], Field(min_length=1)]
     latest: Latest
     exclude: list[Exclusion] = Field(default_factory=list)
-    security: SecuritySpec = Field(default_factory=SecuritySpec)
+    security: SecuritySpec | None = Field(
+        default=None,
+        description=(
+            "What `imagekit audit` refuses, and with it the publish gate: a matrix that has this "
+            "section publishes only images whose audit passes. Without it, audit takes the "
+            "defaults and publish does not audit."
+        ),
+    )
 
 
 def json_schema() -> JsonObject:

@@ -3,7 +3,9 @@
 Only results recorded for the same image id count, and only records whose integrity seal
 holds (`kernel/integrity.py`: a record edited after verify wrote it is refused); every required
 probe must have passed there; and the versions a tag names must equal the versions the
-probes saw inside the image. `--force` overrides the gate and is recorded.
+probes saw inside the image; with a matrix `security:` section, the image's audit must pass
+(no pending fix or finding at the threshold that the allowlist does not accept). `--force`
+overrides the gate and is recorded.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from imagekit.audit.report import failure_lines
 from imagekit.kernel.publish_records import Evidence
-from imagekit.kernel.records import LevelState, Status, Verdict, VerifyRecord
+from imagekit.kernel.records import AuditRecord, LevelState, Status, Verdict, VerifyRecord
 from imagekit.matrix.plan import ImagePlan, tag_problem
 from imagekit.verify.agreement import Identity, disagreements
 
@@ -49,6 +52,10 @@ class Problem(Enum):
     LEVEL = "verify where the level can be reached (the gpu level: on a GPU machine)"
     INTEGRITY = "verify again: a record changed after verify wrote it is never trusted"
     TAG = "fix the matrix entry (its versions) or the image, rebuild, and verify again"
+    SECURITY = (
+        "bootstrap the base again (it takes the security suite's fixes), rebuild on it and "
+        "verify; accept a finding with no fix yet in security.allowlist, with its reason"
+    )
 
 
 def remedy(kinds: Sequence[Problem]) -> str:
@@ -112,11 +119,13 @@ def decide(
     *,
     force: bool = False,
     also_named: Sequence[str] = (),
+    audit: AuditRecord | None = None,
 ) -> GateDecision:
     """May `image_id` be published as `plan`? `records` are verify records of any images,
     newest first. `also_named`: other digests of the same image (a registry's manifest and
     index digests beside its config digest), for records made on an engine that names images
-    by those (the containerd store)."""
+    by those (the containerd store). `audit`: the image's audit, run for the gate (a matrix
+    with a `security:` section); one that failed refuses, naming each finding."""
     for tag in (plan.tag, *plan.aliases):
         if (problem := tag_problem(tag)) is not None:
             return GateDecision(False, (problem,))  # never overridable: the push would fail
@@ -147,6 +156,10 @@ def decide(
                 wrong = disagreements(Identity.from_cell(plan.cell), env.facts, "tag")
                 reasons += wrong
                 kinds += [Problem.TAG] * len(wrong)
+    if audit is not None and audit.status is Verdict.FAIL:
+        found = failure_lines(audit)
+        reasons.append(f"security: {len(found)} findings at {audit.threshold}: " + "; ".join(found))
+        kinds.append(Problem.SECURITY)
     if reasons and force:
         overridden = GateEvidence(image_id, force, verify_run, tuple(reasons))
         return GateDecision(True, tuple(reasons), overridden, None)

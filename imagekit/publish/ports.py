@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from imagekit.audit.ports import AuditWith
 from imagekit.events import EventSink
 from imagekit.kernel.json import JsonObject, JsonValue
 from imagekit.kernel.publish_records import Evidence
@@ -162,3 +163,4 @@ class PublishPorts:
     events: EventSink
     sbom: SbomMaker
     signer: Signer | None = None  # None: publish unsigned
+    audit: AuditWith | None = None  # the gate's audit: the matrix has a `security:` section

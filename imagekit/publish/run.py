@@ -1,7 +1,8 @@
 """The use case of `imagekit publish`: gate, immutable versioned tags, moving aliases, records.
 
 For each image: the local image must exist and pass the gate (verify results for
-this exact image id, tags equal to the probed facts); its versioned tag must not
+this exact image id, tags equal to the probed facts; and, when the matrix has a `security:`
+section, an audit against the security index, run now); its versioned tag must not
 exist on the registry with other content (same content: a no-op); then every tag
 is pushed, its digest read back from the registry, a package manifest and a
 CycloneDX SBOM of the whole image written, and everything recorded in
@@ -21,10 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
+from imagekit.audit.run import AuditRun
+from imagekit.audit.settings import AuditTarget
 from imagekit.errors import EngineError, ImagekitError, RegistryError
 from imagekit.kernel.engine import Engine
 from imagekit.kernel.json import JsonObject
 from imagekit.kernel.publish_records import PublishRecord, PublishStatus, TagRecord
+from imagekit.kernel.records import AuditRecord
 from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.attest_run import UNSIGNED, sign_and_attest
@@ -128,6 +132,8 @@ class LocalPush:
         self.settings = settings
         self.log = log
         self.engine_errors: list[EngineError] = []  # refusals that failed an image
+        # The gate's audit, recorded in this run's folder beside the publish record.
+        self.auditor = AuditRun(ports.audit.ports, ports.audit.settings) if ports.audit else None
 
     def publish(self, groups: Sequence[ImageGroup]) -> list[PublishRecord]:
         """Publish each image (`multiarch.image_groups`) as this mode does."""
@@ -151,7 +157,10 @@ class LocalPush:
         if local is None:
             why = f"{plan.reference} is not built here"
             return PublishRecord(name=plan.name, status=PublishStatus.REFUSED, reasons=(why,))
-        decision = decide(plan, local.id, self.ports.evidence, force=self.settings.force)
+        audit = self.auditor.audit(AuditTarget(plan.name, plan.reference)) if self.auditor else None
+        decision = decide(
+            plan, local.id, self.ports.evidence, force=self.settings.force, audit=audit
+        )
         forced = bool(decision.reasons) and decision.allowed
         pushed = Pushed(PublishStatus.REFUSED)
         if decision.allowed:
@@ -165,10 +174,16 @@ class LocalPush:
                 forced=forced,
                 tags=pushed.tags,
             )
-        return self._inventoried(plan, local.id, decision, pushed, forced)
+        return self._inventoried(plan, local.id, decision, pushed, forced, audit)
 
     def _inventoried(
-        self, plan: ImagePlan, image_id: str, decision: GateDecision, pushed: Pushed, forced: bool
+        self,
+        plan: ImagePlan,
+        image_id: str,
+        decision: GateDecision,
+        pushed: Pushed,
+        forced: bool,
+        audit: AuditRecord | None,
     ) -> PublishRecord:
         """The record of an image on the registry: its package manifest and SBOM written,
         its digest signed (with a signer)."""
@@ -181,7 +196,7 @@ class LocalPush:
             # failed is repaired by running it again, and a check accepts any signature by the
             # key.
             passing = [decision.passing] if decision.passing is not None else []
-            attested = sign_and_attest(self.ports.signer, repository, digest, passing, sbom)
+            attested = sign_and_attest(self.ports.signer, repository, digest, passing, sbom, audit)
         return PublishRecord(
             name=plan.name,
             status=attested.status(pushed.status),

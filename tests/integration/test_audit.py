@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import DemoBuild, imagekit
+from tests.integration.engines import running_registry
 
 pytestmark = pytest.mark.integration
 
@@ -93,13 +94,18 @@ def mirror(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mirror]:
             subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "all"], check=False)
 
 
-def run_audit(demo_build: DemoBuild, mirror: Mirror, security: str = "") -> tuple[int, dict, str]:
-    """Audit the demo's slim with a matrix whose `security:` section reads the test's mirror."""
+def secured(demo_build: DemoBuild, mirror: Mirror, security: str = "") -> Path:
+    """The demo matrix with a `security:` section that reads the test's mirror."""
     matrix = mirror.root.parent / "matrix.yaml"
     section = f"security: {{mirror: {mirror.url}, keyring: {mirror.keyring}{security}}}\n"
     matrix.write_text(demo_build.matrix.read_text() + "\n" + section)
+    return matrix
+
+
+def run_audit(demo_build: DemoBuild, mirror: Mirror, security: str = "") -> tuple[int, dict, str]:
+    """Audit the demo's slim, its `security:` section reading the test's mirror."""
     done = imagekit(
-        "audit", "--matrix", str(matrix), "--only", SLIM,
+        "audit", "--matrix", str(secured(demo_build, mirror, security)), "--only", SLIM,
         "--results", str(demo_build.results), "--json",
     )  # fmt: skip
     data = json.loads(done.stdout) if done.stdout.strip() else {}
@@ -179,3 +185,39 @@ def test_an_unreachable_suite_is_engine_trouble_naming_the_url(
     code, _, stderr = run_audit(demo_build, gone)
     assert code == 3, stderr
     assert "http://127.0.0.1:9/dists/bookworm-security/InRelease" in stderr
+
+
+def test_publish_refuses_an_image_lacking_a_fix_naming_it_and_force_is_recorded(
+    demo_verify: dict, demo_build: DemoBuild, mirror: Mirror, tmp_path: Path
+) -> None:
+    """The gate of a matrix with a `security:` section audits each image as it publishes (a
+    dry run: everything is checked, nothing pushed)."""
+    matrix = secured(demo_build, mirror)
+
+    def publish(*extra: str) -> tuple[int, dict, str]:
+        done = imagekit(
+            "publish", "--matrix", str(matrix), "--only", SLIM, "--registry", registry,
+            "--results", str(demo_build.results), "--dry-run", "--json", *extra,
+        )  # fmt: skip
+        return done.code, json.loads(done.stdout) if done.stdout.strip() else {}, done.stderr
+
+    with running_registry(tmp_path / "registry") as registry:
+        mirror.publish(NEWER_SSL)
+        code, data, stderr = publish()
+        assert code == 6, stderr
+        [record] = data["images"]
+        assert record["status"] == "refused"
+        assert record["reasons"][0].startswith("security: 1 findings at any-fix: libssl3 3.0.")
+        assert "-> 99:3.0.0-1" in record["reasons"][0]
+        assert "bootstrap the base again" in record["reasons"][-1]
+        run = demo_build.results / data["run_id"]
+        kept = json.loads((run / "images" / f"{SLIM}.json").read_text())
+        assert kept["audit"]["status"] == "fail" and kept["audit_seal"]
+        code, data, stderr = publish("--force")
+        assert code == 0, stderr
+        [record] = data["images"]
+        assert record["status"] == "dry-run" and record["forced"]
+        mirror.publish(NOTHING_NEWER)
+        code, data, stderr = publish()
+        assert code == 0, stderr
+        assert data["images"][0]["status"] == "dry-run" and not data["images"][0]["forced"]

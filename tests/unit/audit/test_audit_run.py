@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -13,8 +12,7 @@ import pytest
 from imagekit.audit.allowlist import AllowEntry
 from imagekit.audit.debian import Offered
 from imagekit.audit.findings import Finding
-from imagekit.audit.ports import AuditPorts, ImageContents, IndexState
-from imagekit.audit.release import ReleaseFacts, SecuritySuite
+from imagekit.audit.ports import AuditPorts
 from imagekit.audit.report import audit_failure, junit
 from imagekit.audit.run import AuditRun
 from imagekit.audit.settings import Advisories, AuditSettings, AuditTarget
@@ -28,47 +26,17 @@ from imagekit.kernel.vocabulary import (
     Severity,
     Threshold,
 )
-from tests.fakes import Events, FakeEngine, image_id, store
-
-OS_RELEASE = (
-    'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'
-    "VERSION_CODENAME=bookworm\n"
+from tests.fakes import (
+    Events,
+    FakeContents,
+    FakeEngine,
+    FakeIndexes,
+    image_id,
+    store,
 )
-STATUS = """\
-Package: libssl3
-Status: install ok installed
-Architecture: amd64
-Source: openssl
-Version: 3.0.20-1~deb12u2
 
-Package: tzdata
-Status: install ok installed
-Architecture: all
-Version: 2026f-0+deb12u1
-"""
 SLIM = "2.13.0-cpu-py3.11-slim"
 REFERENCE = f"imagekit/pytorch:{SLIM}"
-
-
-class Contents:
-    def __init__(self, status: str = STATUS, python: Mapping[str, str] | None = None) -> None:
-        self.status, self.python = status, dict(python or {"setuptools": "69.0.0"})
-        self.read: list[str] = []
-
-    def contents(self, image: str) -> ImageContents:
-        self.read.append(image)
-        return ImageContents(OS_RELEASE, self.status, self.python)
-
-
-class Indexes:
-    def __init__(self, offered: dict[str, Offered]) -> None:
-        self.offered = offered
-        self.asked: list[SecuritySuite] = []
-
-    def state(self, suite: SecuritySuite) -> IndexState:
-        self.asked.append(suite)
-        facts = ReleaseFacts("bookworm-security", "Sun, 06 Dec 2026 02:54:29 UTC", "", {})
-        return IndexState(suite, facts, "ab" * 32, self.offered)
 
 
 FIXED_SSL = {"libssl3:amd64": Offered("libssl3", "3.0.22-1~deb12u2", "amd64", "openssl")}
@@ -78,12 +46,12 @@ def audit(
     tmp_path: Path,
     offered: dict[str, Offered],
     settings: AuditSettings | None = None,
-    contents: Contents | None = None,
-) -> tuple[AuditRecord, Path, Indexes]:
+    contents: FakeContents | None = None,
+) -> tuple[AuditRecord, Path, FakeIndexes]:
     engine = FakeEngine()
     engine.add(REFERENCE, image_id("slim"))
-    folder, indexes = store(tmp_path), Indexes(offered)
-    ports = AuditPorts(engine, contents or Contents(), indexes, folder, Events())
+    folder, indexes = store(tmp_path), FakeIndexes(offered)
+    ports = AuditPorts(engine, contents or FakeContents(), indexes, folder, Events())
     run = AuditRun(ports, settings or AuditSettings(now="2026-12-07T12:00:00+00:00"))
     record = run.audit(AuditTarget(SLIM, REFERENCE))
     return record, folder.root, indexes
@@ -194,8 +162,8 @@ def test_the_failure_names_each_package_and_the_remedy_and_junit_fails_the_image
 
 
 def test_an_image_the_engine_lacks_is_bad_input_and_nothing_is_read(tmp_path: Path) -> None:
-    contents = Contents()
-    ports = AuditPorts(FakeEngine(), contents, Indexes({}), store(tmp_path), Events())
+    contents = FakeContents()
+    ports = AuditPorts(FakeEngine(), contents, FakeIndexes({}), store(tmp_path), Events())
     with pytest.raises(InputError, match="is not in the engine"):
         AuditRun(ports, AuditSettings()).audit(AuditTarget(SLIM, REFERENCE))
     assert contents.read == []

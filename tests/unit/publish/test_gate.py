@@ -23,7 +23,7 @@ from imagekit.matrix.plan import ImagePlan, retarget
 from imagekit.publish.gate import Problem, decide, remedy
 from imagekit.publish.run import candidate_tag
 from imagekit.verify.agreement import Identity, disagreements
-from tests.fakes import FakePushClient, verify_record
+from tests.fakes import FakePushClient, audit_record, verify_record
 
 ROOT = Path(__file__).resolve().parents[3]
 IMAGE = "sha256:" + "a" * 64
@@ -282,3 +282,27 @@ def test_every_refusal_ends_with_what_to_do_about_its_reasons(plan: ImagePlan) -
     assert decide(plan, IMAGE, [record()]).reasons == ()
     forced = decide(plan, IMAGE, [], force=True)
     assert not any(r.startswith("to publish it") for r in forced.reasons)
+
+
+def test_an_image_whose_audit_failed_is_refused_naming_each_package_and_the_rebuild(
+    plan: ImagePlan,
+) -> None:
+    audit = audit_record(("libssl3", "3.0.20-1~deb12u2", "3.0.22-1~deb12u2"))
+    decision = decide(plan, IMAGE, [record()], audit=audit)
+    assert not decision.allowed
+    assert decision.reasons[0] == (
+        "security: 1 findings at any-fix: libssl3 3.0.20-1~deb12u2 -> 3.0.22-1~deb12u2 "
+        "(libssl3@3.0.22-1~deb12u2, unknown)"
+    )
+    assert decision.reasons[-1] == remedy([Problem.SECURITY])
+    assert "bootstrap the base again" in decision.reasons[-1]
+
+
+def test_a_clean_audit_keeps_the_gate_open_and_force_overrides_a_failed_one(
+    plan: ImagePlan,
+) -> None:
+    assert decide(plan, IMAGE, [record()], audit=audit_record()).allowed
+    failed = audit_record(("zlib1g", "1:1.2.13.dfsg-1", "1:1.2.13.dfsg-1+deb12u1"))
+    forced = decide(plan, IMAGE, [record()], audit=failed, force=True)
+    assert forced.allowed and forced.evidence.forced
+    assert forced.evidence.overridden[0].startswith("security: 1 findings at any-fix: zlib1g")

@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from imagekit.audit.debian import Offered
+from imagekit.audit.ports import AuditPorts, AuditWith
+from imagekit.audit.settings import AuditSettings
 from imagekit.kernel.publish_records import Evidence, PublishStatus
 from imagekit.kernel.records import Status, Timings, VerifyRecord
 from imagekit.kernel.vocabulary import PushFailure
@@ -24,7 +27,9 @@ from tests.fakes import (
     OCI_INDEX,
     OCI_MANIFEST,
     Events,
+    FakeContents,
     FakeEngine,
+    FakeIndexes,
     FakeRegistry,
     FakeSbom,
     image_id,
@@ -83,8 +88,20 @@ class World:
         self.plan = plan
         self.repository = plan.repository
 
+        self.audit: AuditWith | None = None
+
     def ports(self, evidence: list[Evidence]) -> PublishPorts:
-        return PublishPorts(self.registry, self.store, evidence, self.events, FakeSbom())
+        sbom = FakeSbom()
+        return PublishPorts(
+            self.registry, self.store, evidence, self.events, sbom, None, self.audit
+        )
+
+    def audited(self, offered: dict[str, Offered]) -> FakeIndexes:
+        """The gate audits each image against a security suite offering `offered`."""
+        indexes = FakeIndexes(offered)
+        ports = AuditPorts(self.engine, FakeContents(), indexes, self.store, self.events)
+        self.audit = AuditWith(ports, AuditSettings(now="2026-12-07T12:00:00+00:00"))
+        return indexes
 
     def publish(self, evidence: list[Evidence], **options: Any) -> Any:
         chosen = settings(**options)
@@ -105,6 +122,27 @@ def test_an_image_verified_to_pass_is_pushed_under_every_tag_with_its_digest(
     assert written[0]["status"] == "published"
     assert record.sbom_file is not None
     assert json.loads(Path(record.sbom_file).read_text())["components"] == [{"name": "torch"}]
+
+
+def test_with_a_security_section_an_image_lacking_a_fix_is_refused_and_its_audit_kept(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    indexes = world.audited(
+        {"libssl3:amd64": Offered("libssl3", "3.0.22-1~deb12u2", "amd64", "openssl")}
+    )
+    record = world.publish([verified(world.image, slim)])
+    assert record.status is PublishStatus.REFUSED and world.registry.pushed == []
+    assert record.reasons[0].startswith(
+        "security: 1 findings at any-fix: libssl3 3.0.20-1~deb12u2 -> 3.0.22-1~deb12u2"
+    )
+    assert "bootstrap the base again" in record.reasons[-1]
+    assert [s.suite for s in indexes.asked] == ["bookworm-security"]
+    kept = json.loads((world.store.root / "images" / f"{slim.name}.json").read_text())
+    assert kept["audit"]["status"] == "fail" and kept["audit"]["image_id"] == world.image
+    # Nothing newer in the suite: the same image is published.
+    world.audited({})
+    assert world.publish([verified(world.image, slim)]).status is PublishStatus.PUBLISHED
 
 
 def test_an_image_without_evidence_is_refused_and_nothing_is_pushed(
