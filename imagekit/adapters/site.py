@@ -5,6 +5,7 @@ link to under raw/<run-id>/, so the folder is complete on its own (an artifact, 
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def write_site(results_dir: Path, out: Path, threshold: float = 0.2) -> Path:
     runs = read_runs(results_dir, results_key())
     if not any(run.images for run in runs):
         raise InputError(f"no runs under {results_dir}", "run imagekit build or verify first")
-    site = site_model(runs, threshold)
+    site = site_model(runs, threshold, dt.datetime.now(dt.UTC).date())
     for stale in ("image", "raw"):
         shutil.rmtree(out / stale, ignore_errors=True)
     for path, text in render_site(site).items():

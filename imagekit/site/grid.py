@@ -8,7 +8,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from imagekit.kernel.publish_records import PublishRecord
-from imagekit.kernel.records import LEVELS, BuildRecord, Check, LevelState, Status, VerifyRecord
+from imagekit.kernel.records import (
+    LEVELS,
+    AuditRecord,
+    BuildRecord,
+    Check,
+    LevelState,
+    Status,
+    Verdict,
+    VerifyRecord,
+)
 
 
 class CellState(StrEnum):
@@ -48,6 +57,7 @@ class ColumnKind(StrEnum):
     LEVEL = "level"
     PROBE = "probe"
     INSPECTION = "inspection"
+    SECURITY = "security"
     PUBLISH = "publish"
 
 
@@ -59,7 +69,7 @@ class Column:
     @property
     def solo(self) -> bool:
         """A group of its own (verdict, publish): one heading says it."""
-        return self.kind in (ColumnKind.VERDICT, ColumnKind.PUBLISH)
+        return self.kind in (ColumnKind.VERDICT, ColumnKind.SECURITY, ColumnKind.PUBLISH)
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,7 @@ def columns_of(verified: Sequence[VerifyRecord]) -> tuple[Column, ...]:
         Column(ColumnKind.INSPECTION, "structure"),
         Column(ColumnKind.INSPECTION, "labels"),
         Column(ColumnKind.INSPECTION, "size"),
+        Column(ColumnKind.SECURITY, "security"),
         Column(ColumnKind.PUBLISH, "publish"),
     )
 
@@ -151,6 +162,42 @@ def _size_cell(column: Column, size: Size) -> Cell:
     return Cell(column, state, f"{short} ({size.percent}%)", size.text)
 
 
+@dataclass(frozen=True)
+class Security:
+    """An image's newest audit (None: never audited) and the days since it and since the image
+    was built (the last patch), counted to the day the page is made."""
+
+    audit: AuditRecord | None = None
+    audit_run: str = ""
+    days_since_audit: int | None = None
+    days_since_build: int | None = None
+
+    @property
+    def ages(self) -> str:
+        """ "audited 3 days ago, built 10 days ago", as far as known."""
+        parts = []
+        if self.days_since_audit is not None:
+            parts.append(f"audited {_days(self.days_since_audit)}")
+        if self.days_since_build is not None:
+            parts.append(f"built {_days(self.days_since_build)}")
+        return ", ".join(parts)
+
+
+def _days(days: int) -> str:
+    return "today" if days <= 0 else "1 day ago" if days == 1 else f"{days} days ago"
+
+
+def _security_cell(column: Column, security: Security) -> Cell:
+    audit = security.audit
+    if audit is None:
+        return Cell(column, CellState.NOT_RUN, "not audited")
+    state = CellState.PASS if audit.status is Verdict.PASS else CellState.FAIL
+    index = f"{audit.security_index.suite} of {audit.security_index.date}"
+    fixes = [f"{f.package} {f.installed} -> {f.fixed}" for f in audit.pending_fixes]
+    detail = "; ".join([f"run {security.audit_run}", security.ages, index, *fixes])
+    return Cell(column, state, f"{len(audit.pending_fixes)} pending", detail)
+
+
 def _publish_cell(column: Column, publications: Sequence[Publication]) -> Cell:
     if not publications:
         return Cell(column, CellState.NOT_RUN, "not run")
@@ -179,14 +226,20 @@ def _verify_cell(column: Column, verify: VerifyRecord) -> Cell:
 
 
 def cells_of(
-    columns: Sequence[Column], verify: VerifyRecord | None, size: Size, pubs: Sequence[Publication]
+    columns: Sequence[Column],
+    verify: VerifyRecord | None,
+    size: Size,
+    pubs: Sequence[Publication],
+    security: Security,
 ) -> tuple[Cell, ...]:
-    """One image's row: a cell per column, from its newest verify record, size, and its
-    publish records (newest first)."""
+    """One image's row: a cell per column, from its newest verify record, size, its publish
+    records (newest first) and its newest audit."""
     cells = []
     for column in columns:
         if column.name == "size":
             cells.append(_size_cell(column, size))
+        elif column.kind is ColumnKind.SECURITY:
+            cells.append(_security_cell(column, security))
         elif column.kind is ColumnKind.PUBLISH:
             cells.append(_publish_cell(column, pubs))
         elif verify is None:

@@ -1,7 +1,8 @@
 """The figures people watch across runs, as series, and their charts' geometry. Pure.
 
 One series per image and figure (matmul warm ms, TFLOP/s, compile seconds, `import torch`
-seconds, build seconds, image bytes): one point per run that recorded the figure, oldest first.
+seconds, build seconds, image bytes, pending security fixes): one point per run that recorded
+the figure, oldest first.
 A run that did not record a figure adds no point, so a missing figure is absent, never zero.
 The charts are SVG drawn on the server (site/html.py): this module computes where each
 point goes, so the geometry is unit-tested and the page needs no script to draw.
@@ -13,15 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from imagekit.kernel.records import BuildRecord, BuildStatus, VerifyRecord
+from imagekit.kernel.records import AuditRecord, BuildRecord, BuildStatus, VerifyRecord
 from imagekit.verify.summary import HIGHER_IS_BETTER, Change
 
 
 class Source(StrEnum):
-    """Where a figure is read: a probe's metric in a verify record, or a build record."""
+    """Where a figure is read: a probe's metric in a verify record, a build record, or an
+    audit record."""
 
     PROBE = "probe"
     BUILD = "build"
+    AUDIT = "audit"
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ IMPORT_TORCH = Figure("import torch", "s", Source.PROBE, "import_torch_s", "env"
 # Of a build that built: an up-to-date image's "build" is a label lookup, not a build.
 BUILD_TIME = Figure("build", "s", Source.BUILD, "duration_s")
 IMAGE_SIZE = Figure("image size", "bytes", Source.BUILD, "size_bytes")
+# The security fixes an image lacked when it was audited: what a rebuild would take.
+PENDING_FIXES = Figure("security", "pending fixes", Source.AUDIT, "pending_fixes")
 WATCHED: tuple[Figure, ...] = (
     MATMUL_WARM,
     MATMUL_TFLOPS,
@@ -57,6 +62,7 @@ WATCHED: tuple[Figure, ...] = (
     IMPORT_TORCH,
     BUILD_TIME,
     IMAGE_SIZE,
+    PENDING_FIXES,
 )
 
 
@@ -134,7 +140,7 @@ class Series:
 
 
 # The records of one image in one run, oldest run first: what a series is read from.
-Sighting = tuple[str, BuildRecord | None, VerifyRecord | None]
+Sighting = tuple[str, BuildRecord | None, VerifyRecord | None, AuditRecord | None]
 
 
 def _probe_metrics(verify: VerifyRecord | None, probe: str) -> dict[str, float]:
@@ -142,7 +148,10 @@ def _probe_metrics(verify: VerifyRecord | None, probe: str) -> dict[str, float]:
     return dict(result.metrics) if result else {}
 
 
-def _value(figure: Figure, build: BuildRecord | None, verify: VerifyRecord | None) -> float | None:
+def _value(figure: Figure, sighting: Sighting) -> float | None:
+    _, build, verify, audit = sighting
+    if figure.source is Source.AUDIT:
+        return float(len(audit.pending_fixes)) if audit is not None else None
     if figure.source is Source.PROBE:
         return _probe_metrics(verify, figure.probe).get(figure.metric)
     if build is None or (figure is BUILD_TIME and build.status is not BuildStatus.BUILT):
@@ -157,7 +166,7 @@ def _figures(sightings: Sequence[Sighting]) -> list[Figure]:
     tflops = sorted(
         {
             metric
-            for _, _, verify in sightings
+            for _, _, verify, _ in sightings
             for metric in _probe_metrics(verify, MATMUL_TFLOPS.probe)
             if metric.endswith(MATMUL_TFLOPS.metric)
         }
@@ -181,10 +190,10 @@ def image_series(sightings: Sequence[Sighting], latest: Sequence[Change]) -> tup
     found = []
     for figure in _figures(sightings):
         points = []
-        for run_id, build, verify in sightings:
-            value = _value(figure, build, verify)
+        for sighting in sightings:
+            value = _value(figure, sighting)
             if value is not None:
-                points.append(Point(run_id, value))
+                points.append(Point(sighting[0], value))
         change = next(
             (c for c in latest if c.probe == figure.probe and c.metric == figure.metric), None
         )

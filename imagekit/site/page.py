@@ -10,6 +10,7 @@ site/html.py's, reading and writing files adapters/site.py's.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ from imagekit.site.grid import (
     Column,
     ColumnKind,
     Publication,
+    Security,
     Size,
     cells_of,
     columns_of,
@@ -72,6 +74,7 @@ class ImagePage:
     build_run: str
     seal: str
     publications: tuple[Publication, ...]
+    security: Security
     history: tuple[Series, ...]
     regressions: tuple[Change, ...]
     links: tuple[Link, ...]
@@ -163,6 +166,7 @@ GROUP_HEADINGS = {
     ColumnKind.LEVEL: "levels",
     ColumnKind.PROBE: "probes",
     ColumnKind.INSPECTION: "inspection",
+    ColumnKind.SECURITY: "security",
     ColumnKind.PUBLISH: "publish",
 }
 
@@ -241,8 +245,36 @@ def _links(name: str, runs: Sequence[RunRecords]) -> tuple[Link, ...]:
     return tuple(links)
 
 
+def _run_day(run_id: str) -> dt.date | None:
+    """The day a run began, from its id (`20261207T153012Z-ab12`); None for another name."""
+    try:
+        return dt.datetime.strptime(run_id[:8], "%Y%m%d").date()
+    except ValueError:
+        return None
+
+
+def _security(
+    records: Sequence[tuple[RunRecords, ImageRecord]], build_run: str, today: dt.date
+) -> Security:
+    """The image's newest audit, and its age and the build's, counted to `today`."""
+    audits = [(run, r.audit) for run, r in records if r.audit is not None]
+    if not audits:
+        built = _run_day(build_run)
+        return Security(days_since_build=(today - built).days if built else None)
+    run, audit = audits[-1]
+    audited = dt.datetime.fromisoformat(audit.audited_at).date()
+    built = _run_day(build_run)
+    return Security(
+        audit, run.run_id, (today - audited).days, (today - built).days if built else None
+    )
+
+
 def _page(
-    name: str, runs: Sequence[RunRecords], columns: Sequence[Column], threshold: float
+    name: str,
+    runs: Sequence[RunRecords],
+    columns: Sequence[Column],
+    threshold: float,
+    today: dt.date,
 ) -> ImagePage:
     records = [(run, run.images[name]) for run in runs if name in run.images]
     verifies = [(run, r.verify) for run, r in records if r.verify is not None]
@@ -263,7 +295,8 @@ def _page(
         changes = regressions(
             {name: ImageRecord(verify=was)}, {name: ImageRecord(verify=now)}, threshold
         )
-    sightings: list[Sighting] = [(run.run_id, r.build, r.verify) for run, r in records]
+    sightings: list[Sighting] = [(run.run_id, r.build, r.verify, r.audit) for run, r in records]
+    security = _security(records, build_run.run_id if build_run else "", today)
     labels = verify.labels if verify else {}
     plan = plans[-1] if plans else None
     return ImagePage(
@@ -271,7 +304,7 @@ def _page(
         cell=labels.get(L.CELL) or (str(plan.cell.get("id", "")) if plan else ""),
         flavour=labels.get(L.FLAVOUR) or (plan.flavour if plan else ""),
         platform=(verify.platform if verify else "") or labels.get(L.PLATFORM, ""),
-        cells=cells_of(columns, verify, size_of(build, verify), pubs),
+        cells=cells_of(columns, verify, size_of(build, verify), pubs, security),
         verify=verify,
         verify_run=verify_run.run_id if verify_run else "",
         verify_runs=len(verifies),
@@ -279,19 +312,24 @@ def _page(
         build_run=build_run.run_id if build_run else "",
         seal=verify_run.seal_problems.get(name, "") if verify_run else "",
         publications=pubs,
+        security=security,
         history=image_series(sightings, changes),
         regressions=tuple(changes),
         links=_links(name, runs),
     )
 
 
-def site_model(runs: Sequence[RunRecords], threshold: float = 0.2) -> Site:
-    """The site of every image recorded in `runs` (any order): built, verified or both.
+def site_model(
+    runs: Sequence[RunRecords], threshold: float = 0.2, today: dt.date | None = None
+) -> Site:
+    """The site of every image recorded in `runs` (any order): built, verified, audited.
     `threshold`: how much worse a metric must get to count as a regression (a fraction, as
-    `imagekit report --threshold`)."""
+    `imagekit report --threshold`); `today`: the day ages are counted to (default: the newest
+    run's)."""
     ordered = tuple(sorted(runs, key=lambda r: r.run_id))
     names = sorted({name for run in ordered for name in run.images})
     newest = {name: r.verify for run in ordered for name, r in run.images.items() if r.verify}
     columns = columns_of([newest[n] for n in names if n in newest])
-    pages = tuple(_page(name, ordered, columns, threshold) for name in names)
+    day = today or (_run_day(ordered[-1].run_id) if ordered else None) or dt.date(1970, 1, 1)
+    pages = tuple(_page(name, ordered, columns, threshold, day) for name in names)
     return Site(ordered, columns, pages, threshold)

@@ -5,6 +5,7 @@ derived from them through the record types where a case needs one the session di
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import shutil
@@ -16,10 +17,17 @@ from imagekit.adapters.results import read_runs
 from imagekit.adapters.site import write_site
 from imagekit.kernel.records import ImageRecord, Status, VerifyRecord
 from imagekit.site.grid import CellState
-from imagekit.site.history import BUILD_TIME, IMPORT_TORCH, MATMUL_WARM, sparkline
+from imagekit.site.history import (
+    BUILD_TIME,
+    IMPORT_TORCH,
+    MATMUL_WARM,
+    PENDING_FIXES,
+    sparkline,
+)
 from imagekit.site.html import render_site
 from imagekit.site.page import ImagePage, RunRecords, site_model
 from imagekit.verify.agreement import glibc_floor_met
+from tests.fakes import audit_record
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "site-results"
 VERIFY_RUN = "20261202T194342Z-1e59d22c"
@@ -302,3 +310,32 @@ def test_report_html_writes_the_site_and_prints_its_page(tmp_path: Path) -> None
     assert (out / "image" / f"{FULL}.html").is_file()
     named = CliRunner().invoke(app, ["report", str(DATA / VERIFY_RUN), "--html", str(out)])
     assert named.exit_code == 2 and "name no run" in named.output
+
+
+def test_the_security_column_shows_the_newest_audit_its_age_and_the_fixes_over_time() -> None:
+    image = verify_record(SLIM).image_id
+    lacking = ("libssl3", "3.0.20-1~deb12u2", "3.0.22-1~deb12u2")
+    first = audit_record(lacking, ("zlib1g", "1:1.2.13", "1:1.2.13+deb12u1"), image=image,
+                         at="2026-12-03T08:00:00+00:00")  # fmt: skip
+    clean = audit_record(image=image, at="2026-12-05T08:00:00+00:00")
+    audits = [
+        RunRecords("20261203T080000Z-0000000a", "audit", "ci", {SLIM: ImageRecord(audit=first)}),
+        RunRecords("20261205T080000Z-0000000b", "audit", "ci", {SLIM: ImageRecord(audit=clean)}),
+    ]
+    site = site_model([*real_runs(), *audits], today=dt.date(2026, 12, 7))
+    full, slim = site.pages
+    [cell] = [c for c in slim.cells if c.column.name == "security"]
+    assert (cell.state, cell.text) == (CellState.PASS, "0 pending")
+    assert "audited 2 days ago, built 5 days ago" in cell.detail
+    assert next(c for c in full.cells if c.column.name == "security").text == "not audited"
+    [series] = [s for s in slim.history if s.figure is PENDING_FIXES]
+    assert [p.value for p in series.points] == [2.0, 0.0]
+    # The older audit alone: the image fails it, and its page lists each fix it lacks.
+    site = site_model([*real_runs(), audits[0]], today=dt.date(2026, 12, 7))
+    slim = site.pages[1]
+    [cell] = [c for c in slim.cells if c.column.name == "security"]
+    assert (cell.state, cell.text) == (CellState.FAIL, "2 pending")
+    assert "libssl3 3.0.20-1~deb12u2 -> 3.0.22-1~deb12u2" in cell.detail
+    html = render_site(site)
+    assert "<h2>Security fixes</h2>" in html[slim.href] and "3.0.22-1~deb12u2" in html[slim.href]
+    assert 'data-column="security" data-state="fail"' in html["index.html"]
