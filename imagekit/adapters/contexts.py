@@ -87,6 +87,18 @@ def render_tree(
     ]
 
 
+def check_tree(
+    plans: list[ImagePlan], options: RenderOptions, inputs: ContextInputs, out_dir: Path
+) -> tuple[list[str], bool]:
+    """`imagekit render --check`: what to say (each difference, then the count and the way
+    out, or that every image matches) and whether `out_dir` holds a fresh render."""
+    differences = compare_tree(plans, options, inputs, out_dir)
+    if differences:
+        summary = f"{out_dir}: {len(differences)} differences; re-render with `make goldens`"
+        return [*differences, summary], False
+    return [f"{out_dir}: {len(plans)} images match a fresh render"], True
+
+
 def compare_tree(
     plans: list[ImagePlan],
     options: RenderOptions,

@@ -3,6 +3,8 @@ reach what is required? The check to run before an image runs (or in an admissio
 
 from __future__ import annotations
 
+import datetime as dt
+
 import typer
 
 from imagekit.cli.common import app, print_json
@@ -23,7 +25,8 @@ def attest_verify(request: AttestVerifyRequest) -> None:
     from imagekit.publish.attest_verify import check_attestations
 
     reader = cosign_with("--key", request.key)
-    check = check_attestations(reader, request.image, request.requirement())
+    now = dt.datetime.now(dt.UTC)
+    check = check_attestations(reader, request.image, request.requirement(), now)
     if request.json:
         print_json(check.to_json())
     if (error := check.failure()) is not None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 
 from imagekit.build.inputs import RenderRequest
@@ -25,19 +23,12 @@ from imagekit.upstream.requests import CompatVerifyRequest, RefreshRequest
 @command(matrix_app, "matrix", MatrixRequest, callback=True)
 def show_matrix(request: MatrixRequest) -> None:
     """Print the plans as a table, JSON, or a GitHub Actions matrix."""
-    from imagekit.matrix.report import plan_rows, plans_table
+    from imagekit.matrix.report import plans_output
 
-    github = request.format == MatrixFormat.github
     loaded = request.selection.load()
-    plans = request.selection.plans(loaded, allow_empty=github)
-    rows = plan_rows(plans, loaded.plans)
-    if github:
-        # Compact, one line: what $GITHUB_OUTPUT and fromJSON() take.
-        typer.echo(json.dumps({"include": rows}, sort_keys=True, separators=(",", ":")))
-    elif request.format == MatrixFormat.json:
-        print_json(rows)
-    else:
-        typer.echo(plans_table(plans))
+    plans = request.selection.plans(loaded, allow_empty=request.format == MatrixFormat.github)
+    typer.echo(plans_output(request.format, plans, loaded.plans))
+    if request.format == MatrixFormat.table:
         say(f"{request.selection.matrix}: {len(loaded.cells)} cells, {len(plans)} images")
 
 
@@ -45,13 +36,11 @@ def show_matrix(request: MatrixRequest) -> None:
 def check(request: CheckRequest) -> None:
     """Validate the matrix, then lint the legacy and BuildKit render of every image."""
     from imagekit.adapters.lint import lint_plans
-    from imagekit.matrix.report import check_document, lint_refusal
+    from imagekit.matrix.report import check_document, check_lines, lint_refusal
 
     loaded, findings, linted = lint_plans(request.matrix)
-    for warning in loaded.warnings:
-        say(f"warning: {warning.format()}")
-    for finding in findings:
-        say(finding.format())
+    for line in check_lines(loaded, findings):
+        say(line)
     if request.json:
         print_json(check_document(str(request.matrix), loaded, findings, linted))
     if (error := lint_refusal(sum(f.fails for f in findings))) is not None:
@@ -65,19 +54,16 @@ def check(request: CheckRequest) -> None:
 @command(app, "render", RenderRequest)
 def render(request: RenderRequest) -> None:
     """Write the build contexts, or compare them with what `--out` holds."""
-    from imagekit.adapters.contexts import compare_tree, render_tree
+    from imagekit.adapters.contexts import check_tree, render_tree
     from imagekit.adapters.installer import rendering
 
     plans = request.selection.plans()
     options, inputs = rendering(request.inputs, plans, buildkit=request.buildkit)
     if request.check:
-        differences = compare_tree(plans, options, inputs, request.out)
-        for line in differences:
-            say(line)
-        if differences:
-            say(f"{request.out}: {len(differences)} differences; re-render with `make goldens`")
+        lines, same = check_tree(plans, options, inputs, request.out)
+        say("\n".join(lines))
+        if not same:
             raise typer.Exit(1)
-        say(f"{request.out}: {len(plans)} images match a fresh render")
         return
     folders = render_tree(plans, options, inputs, request.out)
     show(request.json, [str(f) for f in folders], "\n".join(str(f) for f in folders))
@@ -170,9 +156,8 @@ def schema(request: SchemaRequest) -> None:
 def tags(request: TagsRequest) -> None:
     """Every tag of every selected image."""
     from imagekit.kernel.text import table
-    from imagekit.publish.tags import tag_rows
+    from imagekit.publish.tags import tag_document, tag_rows
 
     matrix = request.selection.load()
     rows = tag_rows(request.selection.plans(matrix), matrix.plans, request.registry)
-    data = [{"image": r[0], "tag": r[1], "kind": r[2]} for r in rows]
-    show(request.json, data, lambda: table(["IMAGE", "TAG", "KIND"], rows))
+    show(request.json, tag_document(rows), lambda: table(["IMAGE", "TAG", "KIND"], rows))

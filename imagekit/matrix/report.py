@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, TypedDict
@@ -10,6 +11,7 @@ from imagekit.errors import InputError
 from imagekit.kernel.text import table
 from imagekit.matrix.compat import CPU, CompatData
 from imagekit.matrix.plan import ImagePlan
+from imagekit.matrix.requests import MatrixFormat
 
 if TYPE_CHECKING:
     from imagekit.matrix.load import Matrix
@@ -93,6 +95,17 @@ def plans_table(plans: list[ImagePlan]) -> str:
         for p in plans
     ]
     return table(header, rows)
+
+
+def plans_output(format: MatrixFormat, plans: list[ImagePlan], every: Sequence[ImagePlan]) -> str:
+    """What `imagekit matrix` prints on stdout: the table, the rows as JSON, or GitHub's job
+    matrix (compact, one line: what $GITHUB_OUTPUT and fromJSON() take)."""
+    if format == MatrixFormat.table:
+        return plans_table(plans)
+    rows = plan_rows(plans, every)
+    if format == MatrixFormat.github:
+        return json.dumps({"include": rows}, sort_keys=True, separators=(",", ":"))
+    return json.dumps(rows, indent=2, sort_keys=True)
 
 
 def compat_rows(data: CompatData, releases: list[str]) -> tuple[list[str], list[list[str]]]:
@@ -185,6 +198,10 @@ class LintFinding(Protocol):
         """As `imagekit check --json` shows it."""
         ...
 
+    def format(self) -> str:
+        """As `imagekit check` says it: `image/Dockerfile:line: level CODE message`."""
+        ...
+
 
 class CheckDocument(TypedDict):
     """`imagekit check --json`."""
@@ -196,6 +213,11 @@ class CheckDocument(TypedDict):
     findings: list[FindingJson]
     warnings: list[str]
     ok: bool
+
+
+def check_lines(loaded: Matrix, findings: Sequence[LintFinding]) -> list[str]:
+    """What `imagekit check` says on stderr before its verdict: the warnings, each finding."""
+    return [*(f"warning: {w.format()}" for w in loaded.warnings), *(f.format() for f in findings)]
 
 
 def check_document(

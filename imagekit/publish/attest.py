@@ -135,15 +135,28 @@ class RequiredLevel(StrEnum):
 
 @dataclass(frozen=True)
 class Requirement:
-    """What an attested record must show: a level reached, and probes that passed."""
+    """What an image's attestations must show: of its verify record, a level reached and probes
+    that passed; of its newest audit (publish/attest_audit.py), an age at most `audit_days`
+    that passed, and with `no_pending` no pending fix at all."""
 
     level: RequiredLevel | None = None
     probes: tuple[str, ...] = ()
+    audit_days: int | None = None
+    no_pending: bool = False
+
+    @property
+    def audited(self) -> bool:
+        """Whether an attested audit is required."""
+        return self.audit_days is not None or self.no_pending
 
     def describe(self) -> str:
         """`level gpu, probes ddp` for messages."""
         parts = [f"level {self.level}"] if self.level else []
         parts += [f"probe {p} passed" for p in self.probes]
+        if self.audit_days is not None:
+            parts.append(f"an audit at most {self.audit_days} days old that passed")
+        if self.no_pending:
+            parts.append("no pending security fix")
         return ", ".join(parts) or "a signed verify record"
 
 

@@ -5,6 +5,7 @@ decides."""
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -14,6 +15,7 @@ from imagekit.kernel.publish_records import AttestedLevel
 from imagekit.kernel.records import Verdict
 from imagekit.kernel.vocabulary import AttestationState
 from imagekit.publish.attest import VERIFY_PREDICATE, Requirement, VerifyPredicate, judge
+from imagekit.publish.attest_audit import AUDIT_PREDICATE, judge_audits
 from imagekit.publish.ports import AttestationReader, Attested
 from imagekit.verify.levels import rank
 
@@ -66,13 +68,28 @@ class AttestCheck:
         }
 
 
-def check_attestations(reader: AttestationReader, image: str, required: Requirement) -> AttestCheck:
-    """Whether `image` is signed by the reader's key and an attested verify record of its
-    digest reaches `required`."""
+def check_attestations(
+    reader: AttestationReader, image: str, required: Requirement, now: dt.datetime
+) -> AttestCheck:
+    """Whether `image` is signed by the reader's key, an attested verify record of its digest
+    reaches `required`, and (where `required` asks for one) its newest attested audit, as of
+    `now`, too."""
     found = reader.attested(image, VERIFY_PREDICATE)
     if found.state != AttestationState.OK:
         return AttestCheck(image, found, required, False, found.reason)
     ok, why, records = judge(found.predicates, required, found.digest)
+    if ok and required.audited:
+        audits = reader.attested(image, AUDIT_PREDICATE)
+        if audits.state != AttestationState.OK:
+            return AttestCheck(image, audits, required, False, f"audit: {audits.reason}")
+        ok, said = judge_audits(
+            audits.predicates,
+            found.digest or "",
+            now,
+            within_days=required.audit_days,
+            no_pending=required.no_pending,
+        )
+        why = f"{why}; {said}" if ok else said
     return AttestCheck(image, found, required, ok, why, tuple(records))
 
 

@@ -123,8 +123,17 @@ class AttestVerifyRequest:
         tuple[str, ...],
         Opt("--require-probe", help="A probe that must have passed (repeatable)."),
     ] = ()
+    require_audit_within: Annotated[
+        int | None,
+        Opt("--require-audit-within", min=0, metavar="DAYS", help="An attested audit that passed, "
+            "this many days old at most."),
+    ] = None  # fmt: skip
+    require_no_pending: Annotated[
+        bool, Opt("--require-no-pending", help="The newest attested audit lists no pending fix.")
+    ] = False
     json: Annotated[bool, JSON] = False
 
     def requirement(self) -> Requirement:
         """What the image's attested record must show."""
-        return Requirement(self.require_level, self.require_probes)
+        audit, no_pending = self.require_audit_within, self.require_no_pending
+        return Requirement(self.require_level, self.require_probes, audit, no_pending)

@@ -40,3 +40,8 @@ def tag_rows(
         rows.append([plan.name, f"{repository}:{plan.tag}", TagKind.VERSIONED])
         rows += [[plan.name, f"{repository}:{alias}", TagKind.ALIAS] for alias in plan.aliases]
     return rows
+
+
+def tag_document(rows: Sequence[Sequence[str]]) -> list[dict[str, str]]:
+    """`imagekit tags --json`: each row as {image, tag, kind}."""
+    return [{"image": image, "tag": tag, "kind": kind} for image, tag, kind in rows]

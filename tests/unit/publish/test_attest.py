@@ -3,6 +3,7 @@ schema, what `attest verify` accepts, the whole-image SBOM, and signing in publi
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import stat
@@ -17,10 +18,14 @@ from imagekit.adapters import cosign as cosign_adapter
 from imagekit.adapters.cosign import Cosign, loopback
 from imagekit.adapters.results import RunFolder, verify_evidence
 from imagekit.adapters.sbom import CycloneDx, problems
+from imagekit.audit.debian import Offered
+from imagekit.audit.ports import AuditPorts, AuditWith
+from imagekit.audit.settings import AuditSettings
 from imagekit.kernel.integrity import seal, seal_problem
 from imagekit.kernel.labels import ImageLabels
 from imagekit.kernel.publish_records import Evidence, PublishStatus
 from imagekit.kernel.records import ImageRecord, Status
+from imagekit.kernel.vocabulary import Threshold
 from imagekit.matrix.load import load_matrix
 from imagekit.matrix.plan import ImagePlan
 from imagekit.publish.attest import (
@@ -33,6 +38,7 @@ from imagekit.publish.attest import (
     predicate_schema,
     predicate_schema_text,
 )
+from imagekit.publish.attest_audit import AUDIT_PREDICATE
 from imagekit.publish.attest_verify import attested_level, check_attestations
 from imagekit.publish.gate import decide
 from imagekit.publish.inventory import cuda_stack, distro, inventory, os_packages
@@ -43,7 +49,9 @@ from tests.fakes import (
     OCI_MANIFEST,
     Events,
     FakeAttestationReader,
+    FakeContents,
     FakeEngine,
+    FakeIndexes,
     FakeRegistry,
     FakeSbom,
     FakeSigner,
@@ -56,6 +64,8 @@ from tests.unit.publish.test_publish_run import CPU_FACTS, settings, verified
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_FILE = ROOT / "imagekit" / "data" / "verify-predicate.schema.json"
 DIGEST = "sha256:" + "d" * 64
+NOW = dt.datetime(2026, 12, 7, 12, 0, tzinfo=dt.UTC)
+SSL_FIX = Offered("libssl3", "3.0.22-1~deb12u2", "amd64", "openssl")
 
 
 @pytest.fixture
@@ -280,6 +290,12 @@ class World:
         self.sbom = FakeSbom()
         self.store = store(tmp_path)
         self.plan = plan
+        self.audit: AuditWith | None = None
+
+    def audited(self, offered: dict[str, Offered], now: str) -> None:
+        """Publish's gate audits against a suite offering `offered`, at `now`."""
+        ports = AuditPorts(self.engine, FakeContents(), FakeIndexes(offered), self.store, Events())
+        self.audit = AuditWith(ports, AuditSettings(threshold=Threshold.NONE, now=now))
 
     def publish(self, evidence: list[Evidence], signer: bool = True, **options: Any) -> Any:
         ports = PublishPorts(
@@ -289,6 +305,7 @@ class World:
             Events(),
             self.sbom,
             signer=self.signer if signer else None,
+            audit=self.audit,
         )
         group = ImageGroup((self.plan,), 1)
         return publish_images(settings(**options), [group], ports, self.engine).records[0]
@@ -408,7 +425,7 @@ def test_a_published_image_passes_the_check_and_says_what_held(
     world = World(tmp_path, slim)
     digest = world.publish([verified(world.image, slim)]).signed_digest
     image = f"{slim.repository}@{digest}"
-    check = check_attestations(FakeAttestationReader(world.signer), image, Requirement())
+    check = check_attestations(FakeAttestationReader(world.signer), image, Requirement(), NOW)
     assert check.ok and check.failure() is None
     assert check.summary("k.pub") == (
         f"{image}@{digest}: signed by k.pub; attested {check.reason}; "
@@ -425,15 +442,45 @@ def test_an_image_short_of_the_requirement_or_signed_by_another_key_is_not_attes
     world = World(tmp_path, slim)
     image = f"{slim.repository}@{world.publish([verified(world.image, slim)]).signed_digest}"
     short = check_attestations(
-        FakeAttestationReader(world.signer), image, Requirement(None, ("no-such-probe",))
+        FakeAttestationReader(world.signer), image, Requirement(None, ("no-such-probe",)), NOW
     )
     error = short.failure()
     assert error is not None and error.exit_code == 8
     assert error.message == f"{image}: {short.reason}" and "no-such-probe not run" in short.reason
     stranger = FakeAttestationReader(world.signer, key="other.key")
-    other = check_attestations(stranger, image, Requirement())
+    other = check_attestations(stranger, image, Requirement(), NOW)
     assert not other.ok and other.found.state == "other key" and other.records == ()
     assert other.to_json()["reason"] == "the image is signed, but not by this key"
+
+
+def test_the_audit_the_gate_ran_is_attested_and_checked_for_its_age_and_pending_fixes(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    world = World(tmp_path, slim)
+    # Refusing nothing, the gate lets through an image lacking one fix: recorded and attested.
+    world.audited({"libssl3:amd64": SSL_FIX}, "2026-12-01T12:00:00+00:00")
+    digest = world.publish([verified(world.image, slim)]).signed_digest
+    image = f"{slim.repository}@{digest}"
+    [(_, _, body)] = [a for a in world.signer.attestations if a[1] == AUDIT_PREDICATE]
+    assert body["digest"] == digest and body["audit"]["image_id"] == world.image
+    reader = FakeAttestationReader(world.signer)
+
+    def check(**wanted: Any) -> Any:
+        return check_attestations(reader, image, Requirement(None, (), **wanted), NOW)
+
+    assert check(audit_days=7).ok  # 6 days old, and it passed (threshold none)
+    old = check(audit_days=5)
+    assert not old.ok and "older than 5 days" in old.reason and old.failure() is not None
+    pending = check(no_pending=True)
+    assert not pending.ok and "pending: libssl3 -> 3.0.22-1~deb12u2" in pending.reason
+    assert "1 pending fixes" in check(audit_days=30).reason
+    # An image published without an audit has none to show.
+    bare = World(tmp_path / "bare", slim)
+    bare_image = f"{slim.repository}@{bare.publish([verified(bare.image, slim)]).signed_digest}"
+    none = check_attestations(
+        FakeAttestationReader(bare.signer), bare_image, Requirement(audit_days=30), NOW
+    )
+    assert not none.ok and none.reason.startswith("audit: ")
 
 
 def test_the_attested_level_is_the_best_passing_record_or_why_there_is_none(
