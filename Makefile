@@ -158,11 +158,14 @@ test-cuda: base wheelhouse-cuda
 	IMAGEKIT_CUDA_WHEELHOUSE=$(CUDA_WHEELHOUSE) IMAGEKIT_DEMO_BASE=$(DEMO_BASE) \
 		$(BIN)/pytest -m cuda
 
-## make demo: build the CPU example from nothing, verify and publish it, and print the path of
-## the run page (results/site/index.html).
+## make demo: build the CPU example from nothing, verify, audit and publish it, and print the
+## path of the run page (results/site/index.html).
 demo: $(STAMP) base wheelhouse
 	$(BIN)/imagekit build --matrix $(DEMO_MATRIX) --wheelhouse $(WHEELHOUSE)
 	$(BIN)/imagekit verify --matrix $(DEMO_MATRIX) --nodes 2 && $(MAKE) --no-print-directory demo-publish
+	@# The security fixes the images lack, read from Debian's security suite (none on the day the
+	@# base is made). Exit 9, images lacking fixes, is the finding the page shows, not a fault.
+	$(BIN)/imagekit audit --matrix $(DEMO_MATRIX) || [ $$? = 9 ]
 	@# The runs as a page (docs/reference/site.md): its path is the last line.
 	@echo "the run page, to open in a browser:" >&2
 	@$(BIN)/imagekit report --html results/site
