@@ -72,11 +72,13 @@ engine:
 
 ## make base: the demo's Debian 12 base, bootstrapped locally unless the engine has it.
 base: $(STAMP) engine
-	@# A base from before docs were left out, or before it took the security suite's fixes (its
-	@# io.imagekit.base.docs and base.security labels), is made again.
+	@# A base from before docs were left out, before it took the security suite's fixes, or
+	@# before it named the indexes it was made from (its io.imagekit.base.docs, base.security and
+	@# base.indexes labels: the last is build provenance), is made again.
 	@test "$$(docker image inspect -f '{{ index .Config.Labels "io.imagekit.base.docs" }} {{ \
-		index .Config.Labels "io.imagekit.base.security" }}' $(DEMO_BASE) 2>/dev/null)" = \
-		"no bookworm-security" || \
+		index .Config.Labels "io.imagekit.base.security" }} {{ if index .Config.Labels \
+		"io.imagekit.base.indexes" }}indexed{{ end }}' $(DEMO_BASE) 2>/dev/null)" = \
+		"no bookworm-security indexed" || \
 		$(BIN)/imagekit base bootstrap --suite bookworm --tag $(DEMO_BASE)
 
 ## make base-arm64: the Debian 12 base for linux/arm64, bootstrapped under emulation.

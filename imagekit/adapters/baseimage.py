@@ -88,6 +88,19 @@ def distribution(suite: str) -> str:
     raise InputError(f"unknown suite {suite!r}", f"known suites: {known}")
 
 
+def starting_line(request: BootstrapCommand) -> str:
+    """What `imagekit base bootstrap` says as it begins, with how long it takes."""
+    native = request.arch == default_arch()
+    took = "about a minute" if native else "several minutes: emulated"
+    return f"bootstrapping {request.suite} {request.arch} into {request.tag} ({took})"
+
+
+def done_line(request: BootstrapCommand, image_id: str, reused: Path | None) -> str:
+    """What it says at the end: the image, and the root filesystem it reused, if any."""
+    kept = f" (root filesystem reused, {request.suite}'s indexes unchanged: {reused})"
+    return f"{request.tag} is {image_id}" + (kept if reused else "")
+
+
 def security_source(request: BootstrapCommand) -> tuple[str, str] | None:
     """(mirror, suite) of the security suite a base takes its fixes from; None where it takes
     none: asked so (`none`), a suite without one, or a mirror of one's own (`--mirror`: a
@@ -101,9 +114,18 @@ def security_source(request: BootstrapCommand) -> tuple[str, str] | None:
     return mirror.rstrip("/"), f"{request.suite}-security"
 
 
-def image_config(request: BootstrapCommand, layer_sha: str, created: str) -> bytes:
-    """The image config: one layer, a PATH, a shell; canonical JSON so it hashes stably."""
+def image_config(
+    request: BootstrapCommand,
+    layer_sha: str,
+    created: str,
+    indexes: tuple[tuple[str, str], ...] = (),
+) -> bytes:
+    """The image config: one layer, a PATH, a shell, labels saying what it was made from
+    (`indexes`: each suite's InRelease URL and sha256); canonical JSON so it hashes stably."""
     variant = ARCHITECTURES[request.arch][1]
+    made_from = (
+        {L.BASE_INDEXES: ", ".join(f"{u} sha256:{h}" for u, h in indexes)} if indexes else {}
+    )
     config = {
         "architecture": request.arch,
         **({"variant": variant} if variant else {}),
@@ -118,6 +140,7 @@ def image_config(request: BootstrapCommand, layer_sha: str, created: str) -> byt
                 L.BASE_VARIANT: request.variant,
                 L.BASE_DOCS: "yes" if request.docs else "no",
                 L.BASE_SECURITY: security[1] if (security := security_source(request)) else "none",
+                **made_from,
             },
         },
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_sha}"]},
@@ -254,7 +277,8 @@ def bootstrap(
             _mmdebstrap(request, rootfs, env)
             if cache:
                 cache.keep_tar(key, rootfs)
-        config = image_config(request, file_sha256(rootfs), created)
+        indexes = cache.indexes if cache and key else ()
+        config = image_config(request, file_sha256(rootfs), created, indexes)
         archive = Path(tmp) / "image.tar"
         image_id = _docker_archive(rootfs, config, request.tag, archive)
         if rootfs.parent == Path(tmp):

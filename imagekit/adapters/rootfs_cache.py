@@ -67,19 +67,23 @@ class RootfsCache:
     keep: int = KEEP
     # The tar the last `find` returned (None: it missed), for the command to say so.
     reused: Path | None = field(default=None, init=False)
+    # The InRelease the last `key` read, each as (URL, sha256): what the base was made from.
+    indexes: tuple[tuple[str, str], ...] = field(default=(), init=False)
 
     def key(
         self, command: list[str], epoch: int | None, sources: list[tuple[str, str]]
     ) -> str | None:
         """The key of this bootstrap from `sources` ((mirror, suite): the suite, its security
         suite); None where an index cannot be read."""
-        indexes = []
+        indexes, read = [], []
         for mirror, suite in sources:
             url = release_url(mirror, suite)
             index = self.release(url) if url else None
-            if not index:
+            if not url or not index:
                 return None
             indexes.append(index)
+            read.append((url, hashlib.sha256(index).hexdigest()))
+        self.indexes = tuple(read)
         # One suite alone keys as it always did, so the tars kept before stay usable.
         return rootfs_key(command, epoch, b"".join(indexes))
 

@@ -171,6 +171,12 @@ def input_hash(
     return _hash(rendered, _file_digests(_external_files(inputs), inputs.digest), engine_inputs)
 
 
+def materials(rendered: RenderedImage, inputs: ContextInputs) -> dict[str, str]:
+    """The sha256 of each external file one image's context carries (its wheels, the
+    installer, the CA bundle), by its name in the context: the build's resolved dependencies."""
+    return _needed_by(rendered, _file_digests(_external_files(inputs), inputs.digest))
+
+
 def context_files(
     rendered: RenderedImage, inputs: ContextInputs | None = None, *, input_hash: str | None = None
 ) -> dict[str, ContextFile]:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from imagekit.build.context import ContextInputs, context_files, input_hash
+from imagekit.build.context import ContextInputs, context_files, input_hash, materials
 from imagekit.build.options import BuilderPick
 from imagekit.build.outcome import budget_problem, missing_parent, platform_mismatch, summary
 from imagekit.build.ports import Builder, BuildRequest, LineSink
@@ -29,6 +30,7 @@ from imagekit.kernel.records import (
     BuildStatus,
     ImageRecord,
     LayerSize,
+    Material,
     PlanRecord,
 )
 from imagekit.kernel.runtime import runs_emulated
@@ -52,12 +54,15 @@ class BuildContexts:
 
 @dataclass(frozen=True)
 class Measured:
-    """What the engine says about a built (or up-to-date) image (None: there is none)."""
+    """What the engine says about a built (or up-to-date) image (None: there is none), and
+    what it was built from (its parent's id and the context's external files)."""
 
     image_id: str | None
     size_bytes: int | None = None
     layer_count: int | None = None
     largest_layers: tuple[LayerSize, ...] = ()
+    parent_id: str | None = None
+    materials: tuple[Material, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,9 +151,10 @@ class BuildRun:
             # another compression. (Only named when forced, so existing hashes stay.)
             engine_inputs["layer_compression"] = s.compression.value
         digest = input_hash(rendered, made.inputs, engine_inputs)
+        used = (parent.id, materials(rendered, made.inputs))
         existing = self.engine.inspect_image(plan.reference)
         if existing is not None and not s.no_cache and existing.labels.get(L.INPUT_HASH) == digest:
-            measured = self._measure(existing.id)
+            measured = self._measure(existing.id, *used)
             return _record(plan, started, BuildStatus.UP_TO_DATE, "up to date", digest, measured)
         self.events(Event(EventKind.STARTED, plan.name, f"building with {self.builder.name}"))
         request = self._request(plan, rendered, digest, epoch)
@@ -159,7 +165,7 @@ class BuildRun:
             return _record(
                 plan, started, BuildStatus.FAILED, outcome.message, digest, None, log_path
             )
-        measured = self._measure(outcome.image_id)
+        measured = self._measure(outcome.image_id, *used)
         return _record(plan, started, BuildStatus.BUILT, "built", digest, measured, log_path)
 
     def _parent(self, plan: ImagePlan, rendered: RenderedImage) -> LocalImage | str:
@@ -206,16 +212,20 @@ class BuildRun:
             platform=self._platform(plan),
         )
 
-    def _measure(self, image_id: str) -> Measured:
+    def _measure(self, image_id: str, parent_id: str, used: Mapping[str, str]) -> Measured:
+        """What the engine says of the image, with what it was built from."""
+        built_from = tuple(Material(name=n, sha256=h) for n, h in sorted(used.items()))
         image = self.engine.inspect_image(image_id)
         if image is None:
-            return Measured(image_id)
+            return Measured(image_id, parent_id=parent_id, materials=built_from)
         layers = sorted(self.engine.history(image_id), key=lambda x: -x.size_bytes)
         largest = tuple(
             LayerSize(size_bytes=x.size_bytes, created_by=x.created_by[:200])
             for x in layers[:LARGEST_LAYERS]
         )
-        return Measured(image_id, image.size_bytes, len(image.layers), largest)
+        return Measured(
+            image_id, image.size_bytes, len(image.layers), largest, parent_id, built_from
+        )
 
     # The run --------------------------------------------------------------------
 
@@ -344,6 +354,8 @@ def _record(
         log_path=log_path,
         builder=started.builder.builder if started.builder else None,
         builder_why=started.builder.why if started.builder else None,
+        parent_id=found.parent_id,
+        materials=found.materials,
     )
 
 

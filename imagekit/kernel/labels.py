@@ -56,6 +56,8 @@ BASE_INCLUDE = PREFIX + "base.include"  # the extra packages it holds (its cache
 BASE_VARIANT = PREFIX + "base.variant"  # mmdebstrap's variant (apt, minbase ...)
 BASE_DOCS = PREFIX + "base.docs"  # whether documentation was kept
 BASE_SECURITY = PREFIX + "base.security"  # the security suite it took fixes from, or none
+# The indexes it was made from: `URL sha256:HEX` of each suite's InRelease, ", " between them.
+BASE_INDEXES = PREFIX + "base.indexes"
 
 
 @dataclass(frozen=True)
@@ -157,3 +159,10 @@ def workload_user(configured: str, labels: Mapping[str, str]) -> str:
     if configured.split(":")[0] in ("", "0", "root") and labels.get(USER):
         return labels[USER]
     return configured
+
+
+def base_indexes(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The (InRelease URL, sha256) pairs a base's `BASE_INDEXES` label names (images built on
+    it inherit the label); () where it has none."""
+    pairs = (item.rsplit(" ", 1) for item in labels.get(BASE_INDEXES, "").split(", ") if item)
+    return tuple((url, digest.removeprefix("sha256:")) for url, digest in pairs)

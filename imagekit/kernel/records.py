@@ -213,6 +213,14 @@ class LayerSize(Record):
     created_by: str
 
 
+class Material(Record):
+    """A file from outside the render that a build context carried (a wheel, the installer,
+    the CA bundle), by its name in the context: what SLSA calls a resolved dependency."""
+
+    name: str  # wheelhouse/torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl
+    sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
 class BuildStatus(StrEnum):
     """What `imagekit build` did with one image."""
 
@@ -253,6 +261,8 @@ class BuildRecord(Record):
     log_path: str | None = None
     builder: BuilderName | None = None  # the run's (None in records made before it was kept)
     builder_why: str | None = None  # "BuildKit: the buildx plugin 0.13.1 on Docker 26.1.5"
+    parent_id: Annotated[str, StringConstraints(pattern=SHA256)] | None = None  # FROM's image id
+    materials: tuple[Material, ...] = ()  # the external files of its context (provenance)
 
     @property
     def ok(self) -> bool:

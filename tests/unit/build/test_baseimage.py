@@ -406,6 +406,20 @@ def test_a_second_bootstrap_from_the_same_mirror_state_runs_no_mmdebstrap(
     assert cache.reused.is_file()  # loading does not consume what is kept
 
 
+def test_the_base_names_the_indexes_it_was_made_from_and_its_images_inherit_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_mmdebstrap(monkeypatch)
+    api = FakeApi([])
+    request = BootstrapCommand("bookworm", TAG, source_date_epoch=1_700_000_000)
+    bootstrap(DockerEngine(SimpleNamespace(api=api)), request, cache_with(tmp_path, dict(BOTH)))  # type: ignore[arg-type]
+    labels = loaded_config(api, tmp_path)[1]["config"]["Labels"]
+    assert L.base_indexes(labels) == (
+        (INDEX, hashlib.sha256(BOTH[INDEX]).hexdigest()),
+        (SECURITY_INDEX, hashlib.sha256(BOTH[SECURITY_INDEX]).hexdigest()),
+    )
+
+
 @pytest.mark.parametrize(
     "change",
     ["index", "security index", "include", "epoch", "arch"],

@@ -595,3 +595,28 @@ def test_a_failed_pull_is_named_in_the_failure(
     done = run_build(tmp_path, FakeBuilder(engine), cpu[:1], pull=True)
     assert engine.pulls == [CPU_BASE]
     assert f"pull failed: manifest for {CPU_BASE} not found" in done.by_name(CPU_SLIM).message
+
+
+def test_each_record_names_what_the_image_was_built_from_for_its_provenance(
+    tmp_path: Path, engine: FakeEngine, cpu: list[ImagePlan]
+) -> None:
+    wheels = tmp_path / "wheelhouse"
+    wheels.mkdir()
+    torch = wheels / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    torch.write_bytes(b"torch for x86_64")
+    (wheels / "torch-2.13.0-cp311-cp311-manylinux_2_28_aarch64.whl").write_bytes(b"arm")
+    contexts = BuildContexts(RenderOptions(), ContextInputs(wheelhouse=wheels))
+    run = RunFolder.create(tmp_path / "results")
+    builder = FakeBuilder(engine)
+    BuildRun(engine, builder, cpu, BuildSettings(), contexts, run, lambda _: None).execute()
+    slim, full = (Outcome([], [], run).record(name).build for name in (CPU_SLIM, CPU_FULL))
+    assert slim is not None and full is not None
+    assert slim.parent_id == "sha256:" + "b" * 64  # the base it was built FROM
+    assert full.parent_id == slim.image_id
+    named = {m.name: m.sha256 for m in slim.materials}
+    assert named[f"wheelhouse/{torch.name}"] == hashlib.sha256(b"torch for x86_64").hexdigest()
+    assert "uv" in named and not any("aarch64" in name for name in named)  # its platform's only
+    # Up to date, the image still says what it was built from.
+    again = BuildRun(engine, builder, cpu, BuildSettings(), contexts, run, lambda _: None)
+    [up_to_date] = [r for r in again.execute() if r.name == CPU_SLIM]
+    assert up_to_date.status is BuildStatus.UP_TO_DATE and up_to_date.materials == slim.materials
