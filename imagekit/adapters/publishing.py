@@ -13,7 +13,13 @@ from imagekit.adapters.auditing import gate_audit
 from imagekit.adapters.cosign import cosign_with
 from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.registry import HttpRegistry
-from imagekit.adapters.results import RunFacts, RunFolder, results_key, verify_evidence
+from imagekit.adapters.results import (
+    RunFacts,
+    RunFolder,
+    build_evidence,
+    results_key,
+    verify_evidence,
+)
 from imagekit.adapters.sbom import CycloneDx
 from imagekit.events import EventSink
 from imagekit.matrix.load import Matrix
@@ -48,4 +54,6 @@ def publish_ports(
     )
     evidence = verify_evidence(request.results, results_key())
     audit = gate(engine, run, events) if gate is not None and engine is not None else None
-    return PublishPorts(registry, run, evidence, events, CycloneDx(), signer, audit), engine
+    builds = build_evidence(request.results)
+    ports = PublishPorts(registry, run, evidence, events, CycloneDx(), signer, audit, builds)
+    return ports, engine

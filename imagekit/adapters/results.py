@@ -25,7 +25,7 @@ from imagekit.errors import InputError
 from imagekit.kernel.engine import EngineInfo
 from imagekit.kernel.integrity import KEY_ENV, seal, seal_problem
 from imagekit.kernel.json import JsonObject, as_object
-from imagekit.kernel.publish_records import Evidence, PublishRecord
+from imagekit.kernel.publish_records import BuildEvidence, Evidence, PublishRecord
 from imagekit.kernel.records import ImageRecord
 from imagekit.kernel.store import ContextFile
 from imagekit.site.page import RunRecords
@@ -329,6 +329,24 @@ def verify_evidence(results_dir: Path, key: bytes | None = None) -> list[Evidenc
                         engine=as_object(facts.get("engine")),
                         imagekit_version=str(facts.get("imagekit_version") or ""),
                     )
+                )
+    return found
+
+
+def build_evidence(results_dir: Path) -> list[BuildEvidence]:
+    """Every build record under `results_dir` that names an image, newest run first, with the
+    plan it was built from: what publish's provenance is made of. A file that cannot be read as
+    a record is skipped."""
+    found = []
+    for images in sorted(results_dir.glob("*/images"), reverse=True):
+        for path in sorted(images.glob("*.json")):
+            try:
+                record = _read_record(path)
+            except InputError:
+                continue
+            if record.build is not None and record.build.image_id:
+                found.append(
+                    BuildEvidence(images.parent.name, path.stem, record.build, record.plan)
                 )
     return found
 

@@ -4,6 +4,7 @@ reach what is required? The check to run before an image runs (or in an admissio
 from __future__ import annotations
 
 import datetime as dt
+from functools import partial
 
 import typer
 
@@ -22,11 +23,12 @@ app.add_typer(attest_app, name="attest")
 def attest_verify(request: AttestVerifyRequest) -> None:
     """Check one image; NotAttestedError (exit 8) with one line when it falls short."""
     from imagekit.adapters.cosign import cosign_with
+    from imagekit.adapters.imagelabels import labels_of
     from imagekit.publish.attest_verify import check_attestations
 
-    reader = cosign_with("--key", request.key)
-    now = dt.datetime.now(dt.UTC)
-    check = check_attestations(reader, request.image, request.requirement(), now)
+    reader, now = cosign_with("--key", request.key), dt.datetime.now(dt.UTC)
+    labels = partial(labels_of, request.image)  # asked only where provenance is required
+    check = check_attestations(reader, request.image, request.requirement(), now, labels)
     if request.json:
         print_json(check.to_json())
     if (error := check.failure()) is not None:

@@ -89,13 +89,10 @@ def bootstrap(request: BootstrapCommand) -> None:
     from imagekit.adapters.installer import base_cache
 
     engine, cache = open_engine(), base_cache()
-    native = request.arch == baseimage.default_arch()
-    took = "about a minute" if native else "several minutes: emulated"
-    say(f"bootstrapping {request.suite} {request.arch} into {request.tag} ({took})")
+    say(baseimage.starting_line(request))
     image_id = baseimage.bootstrap(engine, request, cache)
     typer.echo(image_id)
-    reused = f" (root filesystem reused, {request.suite}'s indexes unchanged: {cache.reused})"
-    say(f"{request.tag} is {image_id}" + (reused if cache.reused else ""))
+    say(baseimage.done_line(request, image_id, cache.reused))
 
 
 @command(app, "gc", GcRequest)

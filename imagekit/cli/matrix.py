@@ -36,7 +36,7 @@ def show_matrix(request: MatrixRequest) -> None:
 def check(request: CheckRequest) -> None:
     """Validate the matrix, then lint the legacy and BuildKit render of every image."""
     from imagekit.adapters.lint import lint_plans
-    from imagekit.matrix.report import check_document, check_lines, lint_refusal
+    from imagekit.matrix.report import check_document, check_lines, check_passed, lint_refusal
 
     loaded, findings, linted = lint_plans(request.matrix)
     for line in check_lines(loaded, findings):
@@ -45,10 +45,7 @@ def check(request: CheckRequest) -> None:
         print_json(check_document(str(request.matrix), loaded, findings, linted))
     if (error := lint_refusal(sum(f.fails for f in findings))) is not None:
         raise error
-    say(
-        f"{request.matrix}: ok: {len(loaded.cells)} cells, {len(loaded.plans)} images, "
-        f"{linted} Dockerfiles lint clean"
-    )
+    say(check_passed(str(request.matrix), loaded, linted))
 
 
 @command(app, "render", RenderRequest)

@@ -82,7 +82,7 @@ def report(request: ReportRequest) -> None:
     """The summary of one run, or what got worse between two; or the site of every run."""
     from imagekit.adapters.results import RunFolder
     from imagekit.adapters.site import write_site
-    from imagekit.verify.summary import changes
+    from imagekit.verify.summary import comparison
 
     if request.html is not None:
         typer.echo(write_site(request.results, request.html, request.threshold).resolve())
@@ -92,7 +92,7 @@ def report(request: ReportRequest) -> None:
     typer.echo(summary(loaded[-1]))
     say(f"run: {folders[-1].root}")
     if len(loaded) == 2:
-        found = changes(loaded[0], loaded[1], request.threshold)
-        for line in found:
-            typer.echo(line)
-        say(f"{len(found)} changes for the worse from {folders[0].run_id} to {folders[1].run_id}")
+        ids = (folders[0].run_id, folders[1].run_id)
+        found, counted = comparison(ids, loaded[0], loaded[1], request.threshold)
+        typer.echo("".join(f"{line}\n" for line in found), nl=False)
+        say(counted)

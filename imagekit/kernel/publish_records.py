@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from imagekit.kernel.json import JsonValue
-from imagekit.kernel.records import Reached, Record, VerifyRecord
+from imagekit.kernel.records import BuildRecord, PlanRecord, Reached, Record, VerifyRecord
 from imagekit.kernel.vocabulary import AttestationState, TagKind
 
 
@@ -92,3 +92,14 @@ class AttestedLevel:
     def to_json(self) -> dict[str, str | None]:
         """As `imagekit doctor --json` shows it."""
         return {"state": self.state, "digest": self.digest, "level": self.level, "why": self.why}
+
+
+@dataclass(frozen=True)
+class BuildEvidence:
+    """A build record as publish's provenance reads it: the run that wrote it, the image's
+    name, the record and the plan it was built from (`adapters.results.build_evidence`)."""
+
+    run_id: str
+    name: str
+    record: BuildRecord
+    plan: PlanRecord | None = None

@@ -235,6 +235,12 @@ def check_document(
     }
 
 
+def check_passed(matrix: str, loaded: Matrix, linted: int) -> str:
+    """`imagekit check`'s last line when nothing failed."""
+    cells, images = len(loaded.cells), len(loaded.plans)
+    return f"{matrix}: ok: {cells} cells, {images} images, {linted} Dockerfiles lint clean"
+
+
 def lint_refusal(failing: int) -> InputError | None:
     """Why `imagekit check` fails when `failing` of hadolint's findings fail (None: none)."""
     if not failing:

@@ -137,12 +137,14 @@ class RequiredLevel(StrEnum):
 class Requirement:
     """What an image's attestations must show: of its verify record, a level reached and probes
     that passed; of its newest audit (publish/attest_audit.py), an age at most `audit_days`
-    that passed, and with `no_pending` no pending fix at all."""
+    that passed, and with `no_pending` no pending fix at all; with `provenance`, a build
+    provenance statement that matches the image (publish/provenance.py)."""
 
     level: RequiredLevel | None = None
     probes: tuple[str, ...] = ()
     audit_days: int | None = None
     no_pending: bool = False
+    provenance: bool = False
 
     @property
     def audited(self) -> bool:
@@ -157,6 +159,8 @@ class Requirement:
             parts.append(f"an audit at most {self.audit_days} days old that passed")
         if self.no_pending:
             parts.append("no pending security fix")
+        if self.provenance:
+            parts.append("provenance of this image")
         return ", ".join(parts) or "a signed verify record"
 
 

@@ -1,5 +1,5 @@
-"""Signing a published digest and attaching its evidence: the verify records, the SBOM and the
-audit.
+"""Signing a published digest and attaching its evidence: the verify records, the SBOM, the
+build's provenance and the audit.
 
 Used by `LocalPush` (a local image pushed under its tags or as a candidate), `IndexPut` (the
 index of an image's platforms) and `Promotion` (a candidate promoted inside the registry).
@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from imagekit import __version__
 from imagekit.kernel.json import JsonValue
 from imagekit.kernel.publish_records import Evidence, PublishStatus
-from imagekit.kernel.records import AuditRecord
 from imagekit.publish.attest import SBOM_PREDICATE, VERIFY_PREDICATE, predicate
-from imagekit.publish.attest_audit import AUDIT_PREDICATE, audit_predicate
 from imagekit.publish.ports import Signer
 
 
@@ -49,10 +47,10 @@ def sign_and_attest(
     digest: str,
     records: Sequence[Evidence],
     sbom: Mapping[str, JsonValue] | None,
-    audit: AuditRecord | None = None,
+    more: Sequence[tuple[str, Mapping[str, JsonValue]]] = (),
 ) -> Attestation:
-    """Sign `repository@digest`, then attest each verify record in `records`, the SBOM and
-    the audit the gate ran (publish/attest_audit.py)."""
+    """Sign `repository@digest`, then attest each verify record in `records`, the SBOM, and
+    each (predicate type, predicate) of `more`: the build's provenance, the gate's audit."""
     reference = f"{repository}@{digest}"
     error = signer.sign(reference)
     if error:
@@ -75,12 +73,9 @@ def sign_and_attest(
         if error:
             return Attestation(digest, tuple(done), f"attesting the SBOM failed: {error}")
         done.append(SBOM_PREDICATE)
-    if audit is not None:
-        body = audit_predicate(
-            audit, reference=repository, digest=digest, imagekit_version=__version__
-        ).to_json()
-        error = signer.attest(reference, AUDIT_PREDICATE, body)
+    for kind, other in more:
+        error = signer.attest(reference, kind, other)
         if error:
-            return Attestation(digest, tuple(done), f"attesting the audit failed: {error}")
-        done.append(AUDIT_PREDICATE)
+            return Attestation(digest, tuple(done), f"attesting {kind} failed: {error}")
+        done.append(kind)
     return Attestation(digest, tuple(done))

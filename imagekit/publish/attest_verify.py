@@ -6,6 +6,7 @@ decides."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -17,6 +18,7 @@ from imagekit.kernel.vocabulary import AttestationState
 from imagekit.publish.attest import VERIFY_PREDICATE, Requirement, VerifyPredicate, judge
 from imagekit.publish.attest_audit import AUDIT_PREDICATE, judge_audits
 from imagekit.publish.ports import AttestationReader, Attested
+from imagekit.publish.provenance import PROVENANCE_PREDICATE, judge_provenance
 from imagekit.verify.levels import rank
 
 
@@ -69,11 +71,15 @@ class AttestCheck:
 
 
 def check_attestations(
-    reader: AttestationReader, image: str, required: Requirement, now: dt.datetime
+    reader: AttestationReader,
+    image: str,
+    required: Requirement,
+    now: dt.datetime,
+    labels: Callable[[], Mapping[str, str]] = dict,
 ) -> AttestCheck:
     """Whether `image` is signed by the reader's key, an attested verify record of its digest
-    reaches `required`, and (where `required` asks for one) its newest attested audit, as of
-    `now`, too."""
+    reaches `required`, and, where `required` asks for them, its newest attested audit (as of
+    `now`) and a provenance statement that matches the image's `labels` (asked only then)."""
     found = reader.attested(image, VERIFY_PREDICATE)
     if found.state != AttestationState.OK:
         return AttestCheck(image, found, required, False, found.reason)
@@ -89,6 +95,14 @@ def check_attestations(
             within_days=required.audit_days,
             no_pending=required.no_pending,
         )
+        why = f"{why}; {said}" if ok else said
+    if ok and required.provenance:
+        statements = reader.attested(image, PROVENANCE_PREDICATE)
+        if statements.state != AttestationState.OK:
+            return AttestCheck(
+                image, statements, required, False, f"provenance: {statements.reason}"
+            )
+        ok, said = judge_provenance(statements.predicates, labels())
         why = f"{why}; {said}" if ok else said
     return AttestCheck(image, found, required, ok, why, tuple(records))
 

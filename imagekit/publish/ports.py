@@ -10,7 +10,7 @@ from typing import Protocol
 from imagekit.audit.ports import AuditWith
 from imagekit.events import EventSink
 from imagekit.kernel.json import JsonObject, JsonValue
-from imagekit.kernel.publish_records import Evidence
+from imagekit.kernel.publish_records import BuildEvidence, Evidence
 from imagekit.kernel.store import RunStore
 from imagekit.kernel.vocabulary import AttestationState, PushFailure
 
@@ -164,3 +164,4 @@ class PublishPorts:
     sbom: SbomMaker
     signer: Signer | None = None  # None: publish unsigned
     audit: AuditWith | None = None  # the gate's audit: the matrix has a `security:` section
+    builds: Sequence[BuildEvidence] = ()  # build records of any images: the provenance's

@@ -131,9 +131,13 @@ class AttestVerifyRequest:
     require_no_pending: Annotated[
         bool, Opt("--require-no-pending", help="The newest attested audit lists no pending fix.")
     ] = False
+    require_provenance: Annotated[
+        bool, Opt("--require-provenance", help="A build provenance statement of this image.")
+    ] = False
     json: Annotated[bool, JSON] = False
 
     def requirement(self) -> Requirement:
         """What the image's attested record must show."""
         audit, no_pending = self.require_audit_within, self.require_no_pending
-        return Requirement(self.require_level, self.require_probes, audit, no_pending)
+        made = self.require_provenance
+        return Requirement(self.require_level, self.require_probes, audit, no_pending, made)

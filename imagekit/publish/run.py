@@ -18,19 +18,21 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
+from imagekit import __version__
 from imagekit.audit.run import AuditRun
 from imagekit.audit.settings import AuditTarget
 from imagekit.errors import EngineError, ImagekitError, RegistryError
-from imagekit.kernel.engine import Engine
-from imagekit.kernel.json import JsonObject
+from imagekit.kernel.engine import Engine, LocalImage
+from imagekit.kernel.json import JsonObject, JsonValue
 from imagekit.kernel.publish_records import PublishRecord, PublishStatus, TagRecord
 from imagekit.kernel.records import AuditRecord
 from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
+from imagekit.publish.attest_audit import AUDIT_PREDICATE, audit_predicate
 from imagekit.publish.attest_run import UNSIGNED, sign_and_attest
 from imagekit.publish.decisions import (
     PublishMode,
@@ -50,6 +52,7 @@ from imagekit.publish.log import PublishLog
 from imagekit.publish.multiarch import ImageGroup
 from imagekit.publish.ports import PublishPorts, RemoteManifest
 from imagekit.publish.promote import Promotion
+from imagekit.publish.provenance import PROVENANCE_PREDICATE, provenance
 from imagekit.publish.requests import PublishSettings
 
 # `candidate_tag` is named here too: callers of the publish use case read it from this module.
@@ -174,12 +177,29 @@ class LocalPush:
                 forced=forced,
                 tags=pushed.tags,
             )
-        return self._inventoried(plan, local.id, decision, pushed, forced, audit)
+        return self._inventoried(plan, local, decision, pushed, forced, audit)
+
+    def _more(
+        self, local: LocalImage, repository: str, digest: str, audit: AuditRecord | None
+    ) -> list[tuple[str, Mapping[str, JsonValue]]]:
+        """The attestations besides the verify records and the SBOM: the provenance of the
+        build that made this very image (where results/ holds it), and the gate's audit."""
+        more: list[tuple[str, Mapping[str, JsonValue]]] = []
+        build = next((b for b in self.ports.builds if b.record.image_id == local.id), None)
+        if build is not None:
+            body = provenance(build, local.labels, imagekit_version=__version__)
+            more.append((PROVENANCE_PREDICATE, body))
+        if audit is not None:
+            said = audit_predicate(
+                audit, reference=repository, digest=digest, imagekit_version=__version__
+            )
+            more.append((AUDIT_PREDICATE, said.to_json()))
+        return more
 
     def _inventoried(
         self,
         plan: ImagePlan,
-        image_id: str,
+        local: LocalImage,
         decision: GateDecision,
         pushed: Pushed,
         forced: bool,
@@ -187,7 +207,7 @@ class LocalPush:
     ) -> PublishRecord:
         """The record of an image on the registry: its package manifest and SBOM written,
         its digest signed (with a signer)."""
-        repository = self.settings.repository(plan)
+        repository, image_id = self.settings.repository(plan), local.id
         digest = next(t.digest for t in pushed.tags if t.kind != TagKind.ALIAS) or ""
         manifest_file, sbom_file, sbom = self._inventory(plan, image_id, digest, decision)
         attested = UNSIGNED
@@ -196,7 +216,8 @@ class LocalPush:
             # failed is repaired by running it again, and a check accepts any signature by the
             # key.
             passing = [decision.passing] if decision.passing is not None else []
-            attested = sign_and_attest(self.ports.signer, repository, digest, passing, sbom, audit)
+            more = self._more(local, repository, digest, audit)
+            attested = sign_and_attest(self.ports.signer, repository, digest, passing, sbom, more)
         return PublishRecord(
             name=plan.name,
             status=attested.status(pushed.status),

@@ -267,3 +267,12 @@ def changes(old: Records, new: Records, threshold: float = 0.2) -> list[str]:
     """The lines of `regressions(old, new, threshold)`, as `imagekit report RUN RUN2` prints
     them."""
     return [change.text for change in regressions(old, new, threshold)]
+
+
+def comparison(
+    runs: tuple[str, str], old: Records, new: Records, threshold: float
+) -> tuple[list[str], str]:
+    """`imagekit report RUN RUN2`: each change for the worse from the first run to the
+    second, and the line counting them."""
+    found = changes(old, new, threshold)
+    return found, f"{len(found)} changes for the worse from {runs[0]} to {runs[1]}"

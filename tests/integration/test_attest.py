@@ -14,6 +14,7 @@ import pytest
 
 from imagekit.kernel.integrity import seal
 from imagekit.publish.attest import SBOM_PREDICATE, VERIFY_PREDICATE
+from imagekit.publish.provenance import PROVENANCE_PREDICATE
 from tests.integration.conftest import DemoBuild, imagekit
 from tests.integration.test_promotion import publish as promotion_publish
 from tests.integration.test_publish import (  # noqa: F401 - `registry` is a fixture
@@ -101,7 +102,7 @@ def test_publish_signs_the_digest_and_attaches_the_record_and_the_sbom(
     tag = versioned(signed)
     assert signed["status"] == "published", signed["reasons"]
     assert signed["signed_digest"] == tag["digest"]
-    assert signed["attestations"] == [VERIFY_PREDICATE, SBOM_PREDICATE]
+    assert signed["attestations"] == [VERIFY_PREDICATE, SBOM_PREDICATE, PROVENANCE_PREDICATE]
     reference = tag["tag"].rpartition(":")[0] + "@" + tag["digest"]
     [record] = predicates(reference, keys["trusted.pub"], VERIFY_PREDICATE)
     assert record["image"]["digest"] == tag["digest"] and record["level"] == "cpu"
@@ -121,6 +122,23 @@ def test_attest_verify_passes_for_the_signed_image(signed: dict, keys: dict[str,
     )
     assert result.code == 0, result.stderr
     assert tag["digest"] in result.stdout and "level cpu" in result.stdout
+
+
+def test_the_build_provenance_is_attested_and_matches_the_image(
+    signed: dict, demo_build: DemoBuild, keys: dict[str, Path]
+) -> None:
+    tag = versioned(signed)
+    reference = tag["tag"].rpartition(":")[0] + "@" + tag["digest"]
+    [statement] = predicates(reference, keys["trusted.pub"], PROVENANCE_PREDICATE)
+    build = demo_build.records[SLIM]["build"]
+    definition = statement["buildDefinition"]
+    assert definition["internalParameters"]["inputHash"] == build["input_hash"]
+    uris = [d["uri"] for d in definition["resolvedDependencies"]]
+    assert any(u.startswith("file:wheelhouse/torch-2.13.0") for u in uris), uris
+    assert any(u.startswith("docker-image:") for u in uris), uris
+    result = attest_verify(tag["tag"], keys["trusted.pub"], "--require-provenance")
+    assert result.code == 0, result.stderr
+    assert "provenance of build run" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -249,7 +267,7 @@ def test_promotion_keeps_the_attestations_of_the_candidate(
     pushed = publish(demo_build, space, "--candidate", "77", *key)
     assert pushed.code == 0, pushed.stderr[-2000:]
     candidate = json.loads(pushed.stdout)["images"][0]
-    assert candidate["attestations"] == [VERIFY_PREDICATE, SBOM_PREDICATE]
+    assert candidate["attestations"] == [VERIFY_PREDICATE, SBOM_PREDICATE, PROVENANCE_PREDICATE]
     promoted = publish(demo_build, space, "--from-candidate", "77", *key)
     assert promoted.code == 0, promoted.stderr[-2000:]
     record = json.loads(promoted.stdout)["images"][0]
@@ -261,6 +279,8 @@ def test_promotion_keeps_the_attestations_of_the_candidate(
     reference = final.rpartition(":")[0] + "@" + digest
     assert predicates(reference, keys["trusted.pub"], SBOM_PREDICATE)  # the candidate's SBOM
     assert len(predicates(reference, keys["trusted.pub"], VERIFY_PREDICATE)) == 2
+    provenance = attest_verify(final, keys["trusted.pub"], "--require-provenance")
+    assert provenance.code == 0, provenance.stderr  # the candidate's statement, kept
 
 
 def test_doctor_shows_the_attested_level_beside_its_verdict(

@@ -21,10 +21,11 @@ from imagekit.adapters.sbom import CycloneDx, problems
 from imagekit.audit.debian import Offered
 from imagekit.audit.ports import AuditPorts, AuditWith
 from imagekit.audit.settings import AuditSettings
+from imagekit.kernel import labels as L
 from imagekit.kernel.integrity import seal, seal_problem
 from imagekit.kernel.labels import ImageLabels
-from imagekit.kernel.publish_records import Evidence, PublishStatus
-from imagekit.kernel.records import ImageRecord, Status
+from imagekit.kernel.publish_records import BuildEvidence, Evidence, PublishStatus
+from imagekit.kernel.records import BuildRecord, BuildStatus, ImageRecord, Material, Status
 from imagekit.kernel.vocabulary import Threshold
 from imagekit.matrix.load import load_matrix
 from imagekit.matrix.plan import ImagePlan
@@ -44,6 +45,7 @@ from imagekit.publish.gate import decide
 from imagekit.publish.inventory import cuda_stack, distro, inventory, os_packages
 from imagekit.publish.multiarch import ImageGroup
 from imagekit.publish.ports import ManifestDocument
+from imagekit.publish.provenance import PROVENANCE_PREDICATE
 from imagekit.publish.run import PublishPorts, candidate_tag, publish_images
 from tests.fakes import (
     OCI_MANIFEST,
@@ -291,6 +293,7 @@ class World:
         self.store = store(tmp_path)
         self.plan = plan
         self.audit: AuditWith | None = None
+        self.builds: list[BuildEvidence] = []
 
     def audited(self, offered: dict[str, Offered], now: str) -> None:
         """Publish's gate audits against a suite offering `offered`, at `now`."""
@@ -306,6 +309,7 @@ class World:
             self.sbom,
             signer=self.signer if signer else None,
             audit=self.audit,
+            builds=self.builds,
         )
         group = ImageGroup((self.plan,), 1)
         return publish_images(settings(**options), [group], ports, self.engine).records[0]
@@ -481,6 +485,54 @@ def test_the_audit_the_gate_ran_is_attested_and_checked_for_its_age_and_pending_
         FakeAttestationReader(bare.signer), bare_image, Requirement(audit_days=30), NOW
     )
     assert not none.ok and none.reason.startswith("audit: ")
+
+
+def test_publish_attests_the_build_provenance_and_a_statement_not_of_this_image_fails(
+    tmp_path: Path, slim: ImagePlan
+) -> None:
+    labels = {
+        L.INPUT_HASH: "sha256:" + "1" * 64,
+        L.CELL: "2.13.0-cpu-py3.11",
+        L.BASE_INDEXES: "http://deb.debian.org/debian-security/dists/bookworm-security/InRelease "
+        "sha256:" + "5" * 64,
+        "org.opencontainers.image.source": "https://github.com/acme-ml/pytorch-images",
+        "org.opencontainers.image.revision": "0123abc",
+        "org.opencontainers.image.base.name": "imagekit-base/debian:bookworm",
+    }
+    world = World(tmp_path, slim)
+    world.engine.add(slim.reference, world.image, labels)
+    wheel = Material(name="wheelhouse/torch-2.13.0.whl", sha256="7" * 64)
+    built = BuildRecord(
+        name=slim.name, reference=slim.reference, flavour=slim.flavour, status=BuildStatus.BUILT,
+        message="built", image_id=world.image, input_hash=labels[L.INPUT_HASH], duration_s=1,
+        parent_id="sha256:" + "b" * 64, materials=(wheel,),
+    )  # fmt: skip
+    world.builds = [BuildEvidence("20261207T000000Z-cccc", slim.name, built)]
+    image = f"{slim.repository}@{world.publish([verified(world.image, slim)]).signed_digest}"
+    [(_, _, statement)] = [a for a in world.signer.attestations if a[1] == PROVENANCE_PREDICATE]
+    definition = statement["buildDefinition"]
+    assert definition["internalParameters"]["inputHash"] == labels[L.INPUT_HASH]
+    assert [d["uri"] for d in definition["resolvedDependencies"]] == [
+        "git+https://github.com/acme-ml/pytorch-images",
+        "docker-image:imagekit-base/debian:bookworm",
+        "file:wheelhouse/torch-2.13.0.whl",
+        "http://deb.debian.org/debian-security/dists/bookworm-security/InRelease",
+    ]
+    assert definition["resolvedDependencies"][0]["digest"] == {"gitCommit": "0123abc"}
+    assert statement["runDetails"]["metadata"]["invocationId"] == "20261207T000000Z-cccc"
+    reader, wanted = FakeAttestationReader(world.signer), Requirement(provenance=True)
+    held = check_attestations(reader, image, wanted, NOW, lambda: labels)
+    assert held.ok and "provenance of build run 20261207T000000Z-cccc" in held.reason, held.reason
+    # A statement that is not this image's (another input hash): exit 8, naming both.
+    other = {**labels, L.INPUT_HASH: "sha256:" + "2" * 64}
+    forged = check_attestations(reader, image, wanted, NOW, lambda: other)
+    assert not forged.ok and forged.failure() is not None
+    assert "no attested provenance matches the image (input hash sha256:222" in forged.reason
+    # Published without its build record at hand: no statement to show.
+    bare = World(tmp_path / "bare", slim)
+    bare_image = f"{slim.repository}@{bare.publish([verified(bare.image, slim)]).signed_digest}"
+    none = check_attestations(FakeAttestationReader(bare.signer), bare_image, wanted, NOW)
+    assert not none.ok and none.reason.startswith("provenance: ")
 
 
 def test_the_attested_level_is_the_best_passing_record_or_why_there_is_none(
