@@ -160,21 +160,31 @@ def _hash(
     return "sha256:" + hashlib.sha256(blob).hexdigest()
 
 
+def external_digests(inputs: ContextInputs) -> dict[str, str]:
+    """The sha256 of every external file `inputs` name, by context name, each read once."""
+    return _file_digests(_external_files(inputs), inputs.digest)
+
+
 def input_hash(
-    rendered: RenderedImage, inputs: ContextInputs, engine_inputs: dict[str, str] | None = None
+    rendered: RenderedImage,
+    inputs: ContextInputs,
+    engine_inputs: dict[str, str] | None = None,
+    digests: dict[str, str] | None = None,
 ) -> str:
     """sha256 over the Dockerfile, context files and build args (`sha256:<hex>`).
 
     `engine_inputs` names what the engine supplies, such as the id of the base or
-    slim image a build starts FROM: a new base means a new build.
+    slim image a build starts FROM: a new base means a new build. `digests`: the
+    `external_digests` of `inputs` where the caller has them already.
     """
-    return _hash(rendered, _file_digests(_external_files(inputs), inputs.digest), engine_inputs)
+    return _hash(rendered, digests or external_digests(inputs), engine_inputs)
 
 
-def materials(rendered: RenderedImage, inputs: ContextInputs) -> dict[str, str]:
+def materials(rendered: RenderedImage, digests: dict[str, str]) -> dict[str, str]:
     """The sha256 of each external file one image's context carries (its wheels, the
-    installer, the CA bundle), by its name in the context: the build's resolved dependencies."""
-    return _needed_by(rendered, _file_digests(_external_files(inputs), inputs.digest))
+    installer, the CA bundle), by its name in the context, of all the `external_digests`:
+    the build's resolved dependencies."""
+    return _needed_by(rendered, digests)
 
 
 def context_files(

@@ -14,7 +14,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from imagekit.build.context import ContextInputs, context_files, input_hash, materials
+from imagekit.build.context import (
+    ContextInputs,
+    context_files,
+    external_digests,
+    input_hash,
+    materials,
+)
 from imagekit.build.options import BuilderPick
 from imagekit.build.outcome import budget_problem, missing_parent, platform_mismatch, summary
 from imagekit.build.ports import Builder, BuildRequest, LineSink
@@ -150,8 +156,9 @@ class BuildRun:
             # Other layers, other image: an image is not up to date for a build that forces
             # another compression. (Only named when forced, so existing hashes stay.)
             engine_inputs["layer_compression"] = s.compression.value
-        digest = input_hash(rendered, made.inputs, engine_inputs)
-        used = (parent.id, materials(rendered, made.inputs))
+        files = external_digests(made.inputs)  # each external file read once per build
+        digest = input_hash(rendered, made.inputs, engine_inputs, files)
+        used = (parent.id, materials(rendered, files))
         existing = self.engine.inspect_image(plan.reference)
         if existing is not None and not s.no_cache and existing.labels.get(L.INPUT_HASH) == digest:
             measured = self._measure(existing.id, *used)

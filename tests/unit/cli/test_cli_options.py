@@ -620,6 +620,10 @@ def case_attest_verify(f: Files) -> Line:
             "ddp",
             "--require-probe",
             "cudnn",
+            "--require-audit-within",
+            "7",
+            "--require-no-pending",
+            "--require-provenance",
             "--json",
         ],
         AttestVerifyRequest(
@@ -627,6 +631,9 @@ def case_attest_verify(f: Files) -> Line:
             key=str(f.keys),
             require_level=RequiredLevel.GPU,
             require_probes=("ddp", "cudnn"),
+            require_audit_within=7,
+            require_no_pending=True,
+            require_provenance=True,
             json=True,
         ),
     )

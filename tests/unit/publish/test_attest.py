@@ -46,6 +46,7 @@ from imagekit.publish.inventory import cuda_stack, distro, inventory, os_package
 from imagekit.publish.multiarch import ImageGroup
 from imagekit.publish.ports import ManifestDocument
 from imagekit.publish.provenance import PROVENANCE_PREDICATE
+from imagekit.publish.requests import AttestVerifyRequest
 from imagekit.publish.run import PublishPorts, candidate_tag, publish_images
 from tests.fakes import (
     OCI_MANIFEST,
@@ -638,3 +639,14 @@ def test_status_of_a_refused_record_is_kept(slim: ImagePlan) -> None:
     body["probes"] = [{**p, "status": Status.FAIL} for p in body["probes"]]
     ok, why, _ = judge([body], Requirement(None, ("ddp",)), DIGEST)
     assert not ok and "ddp fail" in why
+
+
+def test_attest_verify_options_become_the_requirement() -> None:
+    asked = AttestVerifyRequest(
+        image="r/i:t", key="k.pub", require_audit_within=7, require_no_pending=True,
+        require_provenance=True,
+    )  # fmt: skip
+    assert asked.requirement() == Requirement(None, (), 7, True, True)
+    assert asked.requirement().describe() == (
+        "an audit at most 7 days old that passed, no pending security fix, provenance of this image"
+    )
