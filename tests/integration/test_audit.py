@@ -201,7 +201,7 @@ def test_publish_refuses_an_image_lacking_a_fix_naming_it_and_force_is_recorded(
         )  # fmt: skip
         return done.code, json.loads(done.stdout) if done.stdout.strip() else {}, done.stderr
 
-    with running_registry(tmp_path / "registry") as registry:
+    with running_registry(tmp_path) as registry:
         mirror.publish(NEWER_SSL)
         code, data, stderr = publish()
         assert code == 6, stderr
