@@ -254,19 +254,21 @@ def _run_day(run_id: str) -> dt.date | None:
 
 
 def _security(
-    records: Sequence[tuple[RunRecords, ImageRecord]], build_run: str, today: dt.date
+    records: Sequence[tuple[RunRecords, ImageRecord]],
+    image_id: str | None,
+    build_run: str,
+    today: dt.date,
 ) -> Security:
-    """The image's newest audit, and its age and the build's, counted to `today`."""
-    audits = [(run, r.audit) for run, r in records if r.audit is not None]
+    """The newest audit of the image the page shows (`image_id`: an audit of an image built
+    before it says nothing of it), and its age and the build's, counted to `today`."""
+    built = _run_day(build_run)
+    since_build = (today - built).days if built else None
+    audits = [(run, r.audit) for run, r in records if r.audit and r.audit.image_id == image_id]
     if not audits:
-        built = _run_day(build_run)
-        return Security(days_since_build=(today - built).days if built else None)
+        return Security(days_since_build=since_build)
     run, audit = audits[-1]
     audited = dt.datetime.fromisoformat(audit.audited_at).date()
-    built = _run_day(build_run)
-    return Security(
-        audit, run.run_id, (today - audited).days, (today - built).days if built else None
-    )
+    return Security(audit, run.run_id, (today - audited).days, since_build)
 
 
 def _page(
@@ -296,7 +298,8 @@ def _page(
             {name: ImageRecord(verify=was)}, {name: ImageRecord(verify=now)}, threshold
         )
     sightings: list[Sighting] = [(run.run_id, r.build, r.verify, r.audit) for run, r in records]
-    security = _security(records, build_run.run_id if build_run else "", today)
+    shown = verify.image_id if verify else build.image_id if build else None
+    security = _security(records, shown, build_run.run_id if build_run else "", today)
     labels = verify.labels if verify else {}
     plan = plans[-1] if plans else None
     return ImagePage(

@@ -339,3 +339,9 @@ def test_the_security_column_shows_the_newest_audit_its_age_and_the_fixes_over_t
     html = render_site(site)
     assert "<h2>Security fixes</h2>" in html[slim.href] and "3.0.22-1~deb12u2" in html[slim.href]
     assert 'data-column="security" data-state="fail"' in html["index.html"]
+    # An audit of an image built before this one says nothing of it.
+    older = audit_record(lacking, image="sha256:" + "9" * 64, at="2026-12-06T08:00:00+00:00")
+    later = RunRecords("20261206T080000Z-0000000c", "audit", "ci", {SLIM: ImageRecord(audit=older)})
+    slim = site_model([*real_runs(), later], today=dt.date(2026, 12, 7)).pages[1]
+    [cell] = [c for c in slim.cells if c.column.name == "security"]
+    assert (cell.state, cell.text) == (CellState.NOT_RUN, "not audited")
