@@ -38,15 +38,6 @@ class AuditPredicate(Record):
     imagekit_version: str  # the imagekit version that attested
 
 
-def audit_predicate(
-    audit: AuditRecord, *, reference: str, digest: str, imagekit_version: str
-) -> AuditPredicate:
-    """The attestation of `audit`, for the published `digest`."""
-    return AuditPredicate(
-        reference=reference, digest=digest, audit=audit, imagekit_version=imagekit_version
-    )
-
-
 def _age_days(audit: AuditRecord, now: dt.datetime) -> float:
     return (now - dt.datetime.fromisoformat(audit.audited_at)).total_seconds() / 86400
 

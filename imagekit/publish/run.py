@@ -32,7 +32,7 @@ from imagekit.kernel.publish_records import PublishRecord, PublishStatus, TagRec
 from imagekit.kernel.records import AuditRecord
 from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
-from imagekit.publish.attest_audit import AUDIT_PREDICATE, audit_predicate
+from imagekit.publish.attest_audit import AUDIT_PREDICATE, AuditPredicate
 from imagekit.publish.attest_run import UNSIGNED, sign_and_attest
 from imagekit.publish.decisions import (
     PublishMode,
@@ -190,8 +190,8 @@ class LocalPush:
             body = provenance(build, local.labels, imagekit_version=__version__)
             more.append((PROVENANCE_PREDICATE, body))
         if audit is not None:
-            said = audit_predicate(
-                audit, reference=repository, digest=digest, imagekit_version=__version__
+            said = AuditPredicate(
+                reference=repository, digest=digest, audit=audit, imagekit_version=__version__
             )
             more.append((AUDIT_PREDICATE, said.to_json()))
         return more
