@@ -353,6 +353,11 @@ class FakeRegistry:
         self.put_tags.append(reference)
         return document.digest
 
+    def list_tags(self, repository: str) -> tuple[str, ...]:
+        if self.unreachable:
+            raise RegistryError(f"cannot reach the registry of {repository}: connection refused")
+        return tuple(t.rpartition(":")[2] for t in self.tags if t.rpartition(":")[0] == repository)
+
 
 class FakePushResponse:
     """The engine's answer to one push request: its stream of JSON lines."""

@@ -25,7 +25,8 @@ def labels_of(reference: str) -> dict[str, str]:
     an index); InputError when the reference is invalid or nobody has the image, engine
     trouble when no engine answered and the registry could not give them either."""
     from imagekit.adapters.engine import open_engine
-    from imagekit.adapters.registry import registry_auth, remote_config
+    from imagekit.adapters.registry import registry_auth
+    from imagekit.adapters.registry_api import remote_config
 
     ref = parse(reference)
     down: EngineUnavailableError | None = None

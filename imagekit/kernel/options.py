@@ -75,6 +75,13 @@ RESULTS = Opt(
     "--results", help="Folder that receives results/<run-id>/.", envvar="IMAGEKIT_RESULTS"
 )
 GPUS = Opt("--gpus", help="auto: GPUs when the engine has them.")
+REGISTRY = Opt("--registry", help="This registry instead of the matrix's.")
+SIGNING_KEY = Opt(
+    "--signing-key",
+    envvar="IMAGEKIT_SIGNING_KEY",
+    help="A cosign private key (its password in COSIGN_PASSWORD): sign each digest and attach "
+    "the records as attestations.",
+)
 PROBES = Opt(
     "--probes",
     help="Comma-separated probes (default: all that apply).",

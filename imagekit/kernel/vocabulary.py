@@ -95,6 +95,7 @@ class TagKind(StrEnum):
     ALIAS = "alias"  # moves to the newest image
     CANDIDATE = "candidate"  # a CI candidate's, before promotion
     PLATFORM = "platform"  # one platform's own, under an index (recorded as versioned)
+    PATCH = "patch"  # `{versioned}-pN`: a rebuild of a published image, immutable like it
 
 
 class PushFailure(StrEnum):

@@ -73,6 +73,7 @@ def _make_cell(combo: Combo, spec: MatrixFile, compat: CompatData) -> Cell:
         experimental=bool(variant and variant.experimental),
         flavours=tuple(f for f in FLAVOURS if f in entry.flavours),
         platform=Platform(platform),
+        end_of_patch=entry.end_of_patch,
     )
 
 

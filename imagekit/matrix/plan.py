@@ -99,6 +99,7 @@ class Cell:
     flavours: tuple[Flavour, ...]
     # The Docker platform this cell is built for; its id carries `platform_suffix`.
     platform: Platform = Platform.AMD64
+    end_of_patch: str | None = None  # YYYY-MM-DD: its release's last day of patches
 
     @property
     def shared_id(self) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 from imagekit.errors import InputError
-from imagekit.kernel.options import JSON, MATRIX, Opt
+from imagekit.kernel.options import JSON, MATRIX, REGISTRY, Opt
 from imagekit.matrix.selection import Selection
 
 
@@ -86,5 +86,5 @@ class TagsRequest:
     """List every tag publish would push: versioned (immutable) and aliases (may move)."""
 
     selection: Selection
-    registry: Annotated[str | None, Opt("--registry", help="Push to this registry instead.")] = None
+    registry: Annotated[str | None, REGISTRY] = None
     json: Annotated[bool, JSON] = False

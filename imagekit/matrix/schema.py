@@ -8,10 +8,12 @@ committed copy in step.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Annotated, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -42,6 +44,18 @@ DockerPlatform = Annotated[
 ]
 PlatformList = Annotated[list[DockerPlatform], Field(min_length=1)]
 Text = Annotated[StrictStr, Field(min_length=1)]
+
+
+def _a_date(text: str) -> str:
+    dt.date.fromisoformat(text)  # a ValueError is reported at the key, as bad input
+    return text
+
+
+IsoDate = Annotated[
+    StrictStr,
+    Field(pattern=r"^\d{4}-\d{2}-\d{2}$", examples=["2027-06-30"]),
+    AfterValidator(_a_date),
+]
 
 
 Given = TypeVar("Given")
@@ -168,6 +182,14 @@ class Entry(_Strict):
     )
     platforms: PlatformList | None = Field(
         default=None, description="Docker platforms of this entry (default: defaults.platforms)."
+    )
+    end_of_patch: IsoDate | None = Field(
+        default=None,
+        description=(
+            "The last day this release's images are patched (YYYY-MM-DD): after it, publish "
+            "--patch refuses them, the security workflow rebuilds none, and the page marks "
+            "their tags unsupported."
+        ),
     )
 
 

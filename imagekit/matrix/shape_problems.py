@@ -27,6 +27,7 @@ FIELD_HINTS = {
     "name": "lowercase letters, digits, '.', '_' and '-'",
     "leave_out": 'a distribution name like "triton"',
     "platforms": "a Docker platform: linux/amd64 or linux/arm64",
+    "end_of_patch": "a date like 2027-06-30 (YYYY-MM-DD)",
 }
 # What to do about a value that does not match its field's pattern, where there is more
 # to say than what the value should look like.

@@ -86,6 +86,10 @@ class Registry(Protocol):
         """Put `document` under the tag `reference` names, unchanged; the digest it has there."""
         ...
 
+    def list_tags(self, repository: str) -> tuple[str, ...]:
+        """Every tag of `repository` (`registry/name`); () when it has none."""
+        ...
+
 
 @dataclass(frozen=True)
 class Package:

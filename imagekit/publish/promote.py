@@ -16,6 +16,7 @@ promotion has no engine to look inside the image, and the candidate's SBOM alrea
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ from imagekit.publish.gate import decide
 from imagekit.publish.index import platform_manifest
 from imagekit.publish.log import PublishLog
 from imagekit.publish.multiarch import ImageGroup, index_document, platform_tag
+from imagekit.publish.patches import own_target
 from imagekit.publish.ports import ManifestDocument, PublishPorts
 from imagekit.publish.requests import PublishSettings
 
@@ -75,6 +77,7 @@ class Promotion:
         self.ports = ports
         self.settings = settings
         self.log = log
+        self.today = dt.datetime.now(dt.UTC).date()  # against each release's end_of_patch
 
     def publish(self, groups: Sequence[ImageGroup]) -> list[PublishRecord]:
         """Promote each image: one of a single platform from its candidate; the platforms of
@@ -191,26 +194,27 @@ class Promotion:
 
     def _tag(self, plan: ImagePlan, repository: str, document: ManifestDocument) -> Pushed:
         tags: list[TagRecord] = []
-        versioned = f"{repository}:{plan.tag}"
         try:
-            held = self.registry.document(versioned)
-            if held is not None and held.digest != document.digest:
-                why = (
-                    f"{versioned} already exists with other content (registry digest "
-                    f"{held.digest}; the candidate is {document.digest}); versioned tags are "
-                    "never overwritten"
-                )
-                return Pushed(PublishStatus.REFUSED, (), (why,))
+            target = own_target(
+                self.registry,
+                f"{repository}:{plan.tag}",
+                plan,
+                lambda held: held.digest == document.digest,
+                patch=self.settings.patch,
+                today=self.today,
+            )
+            if target.refused:
+                return Pushed(PublishStatus.REFUSED, (), (target.refused,))
             todo = [(a, TagKind.ALIAS) for a in plan.aliases]
-            if held is None:
-                todo.insert(0, (plan.tag, TagKind.VERSIONED))
+            if target.held is None:
+                todo.insert(0, (target.tag, target.kind))
             else:
                 tags.append(
                     TagRecord(
-                        tag=versioned,
-                        kind=TagKind.VERSIONED,
+                        tag=f"{repository}:{target.tag}",
+                        kind=target.kind,
                         status=PublishStatus.UNCHANGED,
-                        digest=held.digest,
+                        digest=target.held.digest,
                     )
                 )
             if self.settings.dry_run:  # checked and gated: nothing is put

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 from imagekit.errors import InputError
-from imagekit.kernel.options import JSON, RESULTS, Arg, Opt
+from imagekit.kernel.options import JSON, REGISTRY, RESULTS, SIGNING_KEY, Arg, Opt
 from imagekit.matrix.plan import ImagePlan, retarget
 from imagekit.matrix.selection import Selection
 from imagekit.publish.attest import RequiredLevel, Requirement
@@ -18,9 +18,7 @@ from imagekit.publish.decisions import PublishMode
 class PublishSettings:
     """How `imagekit publish` publishes: its options, taken by `publish_images` as they are."""
 
-    registry: Annotated[
-        str | None, Opt("--registry", help="Push to this registry instead of the matrix's.")
-    ] = None
+    registry: Annotated[str | None, REGISTRY] = None
     dry_run: Annotated[
         bool, Opt("--dry-run/--no-dry-run", help="Check everything, push nothing.")
     ] = False
@@ -44,6 +42,9 @@ class PublishSettings:
             "no engine.",
         ),
     ] = None
+    patch: Annotated[
+        bool, Opt("--patch", help="Publish a rebuild as TAG-pN where its tag holds another image.")
+    ] = False
 
     def __post_init__(self) -> None:
         if self.candidate and self.from_candidate:
@@ -90,16 +91,7 @@ class PublishCommand:
     ] = 2.0
     results: Annotated[Path, RESULTS] = Path("results")
     json: Annotated[bool, JSON] = False
-    # A cosign private key (file, or a URI cosign resolves): sign and attest each digest.
-    signing_key: Annotated[
-        str | None,
-        Opt(
-            "--signing-key",
-            envvar="IMAGEKIT_SIGNING_KEY",
-            help="A cosign private key (its password in COSIGN_PASSWORD): sign each published "
-            "digest and attach the verify record and the SBOM as attestations.",
-        ),
-    ] = None
+    signing_key: Annotated[str | None, SIGNING_KEY] = None  # a file, or a URI cosign resolves
 
     @property
     def signing(self) -> str | None:

@@ -16,6 +16,7 @@ One publisher per mode (`core.publish.PublishMode`), picked once by `publish_ima
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -50,6 +51,7 @@ from imagekit.publish.index import IndexPut
 from imagekit.publish.inventory import DPKG_FORMAT, cuda_stack, inventory
 from imagekit.publish.log import PublishLog
 from imagekit.publish.multiarch import ImageGroup
+from imagekit.publish.patches import own_target
 from imagekit.publish.ports import PublishPorts, RemoteManifest
 from imagekit.publish.promote import Promotion
 from imagekit.publish.provenance import PROVENANCE_PREDICATE, provenance
@@ -137,6 +139,7 @@ class LocalPush:
         self.engine_errors: list[EngineError] = []  # refusals that failed an image
         # The gate's audit, recorded in this run's folder beside the publish record.
         self.auditor = AuditRun(ports.audit.ports, ports.audit.settings) if ports.audit else None
+        self.today = dt.datetime.now(dt.UTC).date()  # against each release's end_of_patch
 
     def publish(self, groups: Sequence[ImageGroup]) -> list[PublishRecord]:
         """Publish each image (`multiarch.image_groups`) as this mode does."""
@@ -167,7 +170,7 @@ class LocalPush:
         forced = bool(decision.reasons) and decision.allowed
         pushed = Pushed(PublishStatus.REFUSED)
         if decision.allowed:
-            pushed = self._push_all(self.settings.repository(plan), local.id, tags)
+            pushed = self._push_all(plan, local.id, tags)
         if not pushed.reached:
             return PublishRecord(
                 name=plan.name,
@@ -231,25 +234,32 @@ class LocalPush:
             attestations=attested.types,
         )
 
-    def _push_all(self, repository: str, image_id: str, todo: Tags) -> Pushed:
+    def _push_all(self, plan: ImagePlan, image_id: str, todo: Tags) -> Pushed:
         """Push `todo` in order: refused when the first (versioned) tag holds other content,
-        unchanged where it holds this image already; stops at the first push that fails."""
-        first = f"{repository}:{todo[0][0]}"
+        unless `--patch` publishes it as the next patch tag; unchanged where it holds this
+        image already; stops at the first push that fails."""
+        repository = self.settings.repository(plan)
+        patch = self.settings.patch and todo[0] == (plan.tag, TagKind.VERSIONED)
         try:
-            remote = self.registry.manifest(first)
+            target = own_target(
+                self.registry,
+                f"{repository}:{todo[0][0]}",
+                plan,
+                lambda held: held.holds(image_id),
+                patch=patch,
+                today=self.today,
+            )
         except RegistryError as exc:
             return Pushed(PublishStatus.FAILED, (), (said(exc),))
-        if remote is not None and not remote.holds(image_id):
-            held = f", image {remote.config}" if remote.config else ""
-            why = (
-                f"{first} already exists with other content (registry digest {remote.digest}"
-                f"{held}; this image is {image_id}); versioned tags are never overwritten"
-            )
-            return Pushed(PublishStatus.REFUSED, (), (why,))
+        if target.refused:
+            return Pushed(PublishStatus.REFUSED, (), (target.refused,))
+        kind = target.kind if target.kind is TagKind.PATCH else todo[0][1]
+        todo = [(target.tag, kind), *todo[1:]]
         tags: list[TagRecord] = []
-        if remote is not None:
+        if target.held is not None:
+            first = f"{repository}:{target.tag}"
             status = PublishStatus.UNCHANGED
-            tags.append(TagRecord(tag=first, kind=todo[0][1], status=status, digest=remote.digest))
+            tags.append(TagRecord(tag=first, kind=kind, status=status, digest=target.held.digest))
             todo = todo[1:]
         if self.settings.dry_run:
             tags += [
@@ -353,10 +363,24 @@ class PushRun(LocalPush):
             if not group.multi:
                 done += [self.publish_one(plan, final_tags(plan)) for plan in group.plans]
                 continue
+            if self.settings.patch:
+                name = group.plans[0].name
+                done.append(self.log.finished(name, _patch_through_candidates(name)))
+                continue
             pushed = [self.publish_one(plan, platform_tags(plan)) for plan in group.plans]
             index = IndexPut(self.ports, self.settings).record(group.plans, pushed)
             done += [*pushed, self.log.finished(index.name, index)]
         return done
+
+
+def _patch_through_candidates(name: str) -> PublishRecord:
+    """A multi-platform image is patched as CI publishes it: each platform pushed with
+    --candidate, then joined and published with --from-candidate ID --patch."""
+    why = (
+        "a multi-platform image is patched through candidates: push each platform with "
+        "--candidate ID, then publish --from-candidate ID --patch"
+    )
+    return PublishRecord(name=name, status=PublishStatus.REFUSED, reasons=(why,))
 
 
 class CandidatePush(LocalPush):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from imagekit.adapters.registry import MANIFEST_TYPES
+from imagekit.adapters.registry_api import MANIFEST_TYPES
 from tests.integration.conftest import DemoBuild, imagekit
 from tests.integration.proxies import FaultyProxy
 from tests.integration.test_publish import (  # noqa: F401 - `registry` is a fixture

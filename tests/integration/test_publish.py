@@ -11,7 +11,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from imagekit.adapters.registry import MANIFEST_TYPES
+from imagekit.adapters.registry_api import MANIFEST_TYPES
 from tests.integration.conftest import TEST_LABELS, DemoBuild, Session, imagekit
 from tests.integration.engines import free_port, running_registry
 from tests.integration.proxies import FaultyProxy, StallingProxy

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from imagekit.adapters import engine as engine_adapter
-from imagekit.adapters import imagelabels, registry
+from imagekit.adapters import imagelabels, registry, registry_api
 from imagekit.errors import EngineUnavailableError, ExitCode, InputError, RegistryError
 
 REFERENCE = "ghcr.io/acme/pytorch:2.13.0-cpu-py3.11-slim"
@@ -55,7 +55,7 @@ def test_whose_trouble_it_is_when_no_one_has_the_labels(
     said: str,
 ) -> None:
     monkeypatch.setattr(engine_adapter, "open_engine", engine)
-    monkeypatch.setattr(registry, "remote_config", config)
+    monkeypatch.setattr(registry_api, "remote_config", config)
     with pytest.raises(kind) as caught:
         imagelabels.labels_of(REFERENCE)
     error = caught.value
@@ -70,5 +70,5 @@ def test_whose_trouble_it_is_when_no_one_has_the_labels(
 def test_the_registry_answers_when_the_engine_is_down(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine_adapter, "open_engine", no_engine)
     config = {"config": {"Labels": {"io.imagekit.torch": "2.13.0"}}}
-    monkeypatch.setattr(registry, "remote_config", lambda *a, **k: config)
+    monkeypatch.setattr(registry_api, "remote_config", lambda *a, **k: config)
     assert imagelabels.labels_of(REFERENCE) == {"io.imagekit.torch": "2.13.0"}

@@ -13,7 +13,8 @@ from typing import Any, ClassVar
 import pytest
 
 from imagekit.adapters.engine import DockerEngine
-from imagekit.adapters.registry import auth_keys, registry_auth, remote_config, split_reference
+from imagekit.adapters.registry import auth_keys, registry_auth, split_reference
+from imagekit.adapters.registry_api import remote_config
 from imagekit.errors import InputError
 from imagekit.kernel.reference import ImageReference, has_registry_host, parse
 from imagekit.matrix.plan import retarget
