@@ -577,6 +577,7 @@ def audit_record(
     *pending: tuple[str, str, str],
     image: str = "sha256:" + "a" * 64,
     at: str = "2026-12-07T00:00:00+00:00",
+    end_of_patch: str | None = None,
 ) -> AuditRecord:
     """An audit of `image` at any-fix, each (package, installed, fixed) a refused fix."""
     findings = tuple(
@@ -608,4 +609,5 @@ def audit_record(
         python_packages=40,
         sources=("security-index",),
         findings=findings,
+        end_of_patch=end_of_patch,
     )

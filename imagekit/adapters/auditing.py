@@ -10,8 +10,10 @@ from functools import partial
 from pathlib import Path
 
 from imagekit.adapters import engine as docker
+from imagekit.adapters.cosign import cosign_with
 from imagekit.adapters.engine import DockerEngine
 from imagekit.adapters.image_contents import EngineContents
+from imagekit.adapters.registry import HttpRegistry
 from imagekit.adapters.results import RunFacts, RunFolder, results_key
 from imagekit.adapters.security_index import SecurityIndexes
 from imagekit.audit.allowlist import AllowEntry, parse_allowlist
@@ -26,7 +28,10 @@ from imagekit.events import EventSink
 from imagekit.kernel.reference import record_name
 from imagekit.kernel.store import RunStore
 from imagekit.matrix.load import Matrix
+from imagekit.matrix.plan import retarget
 from imagekit.matrix.schema import SecuritySpec
+from imagekit.publish.patches import newest_tag
+from imagekit.publish.ports import Registry
 
 
 def _matrix(request: AuditCommand) -> Matrix | None:
@@ -37,11 +42,29 @@ def _matrix(request: AuditCommand) -> Matrix | None:
     return request.selection.load()
 
 
-def audit_targets(request: AuditCommand, matrix: Matrix | None) -> list[AuditTarget]:
-    """The images named, else the selected images of the matrix."""
+def audit_targets(
+    request: AuditCommand, matrix: Matrix | None, registry: Registry
+) -> list[AuditTarget]:
+    """The images named, else the selected images of the matrix: with `--published`, the
+    newest tag each has on the registry (its highest patch tag, else its versioned tag)."""
     if request.images or matrix is None:
         return [AuditTarget(record_name(ref), ref) for ref in request.images]
-    return [AuditTarget(p.name, p.reference) for p in request.selection.plans(matrix)]
+    plans = request.selection.plans(matrix)
+    if not request.published:
+        return [AuditTarget(p.name, p.reference) for p in plans]
+    targets = []
+    listed: dict[str, tuple[str, ...]] = {}
+    for plan in plans:
+        repository = retarget(plan.repository, request.registry)
+        if repository not in listed:
+            listed[repository] = registry.list_tags(repository)
+        newest = newest_tag(plan.tag, listed[repository])
+        held = registry.manifest(f"{repository}:{newest}") if newest else None
+        if held is None:
+            continue  # never published: nothing to audit
+        reference, eop = f"{repository}:{newest}", plan.cell.end_of_patch
+        targets.append(AuditTarget(plan.name, reference, True, plan.platform, held.digest, eop))
+    return targets
 
 
 def _beside(matrix: Matrix, key: str, named: str) -> Path:
@@ -130,14 +153,18 @@ def open_audit(
     IMAGEKIT_RESULTS_KEY when set), settings and targets; bad input is refused before the
     engine is opened."""
     matrix = _matrix(request)
-    targets = audit_targets(request, matrix)
+    key = request.signing_key
+    attester = cosign_with("--signing-key", key) if key and request.published else None
+    registry = HttpRegistry(None, attempts=4, backoff_s=2.0, deadline_s=300.0)
+    targets = audit_targets(request, matrix, registry)
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     settings, indexes = security_policy(matrix, now, _advisories(request, targets))
     RunFolder.check_writable(request.results)
     engine = docker.open_engine()
     for check in checks:
         check(engine)
-    key = results_key()
-    facts = RunFacts(images=[t.reference for t in targets], sealed_with_key=key is not None)
-    folder = RunFolder.begin(request.results, "audit", engine.info(), facts, seal_key=key)
-    return AuditPorts(engine, EngineContents(engine), indexes, folder, events), settings, targets
+    seal = results_key()
+    facts = RunFacts(images=[t.reference for t in targets], sealed_with_key=seal is not None)
+    folder = RunFolder.begin(request.results, "audit", engine.info(), facts, seal_key=seal)
+    ports = AuditPorts(engine, EngineContents(engine), indexes, folder, events, attester)
+    return ports, settings, targets

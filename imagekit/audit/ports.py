@@ -11,6 +11,7 @@ from imagekit.audit.release import ReleaseFacts, SecuritySuite
 from imagekit.audit.settings import AuditSettings
 from imagekit.events import EventSink
 from imagekit.kernel.engine import Engine
+from imagekit.kernel.json import JsonValue
 from imagekit.kernel.store import RunStore
 
 
@@ -50,6 +51,17 @@ class SecurityIndexSource(Protocol):
         ...
 
 
+class Attester(Protocol):
+    """Attaches signed attestations to published digests (cosign with a key)."""
+
+    def attest(
+        self, reference: str, predicate_type: str, predicate: Mapping[str, JsonValue]
+    ) -> str:
+        """Attach a signed in-toto attestation of `predicate` to `repository@digest`; "" when
+        it worked, else the reason."""
+        ...
+
+
 @dataclass
 class AuditPorts:
     """What the audit reaches the world through."""
@@ -59,6 +71,7 @@ class AuditPorts:
     indexes: SecurityIndexSource
     store: RunStore
     events: EventSink
+    attester: Attester | None = None  # None: the audits of published tags are not attested
 
 
 @dataclass(frozen=True)

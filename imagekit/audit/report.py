@@ -18,7 +18,9 @@ def audit_table(records: Mapping[str, AuditRecord]) -> str:
     for name, r in records.items():
         refused = [f for f in r.findings if f.verdict == FindingVerdict.REFUSED]
         index = f"{r.security_index.suite} ({r.security_index.date})"
-        rows.append([name, r.status.value, str(len(r.pending_fixes)), str(len(refused)), index])
+        ended = f" (unsupported since {r.end_of_patch})" if r.unsupported else ""
+        status = r.status.value + ended
+        rows.append([name, status, str(len(r.pending_fixes)), str(len(refused)), index])
     return table(["image", "audit", "pending fixes", "refused", "security index"], rows)
 
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from imagekit.kernel.options import JSON, RESULTS, Arg, Opt
+from imagekit.errors import InputError
+from imagekit.kernel.options import JSON, REGISTRY, RESULTS, SIGNING_KEY, Arg, Opt
 from imagekit.matrix.selection import Selection
 
 
@@ -24,8 +25,15 @@ class AuditCommand:
     scanner_report: Annotated[
         Path | None, Opt("--scanner-report", help="A Trivy or Grype JSON report of the one image.")
     ] = None
+    published: Annotated[
+        bool, Opt("--published", help="Audit each image's newest published tag (pulled).")
+    ] = False
+    registry: Annotated[str | None, REGISTRY] = None
+    signing_key: Annotated[str | None, SIGNING_KEY] = None  # attests each published tag's audit
     results: Annotated[Path, RESULTS] = Path("results")
     json: Annotated[bool, JSON] = False
 
     def __post_init__(self) -> None:
         self.selection.beside(self.images)
+        if self.images and self.published:
+            raise InputError("--published audits the matrix's tags; name no image with it")

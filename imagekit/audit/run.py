@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 
+from imagekit import __version__
 from imagekit.audit.allowlist import AllowEntry
+from imagekit.audit.attestation import AUDIT_PREDICATE, AuditPredicate
 from imagekit.audit.debian import installed_packages, pending_fixes
 from imagekit.audit.findings import Finding
 from imagekit.audit.policy import Judgement, judge
@@ -20,7 +22,7 @@ from imagekit.audit.ports import AuditPorts, IndexState
 from imagekit.audit.release import distro, security_suite
 from imagekit.audit.report import junit
 from imagekit.audit.settings import AuditSettings, AuditTarget
-from imagekit.errors import InputError
+from imagekit.errors import EngineError, InputError, RegistryError
 from imagekit.events import Event, EventKind
 from imagekit.kernel.records import (
     AuditFinding,
@@ -84,10 +86,19 @@ class AuditRun:
     def __init__(self, ports: AuditPorts, settings: AuditSettings) -> None:
         self.ports = ports
         self.settings = settings
+        self.unattested: list[str] = []  # why each audit of a published tag was not attested
 
     def audit(self, target: AuditTarget) -> AuditRecord:
-        """One image audited and recorded; InputError when the engine lacks it."""
+        """One image audited and recorded (a published tag pulled first, its audit attested
+        after); InputError when the engine lacks it."""
         p, s = self.ports, self.settings
+        if target.published:
+            p.events(Event(EventKind.STARTED, target.name, f"pulling {target.reference}"))
+            if reason := p.engine.pull(target.reference, target.platform):
+                raise EngineError(
+                    f"could not pull {target.reference}: {reason}",
+                    "check that the registry answers and that you may read the tag",
+                )
         image = p.engine.inspect_image(target.reference)
         if image is None:
             raise InputError(
@@ -118,11 +129,36 @@ class AuditRun:
             sources=("security-index", *s.advisories.sources),
             findings=_finding_records(judgement),
             problems=tuple(o.line() for o in judgement.outdated),
+            end_of_patch=target.end_of_patch,
         )
         p.store.update_image(target.name, ImageRecord(audit=record))
+        if target.published and p.attester is not None:
+            self._attest(target, record)
         said = f"{len(judgement.refused)} refused, {len(record.pending_fixes)} pending fixes"
         p.events(Event(EventKind.FINISHED, target.name, said, record.status.value))
         return record
+
+    def _attest(self, target: AuditTarget, record: AuditRecord) -> None:
+        """The audit of a published tag, attached to its digest as a signed attestation."""
+        assert self.ports.attester is not None
+        repository = target.reference.rpartition(":")[0]
+        said = AuditPredicate(
+            reference=repository, digest=target.digest, audit=record, imagekit_version=__version__
+        )
+        subject = f"{repository}@{target.digest}"
+        error = self.ports.attester.attest(subject, AUDIT_PREDICATE, said.to_json())
+        if error:
+            self.unattested.append(f"{subject}: {error}")
+        self.ports.events(Event(EventKind.STEP, target.name, f"attested to {subject}"))
+
+    def attestation_failure(self) -> RegistryError | None:
+        """The error an audit ends with when an audit could not be attested (exit 6)."""
+        if not self.unattested:
+            return None
+        return RegistryError(
+            f"{len(self.unattested)} audits not attested: " + "; ".join(self.unattested),
+            "the records are kept; check the key and the registry, then audit again",
+        )
 
     def execute(self, targets: Sequence[AuditTarget]) -> dict[str, AuditRecord]:
         """Every target audited, in order; then audit-junit.xml of them all."""

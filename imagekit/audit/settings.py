@@ -12,10 +12,15 @@ from imagekit.kernel.vocabulary import Threshold
 
 @dataclass(frozen=True)
 class AuditTarget:
-    """One image to audit: its record name and the reference to read."""
+    """One image to audit: its record name and the reference to read; a published tag is
+    pulled first (for its platform), and its audit is attested to the registry's digest."""
 
     name: str
     reference: str
+    published: bool = False
+    platform: str | None = None
+    digest: str = ""  # the registry's digest of a published tag
+    end_of_patch: str | None = None  # YYYY-MM-DD: its release's last day of patches
 
 
 # Matches an image's Python distributions (name -> version) against advisories.

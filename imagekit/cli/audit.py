@@ -16,8 +16,9 @@ def audit(request: AuditCommand) -> None:
     from imagekit.audit.run import AuditRun
 
     ports, settings, targets = open_audit(request, [note_leftovers], PlainView())
-    records, folder = AuditRun(ports, settings).execute(targets), ports.store
+    run = AuditRun(ports, settings)
+    records, folder = run.execute(targets), ports.store
     show(request.json, audit_document(records, folder.run_id), audit_table(records))
     say(f"results: {folder.root}")
-    if (error := audit_failure(records)) is not None:
+    if (error := audit_failure(records) or run.attestation_failure()) is not None:
         raise error

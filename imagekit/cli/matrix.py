@@ -70,18 +70,14 @@ def render(request: RenderRequest) -> None:
 @command(compat_app, "compat", CompatRequest, callback=True)
 def show_compat(request: CompatRequest) -> None:
     """The compatibility table of every release, or of one."""
-    from imagekit.kernel.text import table
     from imagekit.matrix.compat import load_compat
-    from imagekit.matrix.report import compat_rows
+    from imagekit.matrix.report import compat_output
 
     data = load_compat()
     releases = [data.require(request.torch)] if request.torch else data.torch_versions()
-    if request.json:
-        print_json({t: data.torch[t].model_dump(mode="json") for t in releases})
-        return
-    header, rows = compat_rows(data, releases)
-    typer.echo(table(header, rows))
-    say("* experimental in PyTorch's release matrix; ~ inferred, checked at verify time")
+    typer.echo(compat_output(data, releases, request.json))
+    if not request.json:
+        say("* experimental in PyTorch's release matrix; ~ inferred, checked at verify time")
 
 
 @command(compat_app, "explain", ExplainRequest)
@@ -132,16 +128,9 @@ def verify_compat(request: CompatVerifyRequest) -> None:
 def schema(request: SchemaRequest) -> None:
     """Print or write a JSON Schema: of matrix.yaml, of a results record (--results), or of
     the verify attestation's predicate (--attestation)."""
-    from imagekit.kernel.records import results_schema_text
-    from imagekit.matrix.schema import json_schema_text
-    from imagekit.publish.attest import predicate_schema_text
+    from imagekit.publish.schemas import schema_text
 
-    if request.results:
-        text = results_schema_text()
-    elif request.attestation:
-        text = predicate_schema_text()
-    else:
-        text = json_schema_text()
+    text = schema_text(request.results, request.attestation)
     if request.out is None:
         typer.echo(text, nl=False)
     else:

@@ -342,11 +342,18 @@ class AuditRecord(Record):
     sources: tuple[str, ...]  # what was read: security-index, osv:PATH, trivy:PATH, grype:PATH
     findings: tuple[AuditFinding, ...] = ()
     problems: tuple[str, ...] = ()  # outdated allowlist entries, each with its remedy
+    end_of_patch: str | None = None  # YYYY-MM-DD: the release's last day of patches (matrix)
 
     @property
     def pending_fixes(self) -> tuple[AuditFinding, ...]:
         """The findings a rebuild would fix."""
         return tuple(f for f in self.findings if f.fixed)
+
+    @property
+    def unsupported(self) -> bool:
+        """Whether its release was past its end of patch when it was audited: nothing
+        rebuilds it any more."""
+        return self.end_of_patch is not None and self.audited_at[:10] > self.end_of_patch
 
 
 class ImageRecord(Record):

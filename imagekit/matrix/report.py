@@ -108,6 +108,15 @@ def plans_output(format: MatrixFormat, plans: list[ImagePlan], every: Sequence[I
     return json.dumps(rows, indent=2, sort_keys=True)
 
 
+def compat_output(data: CompatData, releases: list[str], as_json: bool) -> str:
+    """What `imagekit compat` prints: each release's data as JSON, or the table."""
+    if as_json:
+        document = {t: data.torch[t].model_dump(mode="json") for t in releases}
+        return json.dumps(document, indent=2, sort_keys=True)
+    header, rows = compat_rows(data, releases)
+    return table(header, rows)
+
+
 def compat_rows(data: CompatData, releases: list[str]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the compatibility table: one row per release x CUDA variant."""
     header = ["TORCH", "PYTHON", "GLIBC>=", "CUDA", "CUDNN", "NCCL", "MIN DRIVER", "ARCHS"]

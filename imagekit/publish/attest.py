@@ -136,7 +136,7 @@ class RequiredLevel(StrEnum):
 @dataclass(frozen=True)
 class Requirement:
     """What an image's attestations must show: of its verify record, a level reached and probes
-    that passed; of its newest audit (publish/attest_audit.py), an age at most `audit_days`
+    that passed; of its newest audit (audit/attestation.py), an age at most `audit_days`
     that passed, and with `no_pending` no pending fix at all; with `provenance`, a build
     provenance statement that matches the image (publish/provenance.py)."""
 

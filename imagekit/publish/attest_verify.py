@@ -10,13 +10,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypedDict
 
+from imagekit.audit.attestation import AUDIT_PREDICATE, judge_audits
 from imagekit.errors import NotAttestedError
 from imagekit.kernel.json import JsonObject
 from imagekit.kernel.publish_records import AttestedLevel
 from imagekit.kernel.records import Verdict
 from imagekit.kernel.vocabulary import AttestationState
 from imagekit.publish.attest import VERIFY_PREDICATE, Requirement, VerifyPredicate, judge
-from imagekit.publish.attest_audit import AUDIT_PREDICATE, judge_audits
 from imagekit.publish.ports import AttestationReader, Attested
 from imagekit.publish.provenance import PROVENANCE_PREDICATE, judge_provenance
 from imagekit.verify.levels import rank

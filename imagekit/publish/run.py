@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from imagekit import __version__
+from imagekit.audit.attestation import AUDIT_PREDICATE, AuditPredicate
 from imagekit.audit.run import AuditRun
 from imagekit.audit.settings import AuditTarget
 from imagekit.errors import EngineError, ImagekitError, RegistryError
@@ -33,7 +34,6 @@ from imagekit.kernel.publish_records import PublishRecord, PublishStatus, TagRec
 from imagekit.kernel.records import AuditRecord
 from imagekit.kernel.vocabulary import TagKind
 from imagekit.matrix.plan import ImagePlan
-from imagekit.publish.attest_audit import AUDIT_PREDICATE, AuditPredicate
 from imagekit.publish.attest_run import UNSIGNED, sign_and_attest
 from imagekit.publish.decisions import (
     PublishMode,

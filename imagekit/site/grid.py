@@ -171,6 +171,10 @@ class Security:
     audit_run: str = ""
     days_since_audit: int | None = None
     days_since_build: int | None = None
+    # The newest audit of another image of this name that lacked fixes (the published tag a
+    # patch replaces), and its run: what the rebuild changed.
+    before: AuditRecord | None = None
+    before_run: str = ""
 
     @property
     def ages(self) -> str:
@@ -195,7 +199,11 @@ def _security_cell(column: Column, security: Security) -> Cell:
     index = f"{audit.security_index.suite} of {audit.security_index.date}"
     fixes = [f"{f.package} {f.installed} -> {f.fixed}" for f in audit.pending_fixes]
     detail = "; ".join([f"run {security.audit_run}", security.ages, index, *fixes])
-    return Cell(column, state, f"{len(audit.pending_fixes)} pending", detail)
+    short = f"{len(audit.pending_fixes)} pending"
+    if audit.unsupported:
+        # Past its release's end of patch: nothing rebuilds it, whatever it lacks.
+        short += f", unsupported since {audit.end_of_patch}"
+    return Cell(column, state, short, detail)
 
 
 def _publish_cell(column: Column, publications: Sequence[Publication]) -> Cell:

@@ -260,15 +260,23 @@ def _security(
     today: dt.date,
 ) -> Security:
     """The newest audit of the image the page shows (`image_id`: an audit of an image built
-    before it says nothing of it), and its age and the build's, counted to `today`."""
+    before it says nothing of it), and its age and the build's, counted to `today`; and the
+    newest audit of another image of the name that lacked fixes (what a patch replaced)."""
     built = _run_day(build_run)
     since_build = (today - built).days if built else None
     audits = [(run, r.audit) for run, r in records if r.audit and r.audit.image_id == image_id]
+    stale = [
+        (run.run_id, r.audit)
+        for run, r in records
+        if r.audit and r.audit.image_id != image_id and r.audit.pending_fixes
+    ]
+    before_run, before = stale[-1] if stale else ("", None)
     if not audits:
-        return Security(days_since_build=since_build)
+        return Security(days_since_build=since_build, before=before, before_run=before_run)
     run, audit = audits[-1]
     audited = dt.datetime.fromisoformat(audit.audited_at).date()
-    return Security(audit, run.run_id, (today - audited).days, since_build)
+    days = (today - audited).days
+    return Security(audit, run.run_id, days, since_build, before, before_run)
 
 
 def _page(

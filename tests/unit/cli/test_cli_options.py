@@ -508,6 +508,19 @@ def case_audit(f: Files) -> Line:
     )
 
 
+def case_audit_published(f: Files) -> Line:
+    return Line(
+        ["audit", "-m", str(f.matrix), "--published", "--registry", "localhost:5000",
+         "--signing-key", str(f.keys)],
+        AuditCommand(
+            selection=Selection(matrix=f.matrix),
+            published=True,
+            registry="localhost:5000",
+            signing_key=str(f.keys),
+        ),
+    )  # fmt: skip
+
+
 def case_audit_images(f: Files) -> Line:
     return Line(
         ["audit", "ghcr.io/acme/pytorch:a"],
@@ -587,12 +600,13 @@ def case_publish_from_candidate(f: Files) -> Line:
             str(f.matrix),
             "--from-candidate",
             "ci-456",
+            "--patch",
             "--signing-key",
             str(f.keys),
         ],
         PublishCommand(
             selection=Selection(matrix=f.matrix),
-            settings=PublishSettings(from_candidate="ci-456"),
+            settings=PublishSettings(from_candidate="ci-456", patch=True),
             signing_key=str(f.keys),
         ),
     )
@@ -749,6 +763,7 @@ CASES: list[Callable[[Files], Line]] = [
     case_verify,
     case_verify_images,
     case_audit,
+    case_audit_published,
     case_audit_images,
     case_probe,
     case_report,

@@ -18,6 +18,7 @@ from imagekit.adapters import cosign as cosign_adapter
 from imagekit.adapters.cosign import Cosign, loopback
 from imagekit.adapters.results import RunFolder, verify_evidence
 from imagekit.adapters.sbom import CycloneDx, problems
+from imagekit.audit.attestation import AUDIT_PREDICATE
 from imagekit.audit.debian import Offered
 from imagekit.audit.ports import AuditPorts, AuditWith
 from imagekit.audit.settings import AuditSettings
@@ -39,7 +40,6 @@ from imagekit.publish.attest import (
     predicate_schema,
     predicate_schema_text,
 )
-from imagekit.publish.attest_audit import AUDIT_PREDICATE
 from imagekit.publish.attest_verify import attested_level, check_attestations
 from imagekit.publish.gate import decide
 from imagekit.publish.inventory import cuda_stack, distro, inventory, os_packages

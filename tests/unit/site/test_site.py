@@ -345,3 +345,27 @@ def test_the_security_column_shows_the_newest_audit_its_age_and_the_fixes_over_t
     slim = site_model([*real_runs(), later], today=dt.date(2026, 12, 7)).pages[1]
     [cell] = [c for c in slim.cells if c.column.name == "security"]
     assert (cell.state, cell.text) == (CellState.NOT_RUN, "not audited")
+
+
+def test_a_patched_image_says_what_it_replaced_and_an_ended_release_is_unsupported() -> None:
+    image = verify_record(SLIM).image_id
+    lacking = ("libssl3", "3.0.20-1~deb12u2", "3.0.22-1~deb12u2")
+    published = audit_record(lacking, image="sha256:" + "9" * 64, at="2026-12-06T08:00:00+00:00")
+    rebuilt = audit_record(image=image, at="2026-12-07T08:00:00+00:00")
+    runs = [
+        RunRecords(
+            "20261206T080000Z-0000000c", "audit", "ci", {SLIM: ImageRecord(audit=published)}
+        ),
+        RunRecords("20261207T080000Z-0000000d", "audit", "ci", {SLIM: ImageRecord(audit=rebuilt)}),
+    ]
+    site = site_model([*real_runs(), *runs], today=dt.date(2026, 12, 7))
+    slim = site.pages[1]
+    html = render_site(site)[slim.href]
+    assert "<b>Replaces</b> <code>r</code>" in html
+    assert "<code>libssl3</code> 3.0.20-1~deb12u2 &rarr; 3.0.22-1~deb12u2" in html
+    # Past its release's end of patch: the cell says so beside what it lacks.
+    ended = audit_record(lacking, image=image, end_of_patch="2026-06-30")
+    run = RunRecords("20261207T090000Z-0000000e", "audit", "ci", {SLIM: ImageRecord(audit=ended)})
+    slim = site_model([*real_runs(), run], today=dt.date(2026, 12, 7)).pages[1]
+    [cell] = [c for c in slim.cells if c.column.name == "security"]
+    assert cell.text == "1 pending, unsupported since 2026-06-30"

@@ -1,11 +1,12 @@
 """The audit attestation: a published digest's audit, signed, and what checking it finds. Pure.
 
-With a signing key and a matrix that has a `security:` section, `imagekit publish` attaches to
-each digest it pushes an attestation of predicate type `AUDIT_PREDICATE` beside the verify
-record's: the audit its gate ran (`AuditPredicate`). `imagekit attest verify
---require-audit-within DAYS` reads them back (only those signed by the key) and requires the
-newest of this digest to be that recent and to have passed its threshold; `--require-no-pending`
-requires it to list no pending fix at all.
+With a signing key, `imagekit publish` (a matrix with a `security:` section) attaches to each
+digest it pushes an attestation of predicate type `AUDIT_PREDICATE` beside the verify record's:
+the audit its gate ran (`AuditPredicate`); `imagekit audit --published` attaches each later
+audit of a published tag the same way, so the evidence stays as fresh as the audits.
+`imagekit attest verify --require-audit-within DAYS` reads them back (only those signed by the
+key) and requires the newest of this digest to be that recent and to have passed its threshold;
+`--require-no-pending` requires it to list no pending fix at all.
 """
 
 from __future__ import annotations
