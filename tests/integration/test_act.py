@@ -829,3 +829,141 @@ def test_matrix_refresh_pushes_the_proposal_and_opens_a_pull_request_under_act(
         ["auth", "token"]  # act's, as above; the job ran no gh
     ]
     assert git(origin, "rev-parse", f"refs/heads/{REFRESH_BRANCH}").strip() == pushed
+
+
+# security.yml: a stale published tag is audited, rebuilt, verified and patched ---------------
+
+
+@dataclass
+class Patched:
+    run: ActRun
+    registry: str
+    repository: str
+    matrix: Path
+    artifacts: Path
+    stale_digest: str  # what the versioned tag and the aliases held before the workflow ran
+
+
+@pytest.fixture(scope="module")
+def patched(
+    request: pytest.FixtureRequest,
+    act: str,
+    scratch: Path,
+    act_registry: str,
+    session: Session,
+    wheelhouse: Path,
+) -> Patched:
+    """The demo slim, built on a base bootstrapped without the security suite (the packages of
+    the bookworm release alone, as bases were before it) and published, as a tag published
+    weeks ago is; then security.yml under act. The matrix says `security: {refuse: any-fix}`
+    and reads Debian's own security suite."""
+    namespace = session.repository.split("/")[0]
+    repository, base = f"{namespace}-act-security/pytorch", f"{namespace}-act-base/debian:bookworm"
+    home = scratch / "security"
+    snapshot(home / "checkout")
+    matrix = home / "matrix.yaml"
+    text = matrix_text(repository, base).replace(
+        "    cuda: [cpu]\n", "    cuda: [cpu]\n    flavours: [slim]\n"
+    )
+    matrix.write_text(text + "\nsecurity: {refuse: any-fix}\n")
+    made = imagekit(
+        "base", "bootstrap", "--suite", "bookworm", "--security-mirror", "none", "--tag", base
+    )
+    assert made.code == 0, made.stderr
+    results = home / "results-before"
+    built = imagekit(
+        "build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--results", str(results)
+    )
+    assert built.code == 0, built.stderr
+    # Published before the gate: --force (recorded), as an image of last month went out.
+    pushed = imagekit(
+        "publish",
+        "--matrix",
+        str(matrix),
+        "--registry",
+        act_registry,
+        "--force",
+        "--results",
+        str(results),
+    )
+    assert pushed.code == 0, pushed.stderr
+    [image] = [
+        e
+        for e in json.loads(
+            imagekit("tags", "--matrix", str(matrix), "--registry", act_registry, "--json").stdout
+        )
+        if e["kind"] == "versioned"
+    ]
+    stale_digest, _ = manifest(act_registry, f"{repository}", image["tag"].rpartition(":")[2])
+    artifacts = home / "artifacts"
+    artifacts.mkdir()
+    run = run_act(
+        act, home / "checkout", home, "security.yml", "workflow_dispatch",
+        variables={
+            "IMAGEKIT_REGISTRY": act_registry,
+            "IMAGEKIT_MATRIX": str(matrix),
+            "IMAGEKIT_WHEELHOUSE": str(wheelhouse),
+        },
+        env={"GITHUB_RUN_ID": str(10**8 + secrets.randbelow(9 * 10**8)),
+             "IMAGEKIT_ACT_ARTIFACTS": str(artifacts)},
+    )  # fmt: skip
+    tell(request, f"\nact security.yml (a stale tag patched): {minutes(run.wall_s)}")
+    assert run.code == 0, run.log()
+    return Patched(run, act_registry, repository, matrix, artifacts, stale_digest)
+
+
+def test_the_stale_tag_is_audited_with_the_exact_fixes_it_lacks(patched: Patched) -> None:
+    assert patched.run.jobs() == {
+        "audit": "success",
+        "patch": "success",
+        "publish": "success",
+        "site": "success",
+    }, patched.run.log()
+    [record] = [
+        json.loads(p.read_text())["audit"]
+        for p in (patched.artifacts / "results-audit").glob("*/images/*.json")
+    ]
+    assert record["status"] == "fail" and record["reference"].endswith("-slim")
+    lacking = [f for f in record["findings"] if f["fixed"]]
+    assert lacking, record
+    assert all(f["installed"] != f["fixed"] and f["verdict"] == "refused" for f in lacking)
+
+
+def test_a_patch_tag_holds_the_rebuild_and_the_aliases_moved_to_it(patched: Patched) -> None:
+    listed = imagekit(
+        "tags", "--matrix", str(patched.matrix), "--registry", patched.registry, "--json"
+    )
+    entries = json.loads(listed.stdout)
+    [versioned] = [e["tag"].rpartition(":")[2] for e in entries if e["kind"] == "versioned"]
+    aliases = [e["tag"].rpartition(":")[2] for e in entries if e["kind"] == "alias"]
+    tags = registry_tags(patched.registry, patched.repository)
+    assert f"{versioned}-p1" in tags and f"{versioned}-p2" not in tags
+    held = {t: manifest(patched.registry, patched.repository, t)[0] for t in tags}
+    # The versioned tag never changes; the patch is a new image; the aliases name it.
+    assert held[versioned] == patched.stale_digest
+    assert held[f"{versioned}-p1"] != patched.stale_digest
+    assert all(held[a] == held[f"{versioned}-p1"] for a in aliases), held
+
+
+def test_the_patch_passed_the_gate_and_its_published_audit_is_clean(patched: Patched) -> None:
+    gated = [
+        json.loads(p.read_text()) for p in patched.artifacts.glob("results-patch-*/*/images/*.json")
+    ]
+    audits = [r["audit"] for r in gated if "audit" in r]
+    assert audits and all(a["status"] == "pass" and not a["findings"] for a in audits), audits
+    # Audited again as the published tag it now is: its newest tag, -p1, lacks nothing.
+    again = imagekit(
+        "audit", "--matrix", str(patched.matrix), "--published", "--registry", patched.registry,
+        "--results", str(patched.artifacts / "again"), "--json",
+    )  # fmt: skip
+    assert again.code == 0, again.stderr
+    [record] = [i["audit"] for i in json.loads(again.stdout)["images"].values()]
+    assert record["reference"].endswith("-slim-p1") and record["status"] == "pass"
+
+
+def test_the_run_page_says_what_the_patch_replaced(patched: Patched) -> None:
+    pages = list((patched.artifacts / "site" / "image").glob("*-slim.html"))
+    assert pages, list(patched.artifacts.iterdir())
+    html = pages[0].read_text()
+    assert "<b>Replaces</b>" in html and "-slim</code>" in html
+    assert "patch published:" in html and "(moved from sha256:" in html
