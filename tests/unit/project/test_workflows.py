@@ -38,7 +38,12 @@ def steps(workflow: dict) -> list[dict]:
 
 
 def test_there_are_the_ci_and_images_workflows() -> None:
-    assert {p.name for p in WORKFLOWS} == {"ci.yml", "images.yml", "matrix-refresh.yml"}
+    assert {p.name for p in WORKFLOWS} == {
+        "ci.yml",
+        "images.yml",
+        "matrix-refresh.yml",
+        "security.yml",
+    }
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
