@@ -47,6 +47,8 @@ def audit_targets(
 ) -> list[AuditTarget]:
     """The images named, else the selected images of the matrix: with `--published`, the
     newest tag each has on the registry (its highest patch tag, else its versioned tag)."""
+    if request.registry and not request.published:
+        raise InputError("--registry names where --published reads the tags", "add --published")
     if request.images or matrix is None:
         return [AuditTarget(record_name(ref), ref) for ref in request.images]
     plans = request.selection.plans(matrix)

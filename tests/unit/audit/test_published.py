@@ -55,9 +55,12 @@ def test_each_image_is_audited_at_its_newest_tag_and_the_unpublished_are_left_ou
     assert full.name not in {t.name for t in audit_targets(request(), matrix, registry)}
 
 
-def test_published_names_no_image() -> None:
+def test_published_names_no_image_and_a_registry_needs_published() -> None:
     with pytest.raises(InputError, match="name no image"):
         AuditCommand(Selection(matrix=CPU), images=("x:1",), published=True)
+    local = AuditCommand(Selection(matrix=CPU), registry="localhost:5000")
+    with pytest.raises(InputError, match="--published reads the tags"):
+        audit_targets(local, load_matrix(CPU), FakeRegistry(FakeEngine()))
 
 
 def run_published(tmp_path: Path, signer: FakeSigner | None, eop: str | None = None) -> tuple:

@@ -136,3 +136,19 @@ def test_past_its_end_of_patch_a_release_is_patched_no_more(
         assert record.status is PublishStatus.REFUSED
         assert "end_of_patch (2020-01-31) has passed" in record.reasons[-1]
         assert world.registry.pushed == [] and world.registry.put_tags == []
+
+
+def test_a_multi_platform_image_is_patched_through_candidates(tmp_path: Path) -> None:
+    matrix = load_matrix(ROOT / "examples" / "cuda-local.yaml")
+    first = matrix.plans[0]
+    both = tuple(p for p in matrix.plans if p.tag == first.tag)
+    assert len(both) == 2
+    world = World(tmp_path, first)
+    chosen = settings(patch=True)
+    done = publish_images(chosen, [ImageGroup(both, 2)], world.ports([]), world.engine).records
+    [record] = done
+    assert (
+        record.status is PublishStatus.REFUSED
+        and "--from-candidate ID --patch" in record.reasons[0]
+    )
+    assert world.registry.pushed == []
