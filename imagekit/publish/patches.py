@@ -69,12 +69,13 @@ def own_target(
     *,
     patch: bool,
     today: dt.date,
+    this: str,
 ) -> Target:
     """The tag an image is published under, given the first of its tags (`repository:tag`):
     that tag where it is absent or holds the image; with `patch` (its versioned tag only),
     where the tag holds another image, the newest patch tag when that holds it, else the next
-    patch tag. `holds` says whether a manifest is this image. RegistryError when the registry
-    cannot be asked."""
+    patch tag. `holds` says whether a manifest is this image, `this` what it is in a refusal
+    ("this image is sha256:..."). RegistryError when the registry cannot be asked."""
     repository, _, tag = reference.rpartition(":")
     held = registry.manifest(reference)
     if held is None or holds(held):
@@ -84,7 +85,8 @@ def own_target(
         how = ": publish a rebuild with --patch" if tag == plan.tag else ""
         why = (
             f"{reference} already exists with other content (registry digest {held.digest}"
-            f"{config}); versioned tags are never overwritten{how}"
+            f"{config}; {this}); versioned tags are never "
+            f"overwritten{how}"
         )
         return Target(tag, TagKind.VERSIONED, held, why)
     if past_end_of_patch(plan, today):

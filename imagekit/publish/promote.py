@@ -202,6 +202,7 @@ class Promotion:
                 lambda held: held.digest == document.digest,
                 patch=self.settings.patch,
                 today=self.today,
+                this=f"the candidate is {document.digest}",
             )
             if target.refused:
                 return Pushed(PublishStatus.REFUSED, (), (target.refused,))

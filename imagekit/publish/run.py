@@ -248,6 +248,7 @@ class LocalPush:
                 lambda held: held.holds(image_id),
                 patch=patch,
                 today=self.today,
+                this=f"this image is {image_id}",
             )
         except RegistryError as exc:
             return Pushed(PublishStatus.FAILED, (), (said(exc),))
