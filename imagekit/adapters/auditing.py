@@ -108,6 +108,16 @@ def _advisories(request: AuditCommand, targets: Sequence[AuditTarget]) -> Adviso
     return Advisories(tuple(sources), tuple(matchers), reported)
 
 
+def security_reader(matrix: Matrix | None) -> tuple[SecurityIndexes, str | None]:
+    """The reader of the security suites the matrix's `security:` section names (its keyring
+    checked here), and its mirror (None: each distribution's own); the build reads them too."""
+    security = (matrix.spec.security if matrix is not None else None) or SecuritySpec()
+    keyring = None
+    if matrix is not None and security.keyring:
+        keyring = _beside(matrix, "keyring", security.keyring)
+    return SecurityIndexes(keyring), security.mirror
+
+
 def security_policy(
     matrix: Matrix | None, now: dt.datetime, advisories: Advisories | None = None
 ) -> tuple[AuditSettings, SecurityIndexes]:
@@ -115,19 +125,17 @@ def security_policy(
     and the reader of the security index it names; its files are read and checked here."""
     security = (matrix.spec.security if matrix is not None else None) or SecuritySpec()
     allowlist: tuple[AllowEntry, ...] = ()
-    keyring = None
     if matrix is not None and security.allowlist:
         allowlist = _allowlist(matrix, security.allowlist, now.date())
-    if matrix is not None and security.keyring:
-        keyring = _beside(matrix, "keyring", security.keyring)
+    indexes, mirror = security_reader(matrix)
     settings = AuditSettings(
         threshold=security.refuse,
         allowlist=allowlist,
-        security_mirror=security.mirror,
+        security_mirror=mirror,
         advisories=advisories or Advisories(),
         now=now.isoformat(),
     )
-    return settings, SecurityIndexes(keyring)
+    return settings, indexes
 
 
 def gate_audit(

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # imported lazily: the adapters load docker
     from imagekit.build.inputs import RenderInputs
     from imagekit.build.ports import Builder
     from imagekit.build.render import RenderOptions
+    from imagekit.build.security import SecuritySource
     from imagekit.events import EventSink
     from imagekit.kernel.engine import Engine
     from imagekit.kernel.store import RunStore
@@ -84,3 +85,11 @@ class DockerBuildTools:
 
     def view(self) -> AbstractContextManager[EventSink]:
         return self.make_view()
+
+    def security(self) -> SecuritySource:
+        """The suites the matrix's `security:` section names, as the audit reads them."""
+        from imagekit.adapters.auditing import security_reader
+        from imagekit.build.security import SecuritySource
+        from imagekit.matrix.load import load_matrix
+
+        return SecuritySource(*security_reader(load_matrix(self.matrix)))

@@ -44,6 +44,12 @@ class SecuritySuite:
         return f"{self.mirror}/dists/{self.suite}/{self.packages_path}"
 
 
+def dpkg_arch(platform: str) -> str:
+    """dpkg's architecture name of an engine's `linux/amd64`, `linux/arm64/v8`."""
+    parts = platform.split("/")
+    return parts[1] if len(parts) > 1 and parts[1] else "amd64"
+
+
 def os_release_values(text: str) -> dict[str, str]:
     """The assignments of an `/etc/os-release` (quotes taken off)."""
     values = {}

@@ -19,7 +19,7 @@ from imagekit.audit.debian import installed_packages, pending_fixes
 from imagekit.audit.findings import Finding
 from imagekit.audit.policy import Judgement, judge
 from imagekit.audit.ports import AuditPorts, IndexState
-from imagekit.audit.release import distro, security_suite
+from imagekit.audit.release import distro, dpkg_arch, security_suite
 from imagekit.audit.report import junit
 from imagekit.audit.settings import AuditSettings, AuditTarget
 from imagekit.errors import EngineError, InputError, RegistryError
@@ -74,12 +74,6 @@ def _finding_records(judgement: Judgement) -> tuple[AuditFinding, ...]:
     )
 
 
-def _arch(platform: str) -> str:
-    """dpkg's architecture name of an engine's `linux/amd64`, `linux/arm64/v8`."""
-    parts = platform.split("/")
-    return parts[1] if len(parts) > 1 and parts[1] else "amd64"
-
-
 class AuditRun:
     """Audits images one after another, recording each as it is judged."""
 
@@ -106,7 +100,7 @@ class AuditRun:
             )
         p.events(Event(EventKind.STARTED, target.name, "reading its packages"))
         held = p.contents.contents(image.id)
-        suite = security_suite(held.os_release, _arch(image.platform), s.security_mirror)
+        suite = security_suite(held.os_release, dpkg_arch(image.platform), s.security_mirror)
         p.events(Event(EventKind.STEP, target.name, f"reading {suite.in_release_url}"))
         state = p.indexes.state(suite)
         findings = (*os_findings(state, held.dpkg_status), *s.advisories.for_image(held.python))

@@ -13,6 +13,7 @@ from functools import cache
 import jinja2
 
 from imagekit.build.distro_packages import full_packages, slim_packages
+from imagekit.build.security import SecurityStep
 from imagekit.build.stream import FAILURE_MARKER
 from imagekit.build.venv_layers import (
     FULL_LAYERS_REPORT,
@@ -191,8 +192,11 @@ def runtime_packages(plan: ImagePlan) -> list[str]:
     return list(slim_packages(plan.cell.python, compile=plan.compile, rdma=plan.rdma))
 
 
-def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> RenderedImage:
-    """Render one plan's Dockerfile and context files."""
+def render_image(
+    plan: ImagePlan, options: RenderOptions | None = None, security: SecurityStep | None = None
+) -> RenderedImage:
+    """Render one plan's Dockerfile and context files; `security`: the step that takes the
+    security suite's fixes on a base imagekit did not bootstrap (known once the base is)."""
     options = options or RenderOptions()
     cell = plan.cell
     files = requirements(plan)
@@ -226,6 +230,7 @@ def render_image(plan: ImagePlan, options: RenderOptions | None = None) -> Rende
         "stage_label": L.STAGE,
         "cell_label": L.CELL,
         "title": f"PyTorch {cell.torch} {what} Python {cell.python} ({plan.flavour})",
+        "security": security,
     }
     dockerfile = _environment().get_template("Dockerfile.j2").render(context)
     # Macros leave runs of blank lines behind; one blank line is enough.

@@ -21,12 +21,13 @@ from imagekit.build.context import (
     input_hash,
     materials,
 )
-from imagekit.build.options import BuilderPick
+from imagekit.build.options import BuilderPick, BuildNetwork
 from imagekit.build.outcome import budget_problem, missing_parent, platform_mismatch, summary
 from imagekit.build.ports import Builder, BuildRequest, LineSink
 from imagekit.build.render import RenderedImage, RenderOptions, render_image
 from imagekit.build.reproducible import SOURCE_DATE_EPOCH, parent_epoch
 from imagekit.build.requests import BuildSettings
+from imagekit.build.security import SecuritySource, SecuritySteps
 from imagekit.build.stream import BuildLog
 from imagekit.events import Event, EventKind, EventSink
 from imagekit.kernel import labels as L
@@ -109,8 +110,11 @@ class BuildRun:
         run: RunStore,
         events: EventSink,
         chosen: BuilderPick | None = None,
+        security: SecuritySource | None = None,
     ) -> None:
-        """`chosen`: the builder and why, kept in every image's record."""
+        """`chosen`: the builder and why, kept in every image's record; `security`: where the
+        security step of a base imagekit did not bootstrap reads its suite (None, or an offline
+        build, --network none: no step; the audit says what such an image lacks)."""
         self.engine = engine
         self.builder = builder
         self.plans = plans
@@ -121,6 +125,8 @@ class BuildRun:
         self.chosen = chosen
         self.results: dict[str, BuildRecord] = {}
         self.host_arch = engine.info().architecture
+        offline = settings.network is BuildNetwork.NONE
+        self.security = SecuritySteps(engine, None if offline else security)
 
     def _platform(self, plan: ImagePlan) -> str | None:
         """The platform to ask the builder (and a pull) for: none for the engine's own, so a
@@ -149,6 +155,9 @@ class BuildRun:
             return _record(plan, started, BuildStatus.FAILED, parent)
         epoch = parent_epoch(s.source_date_epoch, parent)
         engine_inputs = {"parent_image_id": parent.id}
+        if (step := self.security.step(plan, parent)) is not None:
+            rendered = render_image(plan, made.options, step)
+            engine_inputs["security_suite"] = step.engine_input
         if epoch is not None:
             # Another epoch is another image (its times); unnamed where there is none.
             engine_inputs["source_date_epoch"] = str(epoch)

@@ -23,6 +23,7 @@ from imagekit.build.ports import Builder
 from imagekit.build.render import RenderOptions
 from imagekit.build.requests import BuildSettings
 from imagekit.build.run import BuildContexts, BuildRun
+from imagekit.build.security import SecuritySource
 from imagekit.errors import EngineUnavailableError
 from imagekit.events import EventSink
 from imagekit.kernel.engine import Engine
@@ -88,6 +89,10 @@ class BuildTools(Protocol):
         """Where the run's events go while it builds."""
         ...
 
+    def security(self) -> SecuritySource:
+        """Where the security step reads the distribution's security suites."""
+        ...
+
 
 @dataclass(frozen=True)
 class BuildReport:
@@ -150,6 +155,7 @@ def build_images(plans: list[ImagePlan], settings: BuildSettings, tools: BuildTo
     contexts = BuildContexts(options, inputs)
     builder = tools.builder(pick.buildx)
     with tools.view() as view:
-        build = BuildRun(engine, builder, plans, settings, contexts, run, view, pick)
+        security = tools.security()
+        build = BuildRun(engine, builder, plans, settings, contexts, run, view, pick, security)
         results = build.execute()
     return BuildReport(run.run_id, run.root, results)

@@ -27,16 +27,18 @@ from imagekit.build.outcome import missing_parent, summary
 from imagekit.build.ports import Builder, BuildOutcome, BuildRequest, LineSink
 from imagekit.build.render import RenderOptions
 from imagekit.build.requests import BootstrapCommand, BuildCommand, BuildSettings
+from imagekit.build.security import SecuritySource
 from imagekit.build.use_case import build_images
 from imagekit.errors import EngineUnavailableError, InputError
 from imagekit.events import Event, EventSink
+from imagekit.kernel import labels as L
 from imagekit.kernel.engine import EngineInfo
 from imagekit.kernel.records import BuildRecord, BuildStatus
 from imagekit.kernel.vocabulary import BuilderName, EngineName, ImageStore
 from imagekit.matrix.load import load_matrix
 from imagekit.matrix.plan import ImagePlan
 from imagekit.matrix.selection import Selection
-from tests.fakes import FakeEngine
+from tests.fakes import FakeEngine, FakeIndexes
 
 ROOT = Path(__file__).resolve().parents[3]
 CPU_BASE = "imagekit-base/debian:bookworm"
@@ -267,6 +269,9 @@ class Tools:
 
         yield sink
 
+    def security(self) -> SecuritySource:
+        return SecuritySource(FakeIndexes({}))
+
 
 @pytest.fixture
 def slim() -> list[ImagePlan]:
@@ -276,7 +281,7 @@ def slim() -> list[ImagePlan]:
 
 def engine(**facts: object) -> FakeEngine:
     fake = FakeEngine(facts=EngineInfo(**facts))  # type: ignore[arg-type]
-    fake.add(CPU_BASE, "sha256:" + "b" * 64)
+    fake.add(CPU_BASE, "sha256:" + "b" * 64, labels={L.BASE_SUITE: "bookworm"})  # bootstrapped
     return fake
 
 

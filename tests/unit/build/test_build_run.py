@@ -19,12 +19,15 @@ import pytest
 
 from imagekit.adapters.progress import PlainView
 from imagekit.adapters.results import RunFolder
+from imagekit.audit.ports import IndexState
+from imagekit.audit.release import SecuritySuite
 from imagekit.build.context import ContextInputs
 from imagekit.build.outcome import budget_problem
 from imagekit.build.ports import BuildOutcome, BuildRequest, LineSink
 from imagekit.build.render import RenderOptions
 from imagekit.build.requests import BuildSettings
 from imagekit.build.run import BuildContexts, BuildRun
+from imagekit.build.security import SecuritySource
 from imagekit.build.stream import BuildLog
 from imagekit.events import Event
 from imagekit.kernel import labels as L
@@ -32,7 +35,7 @@ from imagekit.kernel.engine import Layer
 from imagekit.kernel.records import BuildRecord, BuildStatus, ImageRecord
 from imagekit.matrix.load import Matrix, load_matrix
 from imagekit.matrix.plan import ImagePlan
-from tests.fakes import FakeEngine
+from tests.fakes import OS_RELEASE, FakeEngine, FakeIndexes
 
 BUILT, UP_TO_DATE = BuildStatus.BUILT, BuildStatus.UP_TO_DATE
 FAILED, SKIPPED = BuildStatus.FAILED, BuildStatus.SKIPPED
@@ -620,3 +623,73 @@ def test_each_record_names_what_the_image_was_built_from_for_its_provenance(
     again = BuildRun(engine, builder, cpu, BuildSettings(), contexts, run, lambda _: None)
     [up_to_date] = [r for r in again.execute() if r.name == CPU_SLIM]
     assert up_to_date.status is BuildStatus.UP_TO_DATE and up_to_date.materials == slim.materials
+
+
+# The security step ------------------------------------------------------------------
+
+
+class Suites(FakeIndexes):
+    """A security suite whose Packages index has the digest `packages` says."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.packages = "ab" * 32
+
+    def state(self, suite: SecuritySuite) -> IndexState:
+        read = super().state(suite)
+        return IndexState(read.suite, read.facts, self.packages, read.offered)
+
+
+def secured_build(
+    tmp_path: Path, engine: FakeEngine, plans: list[ImagePlan], suites: Suites, **options: Any
+) -> tuple[Outcome, FakeBuilder]:
+    builder = FakeBuilder(engine)
+    contexts = BuildContexts(RenderOptions(), ContextInputs())
+    run = RunFolder.create(tmp_path / "results")
+    events: list[Event] = []
+    settings = BuildSettings(**options)
+    security = SecuritySource(suites)
+    done = BuildRun(engine, builder, plans, settings, contexts, run, events.append, None, security)
+    return Outcome(done.execute(), events, run), builder
+
+
+def dockerfile(request: BuildRequest) -> str:
+    return (request.context_dir / "Dockerfile").read_text()
+
+
+def test_a_base_imagekit_did_not_bootstrap_takes_the_security_suites_fixes_in_slim(
+    tmp_path: Path, cpu: list[ImagePlan]
+) -> None:
+    engine = FakeEngine(outputs={"cat": OS_RELEASE})
+    engine.add(CPU_BASE, "sha256:" + "e" * 64)  # no io.imagekit.base.* labels: a registry's
+    suites = Suites()
+    first, builder = secured_build(tmp_path, engine, cpu, suites)
+    assert first.status() == {CPU_SLIM: BUILT, CPU_FULL: BUILT}
+    slim, full = (dockerfile(r) for r in builder.requests)
+    assert "deb http://deb.debian.org/debian-security bookworm-security main" in slim
+    assert f'[ "$listed" = "{"ab" * 32}" ]' in slim and "apt-get $only -y" in slim
+    assert "bookworm-security" not in full  # FROM its slim, which took them
+    assert len(suites.asked) == 1  # read once for the base
+    # The same suite: up to date. A new fix in the suite: a new slim, and a new full on it.
+    again, _ = secured_build(tmp_path / "again", engine, cpu, suites)
+    assert again.status() == {CPU_SLIM: UP_TO_DATE, CPU_FULL: UP_TO_DATE}
+    suites.packages = "cd" * 32
+    fixed, builder = secured_build(tmp_path / "fixed", engine, cpu, suites)
+    assert fixed.status() == {CPU_SLIM: BUILT, CPU_FULL: BUILT}
+    assert fixed.by_name(CPU_SLIM).input_hash != first.by_name(CPU_SLIM).input_hash
+    assert "cd" * 32 in dockerfile(builder.requests[0])
+
+
+def test_a_bootstrapped_base_and_an_offline_build_take_no_security_step(
+    tmp_path: Path, cpu: list[ImagePlan]
+) -> None:
+    engine = FakeEngine(outputs={"cat": OS_RELEASE})
+    engine.add(CPU_BASE, "sha256:" + "b" * 64, labels={L.BASE_SUITE: "bookworm"})
+    suites = Suites()
+    _, builder = secured_build(tmp_path, engine, cpu, suites)
+    assert not any("bookworm-security" in dockerfile(r) for r in builder.requests)
+    plain = FakeEngine(outputs={"cat": OS_RELEASE})
+    plain.add(CPU_BASE, "sha256:" + "e" * 64)
+    _, offline = secured_build(tmp_path / "offline", plain, cpu, suites, network="none")
+    assert not any("bookworm-security" in dockerfile(r) for r in offline.requests)
+    assert suites.asked == []
