@@ -72,13 +72,16 @@ engine:
 
 ## make base: the demo's Debian 12 base, bootstrapped locally unless the engine has it.
 base: $(STAMP) engine
-	@# A base from before docs were left out, before it took the security suite's fixes, or
-	@# before it named the indexes it was made from (its io.imagekit.base.docs, base.security and
-	@# base.indexes labels: the last is build provenance), is made again.
+	@# A base from before docs were left out, before it took the security suite's fixes, before
+	@# it named the indexes it was made from, or before its time was its root filesystem's (its
+	@# io.imagekit.base.docs, base.security, base.indexes and base.made labels: the indexes are
+	@# build provenance; with base.made, bootstrapping again while no suite changed gives the
+	@# same image, as security.yml does), is made again.
 	@test "$$(docker image inspect -f '{{ index .Config.Labels "io.imagekit.base.docs" }} {{ \
 		index .Config.Labels "io.imagekit.base.security" }} {{ if index .Config.Labels \
-		"io.imagekit.base.indexes" }}indexed{{ end }}' $(DEMO_BASE) 2>/dev/null)" = \
-		"no bookworm-security indexed" || \
+		"io.imagekit.base.indexes" }}indexed{{ end }} {{ if index .Config.Labels \
+		"io.imagekit.base.made" }}made{{ end }}' $(DEMO_BASE) 2>/dev/null)" = \
+		"no bookworm-security indexed made" || \
 		$(BIN)/imagekit base bootstrap --suite bookworm --tag $(DEMO_BASE)
 
 ## make base-arm64: the Debian 12 base for linux/arm64, bootstrapped under emulation.

@@ -140,6 +140,7 @@ def image_config(
                 L.BASE_VARIANT: request.variant,
                 L.BASE_DOCS: "yes" if request.docs else "no",
                 L.BASE_SECURITY: security[1] if (security := security_source(request)) else "none",
+                L.BASE_MADE: created,
                 **made_from,
             },
         },
@@ -277,6 +278,10 @@ def bootstrap(
             _mmdebstrap(request, rootfs, env)
             if cache:
                 cache.keep_tar(key, rootfs)
+        if cache and epoch is None:
+            # The time its root filesystem was made, not this run's: the same tar is the same
+            # base image, so a bootstrap while no suite changed rebuilds nothing built on it.
+            created = cache.made(key, created)
         indexes = cache.indexes if cache and key else ()
         config = image_config(request, file_sha256(rootfs), created, indexes)
         archive = Path(tmp) / "image.tar"

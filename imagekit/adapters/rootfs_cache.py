@@ -95,6 +95,19 @@ class RootfsCache:
             os.utime(self.reused)
         return self.reused
 
+    def made(self, key: str | None, now: str) -> str:
+        """When the kept tar for `key` was made (ISO 8601, UTC): the time kept beside it, else
+        `now`, kept from then on. A base loaded again from one tar is then the same image."""
+        if key is None:
+            return now
+        stamp = self.folder / f"{key}.made"
+        with contextlib.suppress(OSError):
+            if stamp.is_file():
+                return stamp.read_text(encoding="utf-8").strip() or now
+            self.folder.mkdir(parents=True, exist_ok=True)
+            stamp.write_text(now + "\n", encoding="utf-8")
+        return now
+
     def keep_tar(self, key: str | None, tar: Path) -> None:
         """Keep a copy of `tar` under `key` (a link where it can be), then drop the least
         recently used beyond `keep`. A cache that cannot be written is no cache, not an error:
@@ -112,3 +125,4 @@ class RootfsCache:
             kept = sorted(self.folder.glob("*.tar"), key=lambda p: p.stat().st_mtime)
             for old in kept[: max(0, len(kept) - self.keep)]:
                 old.unlink(missing_ok=True)
+                old.with_suffix(".made").unlink(missing_ok=True)

@@ -143,7 +143,8 @@ class AuditRun:
         error = self.ports.attester.attest(subject, AUDIT_PREDICATE, said.to_json())
         if error:
             self.unattested.append(f"{subject}: {error}")
-        self.ports.events(Event(EventKind.STEP, target.name, f"attested to {subject}"))
+        else:
+            self.ports.events(Event(EventKind.STEP, target.name, f"attested to {subject}"))
 
     def attestation_failure(self) -> RegistryError | None:
         """The error an audit ends with when an audit could not be attested (exit 6)."""

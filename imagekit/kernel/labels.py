@@ -56,6 +56,7 @@ BASE_INCLUDE = PREFIX + "base.include"  # the extra packages it holds (its cache
 BASE_VARIANT = PREFIX + "base.variant"  # mmdebstrap's variant (apt, minbase ...)
 BASE_DOCS = PREFIX + "base.docs"  # whether documentation was kept
 BASE_SECURITY = PREFIX + "base.security"  # the security suite it took fixes from, or none
+BASE_MADE = PREFIX + "base.made"  # when its root filesystem was made (a reused one: then)
 # The indexes it was made from: `URL sha256:HEX` of each suite's InRelease, ", " between them.
 BASE_INDEXES = PREFIX + "base.indexes"
 

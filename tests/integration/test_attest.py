@@ -4,10 +4,13 @@ verify` checks it, promotion keeps it, and the gate refuses records edited after
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -302,3 +305,53 @@ def test_doctor_shows_the_attested_level_beside_its_verdict(
     assert other.code == 0, other.stderr
     [entry] = json.loads(other.stdout)["images"]
     assert entry["attested"]["state"] == "other key" and entry["attested"]["level"] is None
+
+
+# Last in the module: it edits the signed image's attestations in the registry.
+
+
+def _registry_call(
+    url: str, method: str = "GET", body: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[dict[str, str], bytes]:
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return dict(response.headers), response.read()
+
+
+def test_a_provenance_statement_edited_in_the_registry_is_exit_8(
+    signed: dict, keys: dict[str, Path]
+) -> None:
+    """One byte of the attested statement changed where cosign keeps it (the DSSE envelope in
+    the `sha256-DIGEST.att` manifest's layer), its signature kept: verification fails."""
+    tag = versioned(signed)
+    repository = tag["tag"].rpartition(":")[0]
+    host, _, name = repository.partition("/")
+    api = f"http://{host}/v2/{name}"
+    oci = "application/vnd.oci.image.manifest.v1+json"
+    att = tag["digest"].replace(":", "-") + ".att"
+    _, raw = _registry_call(f"{api}/manifests/{att}", headers={"Accept": oci})
+    manifest = json.loads(raw)
+    [layer] = [
+        entry
+        for entry in manifest["layers"]
+        if (entry.get("annotations") or {}).get("predicateType") == PROVENANCE_PREDICATE
+    ]
+    _, blob = _registry_call(f"{api}/blobs/{layer['digest']}")
+    envelope = json.loads(blob)
+    statement = base64.b64decode(envelope["payload"])
+    edited = statement.replace(b'"inputHash":"sha256:', b'"inputHash":"sha256:0', 1)
+    assert edited != statement
+    envelope["payload"] = base64.b64encode(edited).decode()
+    body = json.dumps(envelope).encode()
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    started, _ = _registry_call(f"{api}/blobs/uploads/", "POST", b"")
+    location = urllib.parse.urljoin(f"http://{host}", started["Location"])
+    joiner = "&" if "?" in location else "?"
+    _registry_call(f"{location}{joiner}digest={digest}", "PUT", body,
+                   {"Content-Type": "application/octet-stream"})  # fmt: skip
+    layer["digest"], layer["size"] = digest, len(body)
+    _registry_call(f"{api}/manifests/{att}", "PUT", json.dumps(manifest).encode(),
+                   {"Content-Type": manifest.get("mediaType", oci)})  # fmt: skip
+    result = attest_verify(tag["tag"], keys["trusted.pub"], "--require-provenance")
+    assert result.code == 8, (result.stdout, result.stderr)
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -515,3 +515,16 @@ def test_rootfs_key_ignores_nothing_that_decides_the_packages() -> None:
 def test_release_url_of_a_mirror() -> None:
     assert release_url("http://deb.debian.org/debian/", "bookworm") == INDEX
     assert release_url("file:///srv/mirror", "bookworm") is None
+
+
+def test_a_root_filesystem_kept_once_gives_the_same_time_every_time_it_is_loaded(
+    tmp_path: Path,
+) -> None:
+    from imagekit.adapters.rootfs_cache import RootfsCache
+
+    cache = RootfsCache(tmp_path)
+    first = cache.made("k1", "2026-12-07T18:00:00Z")
+    assert first == "2026-12-07T18:00:00Z"
+    assert cache.made("k1", "2026-12-08T09:00:00Z") == first  # loaded again later: the same
+    assert cache.made("k2", "2026-12-08T09:00:00Z") == "2026-12-08T09:00:00Z"
+    assert cache.made(None, "now") == "now"
