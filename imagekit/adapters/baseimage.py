@@ -238,6 +238,13 @@ def mmdebstrap_command(request: BootstrapCommand, out_tar: Path) -> list[str]:
     return command
 
 
+def _created(epoch: int | None) -> str:
+    """The image's time: SOURCE_DATE_EPOCH's where given, else now (ISO 8601, UTC)."""
+    return time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch if epoch is not None else time.time())
+    )
+
+
 def bootstrap(
     engine: DockerEngine, request: BootstrapCommand, cache: RootfsCache | None = None
 ) -> str:
@@ -264,9 +271,7 @@ def bootstrap(
     env = dict(os.environ)
     if epoch is not None:
         env["SOURCE_DATE_EPOCH"] = str(epoch)
-    created = time.strftime(
-        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch if epoch is not None else time.time())
-    )
+    created = _created(epoch)
     mirror = request.mirror or DEFAULT_MIRRORS[distribution(request.suite)]
     command = mmdebstrap_command(request, Path("rootfs.tar"))  # the key's: a fixed output path
     sources = [(mirror, request.suite), *filter(None, [security_source(request)])]
@@ -278,9 +283,7 @@ def bootstrap(
             _mmdebstrap(request, rootfs, env)
             if cache:
                 cache.keep_tar(key, rootfs)
-        if cache and epoch is None:
-            # The time its root filesystem was made, not this run's: the same tar is the same
-            # base image, so a bootstrap while no suite changed rebuilds nothing built on it.
+        if cache and epoch is None:  # when the tar was made: the same tar, the same image
             created = cache.made(key, created)
         indexes = cache.indexes if cache and key else ()
         config = image_config(request, file_sha256(rootfs), created, indexes)
