@@ -142,8 +142,7 @@ def remote_tags(repository: str, auth: dict[str, str] | None = None) -> tuple[st
     """Every tag of `repository` (`registry/name`), following the registry's pages (its `Link`
     header); () when the repository does not exist yet."""
     ref = parse(f"{repository}:latest")
-    host = ref.api_host
-    url: str | None = f"{_scheme(host)}://{host}/v2/{ref.repository}/tags/list?n=1000"
+    url: str | None = _url(ref, "tags", "list") + "?n=1000"
     found: list[str] = []
     while url is not None:
         status, headers, body = _call(url, ref.registry, auth)

@@ -95,11 +95,10 @@ def own_target(
             "its images are no longer patched"
         )
         return Target(tag, TagKind.PATCH, held, why)
-    listed = registry.list_tags(repository)
-    newest = newest_tag(tag, listed)
-    if newest is not None and newest != tag:
+    numbers = patch_numbers(tag, registry.list_tags(repository))
+    if numbers:
+        newest = patch_tag(tag, numbers[-1])
         last = registry.manifest(f"{repository}:{newest}")
         if last is not None and holds(last):
             return Target(newest, TagKind.PATCH, last)
-    numbers = patch_numbers(tag, listed)
     return Target(patch_tag(tag, (numbers[-1] if numbers else 0) + 1), TagKind.PATCH)
