@@ -16,8 +16,7 @@ import io
 import itertools
 import tarfile
 import time
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Mapping
 
 import docker
 import docker.errors
@@ -26,12 +25,14 @@ from docker.models.containers import Container
 from imagekit.adapters.engine import DockerEngine, engine_errors
 from imagekit.adapters.engine_facts import ContainerLimits, container_limits
 from imagekit.adapters.orphans import owner
+from imagekit.adapters.python_checks import python_checks, runtime_checks
+from imagekit.adapters.testinfra_host import CommandResult, Host
 from imagekit.errors import EngineError
 from imagekit.kernel import labels as L
 from imagekit.kernel.labels import ImageLabels
 from imagekit.kernel.records import Check
 from imagekit.kernel.retry import Backoff
-from imagekit.kernel.runtime import emulation_for, without_emulation_noise
+from imagekit.kernel.runtime import emulation_for
 from imagekit.resources import templates_dir
 from imagekit.verify.wheel_files import CHECK_NAME as WHEEL_FILES
 from imagekit.verify.wheel_files import SCRIPT as WHEEL_FILES_SCRIPT
@@ -54,41 +55,6 @@ BASE_SAYS = ", from its base (bootstrapped --packages-for full, label io.imageki
 # AssertionError reached the user as a traceback. 126 and 127 are the command's own answers.
 ENGINE_FAILED = 125
 EXEC_TRIES = 3
-
-
-class CommandResult(Protocol):
-    """What a command run in the container gave (testinfra's, which ships no types)."""
-
-    @property
-    def rc(self) -> int: ...
-    @property
-    def stdout(self) -> str: ...
-    @property
-    def stderr(self) -> str: ...
-
-
-class FileState(Protocol):
-    """A file of the container, as testinfra's `host.file` sees it."""
-
-    @property
-    def exists(self) -> bool: ...
-
-
-class Backend(Protocol):
-    """What runs testinfra's commands in the container (its docker backend)."""
-
-    name: str  # the container's
-    run: Callable[..., CommandResult]
-    imagekit_checked: bool  # set once `engine_checked` wrapped `run` (read with getattr)
-
-
-class Host(Protocol):
-    """A testinfra host of the container, as the checks use it."""
-
-    @property
-    def backend(self) -> Backend: ...
-    def run(self, command: str, *args: str) -> CommandResult: ...
-    def file(self, path: str) -> FileState: ...
 
 
 class DockerInspector:
@@ -136,7 +102,8 @@ class DockerInspector:
                 *(_privilege_checks(root_host) if parsed.is_imagekit else []),
                 *_label_checks(labels),
                 *_flavour_checks(parsed, root_host),
-                *_python_checks(parsed, user_host, emulation.emulated),
+                *python_checks(parsed, user_host, emulation.emulated),
+                *(runtime_checks(parsed, user_host, VENV) if parsed.is_imagekit else []),
                 *(_wheel_files_checks(container, parsed, root_host) if parsed.is_imagekit else []),
                 *self._entrypoint_checks(image_id, parsed, workload, labels_run),
             ]
@@ -349,24 +316,6 @@ def _slim_compiler_check(labels: ImageLabels, root: Host) -> Check:
         ok=not missing,
         detail=f"missing {missing}" if missing else "g++, Python.h, torch headers",
     )
-
-
-def _python_checks(labels: ImageLabels, user: Host, emulated: bool = False) -> list[Check]:
-    """`import torch` is silent: no NumPy warning or anything else on stderr (under emulation,
-    apart from what only emulation prints)."""
-    if not labels.torch:
-        return []
-    run = user.run("python3 -c 'import torch'")
-    said = run.stderr.strip()
-    if emulated:
-        said = without_emulation_noise(said).strip()
-    return [
-        Check(
-            name="import torch prints nothing on stderr",
-            ok=run.rc == 0 and not said,
-            detail=said.splitlines()[0][:200] if said else f"exit {run.rc}, silent",
-        )
-    ]
 
 
 def _wheel_files_checks(container: Container, labels: ImageLabels, root: Host) -> list[Check]:

@@ -24,6 +24,7 @@ from imagekit.build.venv_layers import (
 )
 from imagekit.kernel import labels as L
 from imagekit.kernel.labels import ImageLabels
+from imagekit.kernel.runtime_env import HOST_PATH_PYTHON, build_commands
 from imagekit.matrix.compat import PYPI_SIMPLE
 from imagekit.matrix.plan import ImagePlan
 from imagekit.resources import templates_dir
@@ -72,6 +73,7 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["dq"] = _dq
+    env.globals["runtime_env_commands"] = build_commands
     return env
 
 
@@ -231,6 +233,7 @@ def render_image(
         "cell_label": L.CELL,
         "title": f"PyTorch {cell.torch} {what} Python {cell.python} ({plan.flavour})",
         "security": security,
+        "host_path_python": HOST_PATH_PYTHON,
     }
     dockerfile = _environment().get_template("Dockerfile.j2").render(context)
     # Macros leave runs of blank lines behind; one blank line is enough.
