@@ -15,7 +15,8 @@ from importlib import import_module
 from imagekit.cli.common import app, interrupted_code, say
 
 # Each module registers its commands; this order is the order `imagekit --help` lists them.
-for _module in ("matrix", "build", "verify", "audit", "publish", "attest", "run", "doctor"):
+_MODULES = ("matrix", "build", "verify", "export", "audit", "publish", "attest", "run", "doctor")
+for _module in _MODULES:
     import_module(f"imagekit.cli.{_module}")
 
 __all__ = ["app", "main"]

@@ -33,6 +33,7 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "doctor": ("matrix",),
     "serve": (),
     "audit": ("matrix",),
+    "hpc": (),
 }
 # A feature's use cases: the modules that sequence its decisions over the ports and emit events.
 # They reach the environment and the file system only through the ports, and no adapter imports
