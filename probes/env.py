@@ -50,8 +50,14 @@ def _driver() -> str | None:
 
 
 # Where a GPU's driver libraries are put into a container: the NVIDIA toolkit and CDI specs
-# mount them into the distribution's library folder (Debian/Ubuntu, RHEL) or its own.
-DRIVER_LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64")
+# mount them into the distribution's library folder (Debian/Ubuntu, RHEL) or its own;
+# Charliecloud's `ch-fromhost --nvidia` copies them into ldconfig's first folder.
+DRIVER_LIBRARY_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/local/lib",
+)
 DRIVER_LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1")
 
 

@@ -3,7 +3,7 @@
 # Podman 4.3 (its Docker API, started by the tests on a socket of their own) with catatonit,
 # the init it runs as PID 1 (Debian does not pull it in when tini is installed), iproute2
 # for the boxed dockerd's bridge, and what rootless Podman needs for a non-root account:
-# newuidmap/newgidmap (uidmap) and slirp4netns for its network.
+# newuidmap/newgidmap (uidmap) and slirp4netns for its network; and what the HPC tests run.
 # The tests start and stop the extra engines themselves.
 # Root on Debian/Ubuntu installs what is missing; anywhere else, say what to install.
 set -euo pipefail
@@ -18,6 +18,14 @@ command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)
 command -v slirp4netns >/dev/null 2>&1 || missing+=(slirp4netns)
 # The audit tests sign a security suite of their own with a throwaway key.
 command -v gpg >/dev/null 2>&1 || missing+=(gnupg)
+# The HPC tests: Charliecloud's ch-run and ch-fromhost, mksquashfs for `imagekit export`, and
+# the Slurm controller, client and munge that tests/integration/hpc.py starts (its compute
+# nodes are boxes with their own). No systemd here: nothing starts until a test does.
+command -v ch-run >/dev/null 2>&1 || missing+=(charliecloud)
+command -v mksquashfs >/dev/null 2>&1 || missing+=(squashfs-tools)
+command -v slurmctld >/dev/null 2>&1 || missing+=(slurmctld)
+command -v sbatch >/dev/null 2>&1 || missing+=(slurm-client)
+command -v munged >/dev/null 2>&1 || missing+=(munge)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then

@@ -45,7 +45,7 @@ class HostProbeRunner:
                 str(nonce_file),
             )
             started = time.monotonic()
-            stdout, stderr, exit_code, timed_out = _run(command, request.timeout_s)
+            stdout, stderr, exit_code, timed_out = run_bounded(command, request.timeout_s)
         wall_s = time.monotonic() - started
         return ProbeRun.of(
             request,
@@ -138,14 +138,18 @@ def _nodes_here(
     return outputs
 
 
-def _run(command: list[str], timeout_s: float) -> tuple[str, str, int | None, bool]:
+def run_bounded(
+    command: list[str], timeout_s: float, env: dict[str, str] | None = None
+) -> tuple[str, str, int | None, bool]:
     """stdout, stderr, exit code and whether it ran over; the whole process group is killed
-    when it runs over or this is interrupted."""
+    when it runs over or this is interrupted. `env`: the process's environment (default:
+    this one's)."""
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
         start_new_session=True,  # so a timeout can take the DDP ranks down with it
     )
     try:

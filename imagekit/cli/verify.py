@@ -20,10 +20,9 @@ if TYPE_CHECKING:
 @command(app, "verify", VerifyCommand)
 def verify(request: VerifyCommand) -> None:
     """Verify the images, print the summary, exit 5 when one did not pass."""
-    from imagekit.adapters.containers import ContainerProbeRunner
     from imagekit.adapters.progress import PlainView
     from imagekit.adapters.structure import DockerInspector
-    from imagekit.adapters.verifying import open_verify_run
+    from imagekit.adapters.verifying import open_verify_run, probe_runner
     from imagekit.kernel.records import ImageRecord
     from imagekit.matrix.compat import load_compat
     from imagekit.verify import settings as vs
@@ -34,16 +33,17 @@ def verify(request: VerifyCommand) -> None:
     targets = vs.targets_of(request.images, request.selection)
     vs.check_probes_folder(settings.probes_folder)
     named, present = [t.reference for t in targets], partial(vs.check_present, targets)
-    engine, run = open_verify_run(request.results, named, [note_leftovers, present])
-    inspector, runner = DockerInspector(engine), ContainerProbeRunner(engine)
-    verifier = VerifyRun.of(engine, runner, inspector, run, settings, PlainView(), load_compat())
-    for note in verifier.notes():
-        say(f"note: {note}")
-    try:
-        records = verifier.execute(targets, step_summary_file(os.environ))
-    except KeyboardInterrupt:
-        say(f"interrupted; finished images are recorded in {run.root}")
-        raise
+    engine, run = open_verify_run(request.results, named, [note_leftovers, present], settings)
+    with probe_runner(engine, settings, run.root) as runner:
+        inspector, compat = DockerInspector(engine), load_compat()
+        verifier = VerifyRun.of(engine, runner, inspector, run, settings, PlainView(), compat)
+        for note in verifier.notes():
+            say(f"note: {note}")
+        try:
+            records = verifier.execute(targets, step_summary_file(os.environ))
+        except KeyboardInterrupt:
+            say(f"interrupted; finished images are recorded in {run.root}")
+            raise
     images = {name: ImageRecord(verify=r).to_json() for name, r in records.items()}
     show(request.json, {"run_id": run.run_id, "images": images}, lambda: summary(run.images()))
     say(f"results: {run.root}")

@@ -28,6 +28,7 @@ from imagekit.kernel.vocabulary import (
     FindingOrigin,
     FindingVerdict,
     Flavour,
+    Runtime,
     Severity,
     Threshold,
 )
@@ -172,6 +173,8 @@ class VerifyRecord(Record):
     size_bytes: int = 0
     # The image's platform as the engine reports it (`linux/amd64`); "" when it did not say.
     platform: str = ""
+    # What ran the probes: the engine's containers, or an HPC runtime on the exported image.
+    runtime: Runtime = Runtime.DOCKER
     # Whether the probes ran through emulation (an arm64 image on an x86_64 engine): proof of
     # the image's contents and CPU behaviour, not of its speed.
     emulated: bool = False

@@ -47,6 +47,21 @@ class EngineName(StrEnum):
     PODMAN = "podman"
 
 
+class Runtime(StrEnum):
+    """What runs the probe processes: the engine's containers, or an HPC runtime on the image
+    exported from the engine (`imagekit export`), as the invoking user."""
+
+    DOCKER = "docker"  # the engine's containers (Docker or Podman)
+    CHARLIECLOUD = "charliecloud"
+    APPTAINER = "apptainer"
+    ENROOT = "enroot"
+
+    @property
+    def exported(self) -> bool:
+        """Whether it runs the image's exported root filesystem rather than a container."""
+        return self is not Runtime.DOCKER
+
+
 class BuilderName(StrEnum):
     """What builds an image: the legacy builder (through the Docker SDK) or BuildKit (through
     `docker buildx`)."""

@@ -26,6 +26,7 @@ from imagekit.kernel.runtime import (
     time_limit_s,
     use_gpus,
 )
+from imagekit.kernel.vocabulary import Runtime
 from imagekit.verify.nodes import nodes_request
 from imagekit.verify.ports import NodesRequest, ProbeRequest
 from imagekit.verify.probe_contract import ProbeDevice, ProbeExpectations
@@ -73,6 +74,7 @@ class TargetPlan:
     # The probes that must pass; () for an image that names none (every probe that ran counts).
     # A multi-node probe that ran is added to them (`verify/record.py`, `required_probes`).
     required: tuple[str, ...]
+    runtime: Runtime = Runtime.DOCKER  # what runs the probes (`--runtime`)
 
     @property
     def gpus(self) -> bool:
@@ -105,6 +107,8 @@ class VerifyPlan:
     ) -> VerifyPlan:
         """The plan of `settings` on an engine of `facts`; GpuUnavailableError for `--gpus all`
         on an engine that would start the probes without GPUs and say nothing."""
+        if settings.runtime.exported:
+            return cls._exported(settings, specs, facts)
         if silent_gpu_drop(settings.gpus, facts.name, facts.gpu_mechanism):
             raise GpuUnavailableError(
                 f"--gpus all: {facts.describe()} would start the probes without GPUs",
@@ -116,6 +120,22 @@ class VerifyPlan:
         if settings.gpus is GpuChoice.AUTO and not gpus:
             why = facts.gpu_note or NO_GPU_RUNTIME
             notes = (f"{why}: running CPU probes only (GPU probes skip)",)
+        fallback = GpuFallback.of(settings.gpus)
+        return cls(settings, dict(specs), gpus, fallback, facts.architecture, notes)
+
+    @classmethod
+    def _exported(
+        cls, settings: VerifySettings, specs: Mapping[str, ProbeSpec], facts: EngineInfo
+    ) -> VerifyPlan:
+        """Under an HPC runtime the engine only hands the image over: GPUs are the host's,
+        injected into the exported image (`ch-fromhost --nvidia`) when `--gpus all` asks."""
+        gpus = settings.gpus is GpuChoice.ALL
+        notes: tuple[str, ...] = ()
+        if settings.gpus is GpuChoice.AUTO:
+            notes = (
+                f"under {settings.runtime}, --gpus auto runs CPU probes only (GPU probes skip); "
+                "--gpus all injects the host's NVIDIA driver (ch-fromhost --nvidia)",
+            )
         fallback = GpuFallback.of(settings.gpus)
         return cls(settings, dict(specs), gpus, fallback, facts.architecture, notes)
 
@@ -156,7 +176,7 @@ class VerifyPlan:
         # The matrix's required probes; for an image named on the command line, those
         # `--probes` asked for, else those its labels name.
         required = target.required or s.probes or image.imagekit.required_probes
-        return TargetPlan(target, image, emulation, request, nodes, tuple(required))
+        return TargetPlan(target, image, emulation, request, nodes, tuple(required), s.runtime)
 
     def _nodes(
         self,

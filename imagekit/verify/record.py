@@ -113,6 +113,7 @@ def record_of(
         labels=dict(image.labels),
         size_bytes=image.size_bytes,
         platform=image.platform,
+        runtime=planned.runtime,
         emulated=emulation.emulated,
         emulated_cpu=emulation.cpu,
         device=outcome.output.device,

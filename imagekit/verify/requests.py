@@ -9,9 +9,12 @@ from typing import Annotated
 from imagekit.errors import InputError
 from imagekit.kernel.options import GPUS, JSON, NODES, PROBES, RESULTS, TIMEOUT, Arg, Opt
 from imagekit.kernel.runtime import DEFAULT_SHM_BYTES, GpuChoice, time_limit
+from imagekit.kernel.vocabulary import Runtime
 from imagekit.matrix.selection import Selection
 from imagekit.resources import probes_dir
 from imagekit.verify.probe_contract import ProbeDevice
+from imagekit.verify.runtimes import runtime_problem
+from imagekit.verify.slurm import SlurmAsk
 
 
 @dataclass(frozen=True)
@@ -32,13 +35,56 @@ class VerifySettings:
         Opt("--probes-dir", help="Run the probes of this folder instead of imagekit's."),
     ] = None
     nodes: Annotated[int, NODES] = 1
+    runtime: Annotated[
+        Runtime,
+        Opt(
+            "--runtime",
+            choices=Runtime,
+            help="What runs the probes: the engine's containers (docker), or an HPC runtime on "
+            "the image exported from the engine, as you (charliecloud: ch-run).",
+        ),
+    ] = Runtime.DOCKER
+    slurm: Annotated[
+        bool,
+        Opt(
+            "--slurm",
+            help="Run each image's probes as a Slurm job under --runtime, on the image exported "
+            "into --results (the nodes must share it); --nodes N: a job of N nodes.",
+        ),
+    ] = False
+    partition: Annotated[str | None, Opt("--partition", help="The jobs' Slurm partition.")] = None
+    account: Annotated[str | None, Opt("--account", help="The jobs' Slurm account.")] = None
+    time_limit_min: Annotated[
+        int | None,
+        Opt(
+            "--time-limit",
+            min=1,
+            help="The jobs' time limit in minutes (default: the probes' own, plus 2).",
+        ),
+    ] = None
+    gpus_per_node: Annotated[
+        int, Opt("--gpus-per-node", min=0, help="GPUs each job asks Slurm for, per node.")
+    ] = 0
 
     def __post_init__(self) -> None:
         time_limit("--timeout-s", self.timeout_s)
+        slurm_options = {
+            "--partition": self.partition,
+            "--account": self.account,
+            "--time-limit": self.time_limit_min,
+            "--gpus-per-node": self.gpus_per_node or None,
+        }
+        if problem := runtime_problem(self.runtime, self.slurm, self.nodes, slurm_options):
+            raise InputError(*problem)
         if self.shm_bytes < 1:
             raise InputError(
                 f"--shm-size {self.shm_bytes} is not a size in bytes", "e.g. 2147483648"
             )
+
+    @property
+    def slurm_ask(self) -> SlurmAsk:
+        """Where and how long the Slurm jobs may run."""
+        return SlurmAsk(self.partition, self.account, self.time_limit_min, self.gpus_per_node)
 
     @property
     def probes_folder(self) -> Path:

@@ -49,8 +49,10 @@ def level_text(verify: VerifyRecord) -> str:
 
 def platform_text(verify: VerifyRecord) -> str:
     """ "linux/arm64 (emulated neoverse-n2)": where the probes ran, and on which emulated CPU;
-    "-" when the engine did not say."""
+    "linux/amd64 under charliecloud" for an HPC runtime; "-" when the engine did not say."""
     platform = verify.platform or "-"
+    if verify.runtime.exported:
+        platform += f" under {verify.runtime}"
     if not verify.emulated:
         return platform
     cpu = f" {verify.emulated_cpu}" if verify.emulated_cpu else ""

@@ -35,8 +35,10 @@ from imagekit.build.requests import (
 )
 from imagekit.cli import common, options
 from imagekit.doctor.requests import DoctorRequest
+from imagekit.hpc.export import ExportFormat
+from imagekit.hpc.requests import ExportCommand
 from imagekit.kernel.runtime import GpuChoice
-from imagekit.kernel.vocabulary import Flavour, Platform
+from imagekit.kernel.vocabulary import Flavour, Platform, Runtime
 from imagekit.matrix.requests import (
     CheckRequest,
     CompatRequest,
@@ -74,6 +76,7 @@ REQUEST_MODULES = (
             "audit",
             "build",
             "doctor",
+            "hpc",
             "matrix",
             "publish",
             "serve",
@@ -485,6 +488,30 @@ def case_verify_images(f: Files) -> Line:
     )
 
 
+def case_verify_slurm(f: Files) -> Line:
+    argv = ["verify", "local/b:1", "--runtime", "charliecloud", "--slurm", "--nodes", "2"]
+    return Line(
+        [*argv, "--partition", "cpu", "--account", "ml", "--time-limit", "30",
+         "--gpus-per-node", "4"],
+        VerifyCommand(
+            selection=Selection(),
+            images=("local/b:1",),
+            settings=VerifySettings(
+                runtime=Runtime.CHARLIECLOUD, slurm=True, nodes=2, partition="cpu",
+                account="ml", time_limit_min=30, gpus_per_node=4,
+            ),
+        ),
+    )  # fmt: skip
+
+
+def case_export(f: Files) -> Line:
+    out = f.workspace / "x.sqfs"
+    return Line(
+        ["export", "r/x:1", "--format", "squashfs", "--out", str(out), "--json"],
+        ExportCommand("r/x:1", format=ExportFormat.SQUASHFS, out=out, json=True),
+    )
+
+
 def case_audit(f: Files) -> Line:
     return Line(
         [
@@ -762,6 +789,8 @@ CASES: list[Callable[[Files], Line]] = [
     case_gc,
     case_verify,
     case_verify_images,
+    case_verify_slurm,
+    case_export,
     case_audit,
     case_audit_published,
     case_audit_images,

@@ -63,7 +63,7 @@ from imagekit.kernel import labels as L
 from imagekit.kernel.engine import EngineInfo, LocalImage
 from imagekit.kernel.records import BuildRecord, BuildStatus
 from imagekit.kernel.runtime import EMULATION_SLOWDOWN, NATIVE, Emulation, emulation_for
-from imagekit.kernel.vocabulary import WHEEL_MACHINES, Platform
+from imagekit.kernel.vocabulary import WHEEL_MACHINES, Platform, Runtime
 from imagekit.matrix.compat import PYPI_SIMPLE, load_compat
 from imagekit.matrix.load import Matrix, load_matrix, parse_matrix
 from imagekit.matrix.plan import ImagePlan, platform_arch, platform_suffix
@@ -1237,7 +1237,8 @@ def test_a_native_or_unknown_run_is_not_emulated_and_sets_nothing(
 
 def test_the_report_names_the_emulated_cpu_of_an_emulated_run() -> None:
     def text(**fields: Any) -> str:
-        return platform_text(SimpleNamespace(platform="linux/arm64", **fields))  # type: ignore[arg-type]
+        record = SimpleNamespace(platform="linux/arm64", runtime=Runtime.DOCKER, **fields)
+        return platform_text(record)  # type: ignore[arg-type]
 
     assert text(emulated=True, emulated_cpu="neoverse-n2") == "linux/arm64 (emulated neoverse-n2)"
     assert text(emulated=True, emulated_cpu="") == "linux/arm64 (emulated)"
