@@ -192,7 +192,10 @@ def verify_figures(client: docker.DockerClient, image: str, work: Path) -> dict[
 
 
 def cpu_section(args: argparse.Namespace, client: docker.DockerClient) -> int:
-    """The build and verify figures of the CPU demo; returns how many targets were missed."""
+    """The build, verify, audit and HPC (export, Slurm verify) figures of the CPU demo;
+    returns how many targets were missed."""
+    import bench_hpc
+
     repository = f"imagekit-bench-{secrets.token_hex(3)}/pytorch"
     before = {i.id for i in client.images.list(all=True)}
     figures: dict[str, float] = {}
@@ -237,6 +240,8 @@ def cpu_section(args: argparse.Namespace, client: docker.DockerClient) -> int:
             verify = verify_figures(client, slim_ref, work)
             print("bench: audit against the security suite ...", file=sys.stderr)
             audit_s, pending = audit_seconds(slim_ref, work / "audit")
+            (work / "hpc").mkdir()
+            hpc = bench_hpc.hpc_figures(client, slim_ref, work / "hpc")
         finally:
             probe.write_text(original)
             remove_images(client, repository, before)
@@ -254,7 +259,7 @@ def cpu_section(args: argparse.Namespace, client: docker.DockerClient) -> int:
         "audit_warm_s": round(audit_s, 2),
         "audit_pending_fixes": pending,
     }
-    figures |= verify
+    figures |= verify | hpc
     floor = verify["container_start_s"] + verify["import_torch_s"] + verify["probe_compute_s"]
     ratios = [
         ("no-op rebuild / cold build", noop_s / cold_s, 0.02, "<="),
