@@ -25,12 +25,13 @@ import docker
 import pytest
 
 from tests.children import default_stop_signals
-from tests.integration.conftest import ROOT, CliResult, imagekit, matrix_text
+from tests.integration.conftest import ROOT, CliResult, DemoBuild, imagekit, matrix_text
 from tests.integration.engines import (
     FAKE_GPU_ENV,
     FAKE_GPU_LIBRARY,
     FAKE_GPU_NODE,
     OtherEngine,
+    copy_image,
     free_port,
     holding,
     kill,
@@ -214,18 +215,15 @@ def test_an_engine_that_dies_under_verify_is_exit_3_and_the_next_verify_tidies_u
 
 
 def test_an_engine_that_dies_under_imagekit_run_is_exit_3_and_the_next_run_tidies_up(
-    doomed: Doomed, tmp_path: Path
+    doomed: Doomed, tmp_path: Path, engine: docker.DockerClient, demo_build: DemoBuild
 ) -> None:
-    built = imagekit(
-        "build", "--builder", "sdk", "--wheelhouse", str(doomed.wheelhouse),
-        "--matrix", str(doomed.matrix), "--results", str(doomed.results), "--json",
-        env=doomed.engine.env(),
-    )  # fmt: skip
-    assert built.code == 0, built.stderr[-3000:]
-    (full,) = [r for r in json.loads(built.stdout)["results"] if r["name"] == FULL]
+    """The session's full image, put into the boxed engine as a pull would (building it there
+    took two minutes of the suite's)."""
+    full = str(demo_build.records[FULL]["build"]["reference"])
+    copy_image(engine, doomed.engine, full)
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "imagekit", "run", str(full["reference"]), "--jupyter",
+        [sys.executable, "-m", "imagekit", "run", full, "--jupyter",
          "--workspace", str(tmp_path), "--port", f"{port}:8888"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, **doomed.engine.env(local=True)}, preexec_fn=default_stop_signals,
@@ -240,8 +238,8 @@ def test_an_engine_that_dies_under_imagekit_run_is_exit_3_and_the_next_run_tidie
     assert "Traceback" not in stderr and "cannot use" not in stderr
     assert containers(doomed, "io.imagekit.service")  # the engine kept the service's container
     again = imagekit(
-        "verify", "--matrix", str(doomed.matrix), "--flavour", "slim", "--gpus", "none",
-        "--probes", "env", "--results", str(doomed.results), env=doomed.engine.env(),
+        "verify", full, "--gpus", "none", "--probes", "env", "--results", str(doomed.results),
+        env=doomed.engine.env(),
     )  # fmt: skip
     assert again.code == 0, again.stderr[-3000:]
     assert "that ended runs left behind" in again.stderr
