@@ -19,7 +19,8 @@ import docker
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.hpc import hpc_account, slurm_cluster  # noqa: E402
+from tests.integration.hpc import slurm_cluster  # noqa: E402
+from tests.integration.test_first_hour import host_account  # noqa: E402
 
 
 def _timed(argv: list[str], **kwargs: object) -> float:
@@ -42,7 +43,7 @@ def hpc_figures(client: docker.DockerClient, slim: str, work: Path) -> dict[str,
     sqfs_bytes = (work / "slim.sqfs").stat().st_size
     shutil.rmtree(work / "slim", ignore_errors=True)
     print("bench: verify --slurm on the test cluster ...", file=sys.stderr)
-    with hpc_account("ikb") as person, slurm_cluster(client, [person]) as cluster:
+    with host_account("ikb") as person, slurm_cluster(client, [person]) as cluster:
         project = cluster.shared / person.name
         project.mkdir()
         shutil.chown(project, person.uid, person.gid)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import secrets
 import shutil
 import signal
@@ -33,32 +32,12 @@ from docker.models.networks import Network
 from tests.integration.conftest import TEST_LABELS
 from tests.integration.engines import box_image
 from tests.integration.test_first_hour import Person
-from tests.integration.test_rootless_podman import free_uid
 
 BOX_SLURM = "imagekit-box/slurm:bookworm"
 BOX_SLURM_INCLUDE = ("slurmd", "slurm-client", "munge", "charliecloud-runtime", "procps")
 NODES = ("ikn1", "ikn2")
 # The nodes' /dev/shm: a cluster node's is large; Docker's 64 MB default fails the env probe.
 NODE_SHM = "2g"
-
-
-@contextlib.contextmanager
-def hpc_account(prefix: str) -> Iterator[Person]:
-    """A non-root host account in the docker group (imagekit exports through the engine),
-    removed afterwards with its home and processes."""
-    name = f"{prefix}{secrets.token_hex(3)}"
-    subprocess.run(
-        ["useradd", "--create-home", "--uid", str(free_uid(1500)), "--groups", "docker",
-         "--shell", "/bin/bash", name],
-        check=True,
-    )  # fmt: skip
-    entry = pwd.getpwnam(name)
-    try:
-        yield Person(name, entry.pw_uid, entry.pw_gid, Path(entry.pw_dir))
-    finally:
-        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True, check=False)
-        subprocess.run(["userdel", "--remove", name], capture_output=True, check=False)
-        shutil.rmtree(entry.pw_dir, ignore_errors=True)
 
 
 @dataclass(frozen=True)

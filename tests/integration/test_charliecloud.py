@@ -32,8 +32,7 @@ import docker
 import pytest
 
 from tests.integration.conftest import TEST_LABELS, DemoBuild, imagekit
-from tests.integration.hpc import hpc_account
-from tests.integration.test_first_hour import Person
+from tests.integration.test_first_hour import Person, host_account
 
 pytestmark = [pytest.mark.integration, pytest.mark.beside]
 
@@ -51,7 +50,7 @@ def researcher() -> Iterator[Person]:
         pytest.fail(
             "ch-run is missing: make test installs charliecloud (scripts/ensure-test-engines.sh)"
         )
-    with hpc_account("ikc") as person:
+    with host_account("ikc") as person:
         yield person
 
 

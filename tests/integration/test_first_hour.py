@@ -97,10 +97,11 @@ class Person:
         )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def account() -> Iterator[Person]:
-    """A non-root host account in the docker group, removed afterwards with its home."""
-    name = f"ikh{secrets.token_hex(3)}"
+@contextlib.contextmanager
+def host_account(prefix: str) -> Iterator[Person]:
+    """A non-root host account in the docker group, removed afterwards with its home and its
+    processes (the HPC tests use it too: tests/integration/hpc.py)."""
+    name = f"{prefix}{secrets.token_hex(3)}"
     subprocess.run(
         ["useradd", "--create-home", "--uid", str(free_uid(1500)), "--groups", "docker",
          "--shell", "/bin/bash", name],
@@ -113,6 +114,13 @@ def account() -> Iterator[Person]:
         subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True, check=False)
         subprocess.run(["userdel", "--remove", name], capture_output=True, check=False)
         shutil.rmtree(entry.pw_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def account() -> Iterator[Person]:
+    """A non-root host account in the docker group, removed afterwards with its home."""
+    with host_account("ikh") as person:
+        yield person
 
 
 @pytest.fixture(scope="module")

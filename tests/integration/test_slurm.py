@@ -26,8 +26,8 @@ import docker
 import pytest
 
 from tests.integration.conftest import ROOT, DemoBuild
-from tests.integration.hpc import Cluster, hpc_account, slurm_cluster
-from tests.integration.test_first_hour import Person
+from tests.integration.hpc import Cluster, slurm_cluster
+from tests.integration.test_first_hour import Person, host_account
 
 pytestmark = [pytest.mark.integration]
 
@@ -44,7 +44,7 @@ def run(device, expected):
 
 @pytest.fixture(scope="module")
 def researcher() -> Iterator[Person]:
-    with hpc_account("iks") as person:
+    with host_account("iks") as person:
         yield person
 
 
