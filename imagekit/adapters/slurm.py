@@ -41,6 +41,8 @@ from imagekit.verify.slurm import (
 
 POLL_S = 1.0
 CLIENTS = ("sbatch", "scontrol", "scancel")
+# What scontrol says of a job that ended longer ago than the cluster's MinJobAge.
+FORGOTTEN = "Invalid job id specified"
 
 
 def require_slurm() -> None:
@@ -102,7 +104,7 @@ class SlurmRunner:
             minutes = time_limit_min(self.ask, request.timeout_s)
             job, wall_s = self._job(folder, script, nodes=1, minutes=minutes)
             stdout = _read(folder / "job.out")
-            stderr = "".join(f"{note}\n" for note in (job.note(),) if note)
+            stderr = _read(folder / "job.err") + "".join(f"{n}\n" for n in (job.note(),) if n)
         finally:
             remove(folder)
         return ProbeRun.of(
@@ -135,7 +137,7 @@ class SlurmRunner:
             job, wall_s = self._job(folder, script, nodes=request.nodes, minutes=minutes)
             # The batch step's own output (srun's complaints) and how the job ended go with the
             # first node's.
-            said = _read(folder / "job.out") + "".join(f"{n}\n" for n in (job.note(),) if n)
+            said = _read(folder / "job.err") + "".join(f"{n}\n" for n in (job.note(),) if n)
             outputs = tuple(
                 NodeOutput(
                     node,
@@ -164,9 +166,7 @@ class SlurmRunner:
         gets the submitter's environment (sbatch passes it on), less imagekit's Python."""
         (folder / "job.sh").write_text(script, encoding="utf-8")
         name = f"imagekit-{folder.name}"
-        command = sbatch_command(
-            self.ask, name, folder / "job.sh", folder / "job.out", nodes=nodes, minutes=minutes
-        )
+        command = sbatch_command(self.ask, name, folder, nodes=nodes, minutes=minutes)
         env = runtime_environment(os.environ, getpass.getuser())
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:
@@ -177,21 +177,24 @@ class SlurmRunner:
         try:
             job = _wait(job_id)
         except BaseException:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                 subprocess.run(["scancel", job_id], capture_output=True, check=False, timeout=30)
             raise
         return job, time.monotonic() - started
 
 
 def _wait(job_id: str) -> Job:
-    """Poll `scontrol show job` until the job has ended (or Slurm forgot it)."""
+    """Poll `scontrol show job` until the job has ended, or Slurm no longer knows it. A
+    controller that does not answer for a while (a restart, a network flake) is asked again:
+    the job runs on without it."""
     while True:
         shown = subprocess.run(
             ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=False
         )
-        job = parse_job(job_id, shown.stdout if shown.returncode == 0 else "")
-        if job.state.ended:
-            return job
+        if shown.returncode == 0 or FORGOTTEN in shown.stderr:
+            job = parse_job(job_id, shown.stdout if shown.returncode == 0 else "")
+            if job.state.ended:
+                return job
         time.sleep(POLL_S)
 
 

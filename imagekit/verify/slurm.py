@@ -120,13 +120,15 @@ def time_limit_min(ask: SlurmAsk, timeout_s: float) -> int:
 
 
 def sbatch_command(
-    ask: SlurmAsk, name: str, script: Path, output: Path, *, nodes: int, minutes: int
+    ask: SlurmAsk, name: str, folder: Path, *, nodes: int, minutes: int
 ) -> list[str]:
-    """The `sbatch` line of one job: its name, output files, nodes, one task per node, the
-    time limit, and the partition, account and GPUs asked for."""
+    """The `sbatch` line of one job, its script `job.sh` in `folder`: its name, its output
+    (`job.out`) and errors (`job.err`) there, nodes, one task per node, the time limit, and
+    the partition, account and GPUs asked for."""
     command = [
-        "sbatch", "--parsable", f"--job-name={name}", f"--output={output}",
-        f"--nodes={nodes}", "--ntasks-per-node=1", f"--time={minutes}",
+        "sbatch", "--parsable", f"--job-name={name}", f"--output={folder / 'job.out'}",
+        f"--error={folder / 'job.err'}", f"--nodes={nodes}", "--ntasks-per-node=1",
+        f"--time={minutes}",
     ]  # fmt: skip
     if ask.partition:
         command.append(f"--partition={ask.partition}")
@@ -134,7 +136,7 @@ def sbatch_command(
         command.append(f"--account={ask.account}")
     if ask.gpus_per_node:
         command.append(f"--gpus-per-node={ask.gpus_per_node}")
-    return [*command, str(script)]
+    return [*command, str(folder / "job.sh")]
 
 
 def _line(words: Sequence[str]) -> str:

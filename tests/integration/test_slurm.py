@@ -97,6 +97,38 @@ def test_the_demo_images_pass_under_slurm_as_under_docker_with_ddp_across_two_no
     assert "under charliecloud" in (run / "summary.md").read_text()
     assert cluster.jobs(researcher.name) == []
     assert not any((run / "slurm").glob("*")), "the exports and job folders went"
+    site = researcher.run(
+        *typed(researcher, cluster, project, "report", "--html", "site"), cwd=project
+    )
+    assert site.returncode == 0, site.stderr[-2000:]
+    pages = "".join(p.read_text() for p in (project / "site").rglob("*.html"))
+    assert "linux/amd64 under charliecloud" in pages
+
+
+def test_the_seeds_autograd_examples_run_through_srun_ch_run_with_no_extra_flag(
+    researcher: Person, cluster: Cluster, project: Path, demo_build: DemoBuild
+) -> None:
+    """As docs/how-to/hpc.md says: export, then `srun ... ch-run -b DIR:/mnt IMAGE -- python3
+    SCRIPT` on both nodes; no --set-env."""
+    slim = str(demo_build.records[SLIM]["build"]["reference"])
+    exported = researcher.run(
+        *typed(researcher, cluster, project, "export", slim, "--out", "slim"), cwd=project
+    )
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    examples = project / "examples"
+    examples.mkdir()
+    for name in ("_probekit.py", "autograd.py", "higher_order.py"):
+        shutil.copyfile(ROOT / "probes" / name, examples / name)
+    subprocess.run(["chown", "-R", f"{researcher.uid}:{researcher.gid}", str(examples)], check=True)
+    for example in ("autograd.py", "higher_order.py"):
+        done = researcher.run(
+            "env", f"SLURM_CONF={cluster.conf}", "srun", "-N2", "--ntasks-per-node=1", "ch-run",
+            f"--bind={examples}:/mnt", str(project / "slim"), "--", "python3", f"/mnt/{example}",
+            cwd=project, timeout_s=300,
+        )  # fmt: skip
+        assert done.returncode == 0, (example, done.stderr[-2000:])
+        reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        assert [r["status"] for r in reports] == ["pass", "pass"], (example, done.stdout)
 
 
 def test_a_job_out_of_time_is_its_images_result_and_sigterm_cancels_the_jobs(

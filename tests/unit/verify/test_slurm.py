@@ -80,13 +80,13 @@ def test_the_time_limit_is_the_probes_own_plus_a_margin_unless_asked() -> None:
 
 
 def test_sbatch_asks_only_for_what_was_given() -> None:
-    plain = sbatch_command(SlurmAsk(), "n", Path("/s/job.sh"), Path("/s/out"), nodes=1, minutes=5)
+    plain = sbatch_command(SlurmAsk(), "n", Path("/s"), nodes=1, minutes=5)
     assert plain == [
-        "sbatch", "--parsable", "--job-name=n", "--output=/s/out", "--nodes=1",
-        "--ntasks-per-node=1", "--time=5", "/s/job.sh",
+        "sbatch", "--parsable", "--job-name=n", "--output=/s/job.out", "--error=/s/job.err",
+        "--nodes=1", "--ntasks-per-node=1", "--time=5", "/s/job.sh",
     ]  # fmt: skip
     ask = SlurmAsk(partition="gpu", account="ml", gpus_per_node=4)
-    asked = sbatch_command(ask, "n", Path("/s/job.sh"), Path("/s/out"), nodes=2, minutes=5)
+    asked = sbatch_command(ask, "n", Path("/s"), nodes=2, minutes=5)
     assert {"--partition=gpu", "--account=ml", "--gpus-per-node=4", "--nodes=2"} <= set(asked)
 
 
