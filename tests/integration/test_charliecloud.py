@@ -143,7 +143,9 @@ def test_an_image_whose_venv_is_not_on_the_hosts_path_fails_with_that_reason(
     slim = reference(demo_build, SLIM)
     dockerfile = f"FROM {slim}\nUSER 0\nRUN rm {HPC_FILES}\nUSER 1000:100\n"
     tag = f"imagekit-test/no-hpc:{secrets.token_hex(4)}"
-    engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, labels=TEST_LABELS)
+    engine.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()), tag=tag, labels=TEST_LABELS, rm=True, forcerm=True
+    )
     try:
         done = as_researcher(
             researcher, "verify", tag, "--runtime", "charliecloud", "--probes", "env", "--json"
