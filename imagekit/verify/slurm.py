@@ -143,6 +143,11 @@ def _line(words: Sequence[str]) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
+def _exports(environment: Mapping[str, str]) -> str:
+    """`export NAME=value` lines for a job script, one per variable."""
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in environment.items())
+
+
 def batch_script(
     run: Sequence[str],
     environment: Mapping[str, str],
@@ -151,7 +156,7 @@ def batch_script(
 ) -> str:
     """The job script of one image: `inject` (ch-fromhost, on the compute node, whose driver
     is the one that counts), then `run` (ch-run and the runner) in the batch step."""
-    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in environment.items())
+    exports = _exports(environment)
     lines = ["#!/bin/sh", "# Written by imagekit verify --slurm.", exports.rstrip("\n")]
     if inject:
         lines.append(_line(inject))
@@ -165,7 +170,7 @@ def nodes_script(
     """The job script of a multi-node run: one task per node through `srun`, each a torchrun
     whose rendezvous endpoint (`ENDPOINT_MARK` in `run`) is the job's first node; node N's
     output goes to `outputs` + `N.out` and `N.err`."""
-    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in environment.items())
+    exports = _exports(environment)
     command = _line(run).replace(shlex.quote(ENDPOINT_MARK), f'"${HEAD}:{RENDEZVOUS_PORT}"')
     return (
         "#!/bin/sh\n# Written by imagekit verify --slurm --nodes.\n"

@@ -80,7 +80,7 @@ def test_quoting_is_bashs() -> None:
     assert said.stdout == quoted("it's")
 
 
-def test_the_script_reads_each_convention_and_a_good_image_passes(tmp_path: Path) -> None:
+def test_the_script_reads_each_convention_and_a_good_image_passes() -> None:
     facts = parse_facts(
         f"host-prefix={VENV}\nhost-torch=yes\n"
         + "".join(f"{where}={VENV}/bin/python3\n" for where in RuntimeFile)
