@@ -16,6 +16,7 @@ import secrets
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from imagekit.adapters.engine import DockerEngine
@@ -60,10 +61,13 @@ class SlurmRunner:
     """The `ProbeRunner` port as Slurm jobs; `shared`: a folder every node sees, where each
     image is exported while its job runs."""
 
-    def __init__(self, engine: DockerEngine, shared: Path, ask: SlurmAsk) -> None:
+    def __init__(
+        self, engine: DockerEngine, shared: Path, ask: SlurmAsk, say: Callable[[str], None]
+    ) -> None:
         self.engine = engine
         self.shared = shared
         self.ask = ask
+        self.say = say  # a line for the person waiting: a job's reason to pend
         # The image exported last, kept for its multi-node job: (image id, its root).
         self.exported: tuple[str, Path] | None = None
 
@@ -102,7 +106,7 @@ class SlurmRunner:
             )
             start_s = time.monotonic() - started
             minutes = time_limit_min(self.ask, request.timeout_s)
-            job, wall_s = self._job(folder, script, nodes=1, minutes=minutes)
+            job, wall_s = self._job(folder, script, request.image, nodes=1, minutes=minutes)
             stdout = _read(folder / "job.out")
             stderr = _read(folder / "job.err") + "".join(f"{n}\n" for n in (job.note(),) if n)
         finally:
@@ -134,7 +138,9 @@ class SlurmRunner:
                 nodes=request.nodes,
             )
             minutes = time_limit_min(self.ask, request.timeout_s)
-            job, wall_s = self._job(folder, script, nodes=request.nodes, minutes=minutes)
+            job, wall_s = self._job(
+                folder, script, request.image, nodes=request.nodes, minutes=minutes
+            )
             # The batch step's own output (srun's complaints) and how the job ended go with the
             # first node's.
             said = _read(folder / "job.err") + "".join(f"{n}\n" for n in (job.note(),) if n)
@@ -161,8 +167,11 @@ class SlurmRunner:
         folder.mkdir(mode=0o700)
         return folder
 
-    def _job(self, folder: Path, script: str, *, nodes: int, minutes: int) -> tuple[Job, float]:
-        """Submit `script` and wait for its job to end; cancel it when interrupted. The job
+    def _job(
+        self, folder: Path, script: str, image: str, *, nodes: int, minutes: int
+    ) -> tuple[Job, float]:
+        """Submit `script` and wait for its job to end; cancel it when interrupted, or when it
+        is still pending at the --pending-limit (the job then comes back `PENDING`). The job
         gets the submitter's environment (sbatch passes it on), less imagekit's Python."""
         (folder / "job.sh").write_text(script, encoding="utf-8")
         name = f"imagekit-{folder.name}"
@@ -175,18 +184,26 @@ class SlurmRunner:
         job_id = done.stdout.strip().split(";")[0]
         started = time.monotonic()
         try:
-            job = _wait(job_id)
+            job = _wait(job_id, self.ask.pending_limit_s, lambda j: self.say(j.waiting_line(image)))
         except BaseException:
-            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                subprocess.run(["scancel", job_id], capture_output=True, check=False, timeout=30)
+            _cancel(job_id)
             raise
+        if job.state is JobState.PENDING:
+            _cancel(job_id)
         return job, time.monotonic() - started
 
 
-def _wait(job_id: str) -> Job:
-    """Poll `scontrol show job` until the job has ended, or Slurm no longer knows it. A
-    controller that does not answer for a while (a restart, a network flake) is asked again:
-    the job runs on without it."""
+def _cancel(job_id: str) -> None:
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run(["scancel", job_id], capture_output=True, check=False, timeout=30)
+
+
+def _wait(job_id: str, pending_limit_s: float | None, pending: Callable[[Job], None]) -> Job:
+    """Poll `scontrol show job` until the job has ended, or Slurm no longer knows it, or it
+    is still pending after `pending_limit_s` (then it is returned `PENDING`). A controller
+    that does not answer for a while (a restart, a network flake) is asked again: the job runs
+    on without it. `pending(job)` hears of each new reason Slurm gives for the wait."""
+    submitted, reason = time.monotonic(), None
     while True:
         shown = subprocess.run(
             ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=False
@@ -195,6 +212,13 @@ def _wait(job_id: str) -> Job:
             job = parse_job(job_id, shown.stdout if shown.returncode == 0 else "")
             if job.state.ended:
                 return job
+            if job.state is JobState.PENDING:
+                if job.why_waiting and job.why_waiting != reason:  # "None": not yet looked at
+                    reason = job.why_waiting
+                    pending(job)
+                waited = time.monotonic() - submitted
+                if pending_limit_s is not None and waited >= pending_limit_s:
+                    return job
         time.sleep(POLL_S)
 
 

@@ -41,16 +41,17 @@ def open_verify_run(
 
 @contextlib.contextmanager
 def probe_runner(
-    engine: DockerEngine, settings: VerifySettings, run: Path
+    engine: DockerEngine, settings: VerifySettings, run: Path, say: Callable[[str], None]
 ) -> Iterator[ProbeRunner]:
     """What runs the probes while the block runs: the engine's containers, ch-run on each
     image exported from it, or Slurm jobs under ch-run on the image exported into the run
     folder `run`, which the nodes share (`require_runtime` has refused the runtimes that cannot
-    run here). What the runner keeps between images (an export) goes when the block ends."""
+    run here). What the runner keeps between images (an export) goes when the block ends.
+    `say(line)`: a line for the person waiting (why a Slurm job is pending)."""
     if settings.slurm:
         from imagekit.adapters.slurm import SlurmRunner
 
-        slurm = SlurmRunner(engine, run / "slurm", settings.slurm_ask)
+        slurm = SlurmRunner(engine, run / "slurm", settings.slurm_ask, say)
         try:
             yield slurm
         finally:

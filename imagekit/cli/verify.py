@@ -34,7 +34,7 @@ def verify(request: VerifyCommand) -> None:
     vs.check_probes_folder(settings.probes_folder)
     named, present = [t.reference for t in targets], partial(vs.check_present, targets)
     engine, run = open_verify_run(request.results, named, [note_leftovers, present], settings)
-    with probe_runner(engine, settings, run.root) as runner:
+    with probe_runner(engine, settings, run.root, say) as runner:
         inspector, compat = DockerInspector(engine), load_compat()
         verifier = VerifyRun.of(engine, runner, inspector, run, settings, PlainView(), compat)
         for note in verifier.notes():

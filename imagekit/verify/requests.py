@@ -65,16 +65,14 @@ class VerifySettings:
     gpus_per_node: Annotated[
         int, Opt("--gpus-per-node", min=0, help="GPUs each job asks Slurm for, per node.")
     ] = 0
+    pending_limit_min: Annotated[
+        int | None, Opt("--pending-limit", min=1, help="Cancel a job pending this many minutes.")
+    ] = None
 
     def __post_init__(self) -> None:
         time_limit("--timeout-s", self.timeout_s)
-        slurm_options = {
-            "--partition": self.partition,
-            "--account": self.account,
-            "--time-limit": self.time_limit_min,
-            "--gpus-per-node": self.gpus_per_node or None,
-        }
-        if problem := runtime_problem(self.runtime, self.slurm, self.nodes, slurm_options):
+        asked = self.slurm_ask.options_given()
+        if problem := runtime_problem(self.runtime, self.slurm, self.nodes, asked):
             raise InputError(*problem)
         if self.shm_bytes < 1:
             raise InputError(
@@ -84,7 +82,8 @@ class VerifySettings:
     @property
     def slurm_ask(self) -> SlurmAsk:
         """Where and how long the Slurm jobs may run."""
-        return SlurmAsk(self.partition, self.account, self.time_limit_min, self.gpus_per_node)
+        return SlurmAsk(self.partition, self.account, self.time_limit_min, self.gpus_per_node,
+                        self.pending_limit_min)  # fmt: skip
 
     @property
     def probes_folder(self) -> Path:

@@ -9,7 +9,7 @@ names what to install and how to run the image by hand.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from imagekit.kernel.vocabulary import Runtime
@@ -83,13 +83,13 @@ def as_root_refusal(runtime: Runtime) -> str:
 
 
 def runtime_problem(
-    runtime: Runtime, slurm: bool, nodes: int, slurm_options: Mapping[str, str | int | None]
+    runtime: Runtime, slurm: bool, nodes: int, slurm_options: Sequence[str]
 ) -> tuple[str, str] | None:
     """What is wrong with how verify's options combine the runtime, Slurm and nodes, and its
-    remedy: Slurm's options (`slurm_options`, by name: None where not given) go with --slurm,
+    remedy: Slurm's options (`slurm_options`: the names of those given) go with --slurm,
     --slurm with an HPC runtime, and --nodes needs the engine's containers or Slurm's nodes."""
-    if (given := [n for n, v in slurm_options.items() if v is not None]) and not slurm:
-        return f"{', '.join(given)} go with --slurm", "add --slurm, or leave them out"
+    if slurm_options and not slurm:
+        return f"{', '.join(slurm_options)} go with --slurm", "add --slurm, or leave them out"
     if slurm and not runtime.exported:
         return (
             "--slurm runs the probes under an HPC runtime, not the engine's containers",

@@ -77,6 +77,23 @@ class SlurmAsk:
     account: str | None = None
     time_limit_min: int | None = None  # default: the probes' own limit plus SLURM_MARGIN_S
     gpus_per_node: int = 0
+    pending_limit_min: int | None = None  # a job still pending this long is cancelled
+
+    def options_given(self) -> list[str]:
+        """The names of verify's options this ask was given (a default is not given)."""
+        named = {
+            "--partition": self.partition,
+            "--account": self.account,
+            "--time-limit": self.time_limit_min,
+            "--gpus-per-node": self.gpus_per_node or None,
+            "--pending-limit": self.pending_limit_min,
+        }
+        return [name for name, value in named.items() if value is not None]
+
+    @property
+    def pending_limit_s(self) -> float | None:
+        """How long a job may wait for its nodes, in seconds (None: as long as it takes)."""
+        return None if self.pending_limit_min is None else 60.0 * self.pending_limit_min
 
 
 @dataclass(frozen=True)
@@ -88,13 +105,30 @@ class Job:
     exit_code: int | None  # the batch script's (None: none, a signal, or not known)
     reason: str = ""
 
+    @property
+    def why_waiting(self) -> str:
+        """Slurm's reason for the job's state ("Resources", "PartitionDown"), "" for none."""
+        return "" if self.reason in ("", "None") else self.reason
+
     def note(self) -> str:
-        """One line for the log of a job that did not end by itself; "" when it did."""
+        """One line for the log of a job that did not end by itself; "" when it did. A job
+        still `PENDING` here is one imagekit cancelled at --pending-limit."""
+        reason = f" ({self.why_waiting})" if self.why_waiting else ""
+        if self.state is JobState.PENDING:
+            return (
+                f"slurm: job {self.job_id} never started: it was still pending{reason} at "
+                "--pending-limit, and imagekit cancelled it"
+            )
         why = ENDINGS.get(self.state)
         if why is None or (self.state is JobState.FAILED and self.exit_code):
             return ""
-        reason = f" ({self.reason})" if self.reason and self.reason != "None" else ""
         return f"slurm: job {self.job_id} ended {self.state}: {why}{reason}"
+
+    def waiting_line(self, image: str) -> str:
+        """What verify says when a job of `image` is, or stays, pending for a new reason."""
+        reason = f": {self.why_waiting}" if self.why_waiting else ""
+        named = image.removeprefix("sha256:")[:12] if image.startswith("sha256:") else image
+        return f"slurm: job {self.job_id} of {named} is pending{reason}"
 
 
 def parse_job(job_id: str, oneliner: str) -> Job:

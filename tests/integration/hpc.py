@@ -36,6 +36,7 @@ from tests.integration.test_first_hour import Person
 BOX_SLURM = "imagekit-box/slurm:bookworm"
 BOX_SLURM_INCLUDE = ("slurmd", "slurm-client", "munge", "charliecloud-runtime", "procps")
 NODES = ("ikn1", "ikn2")
+HELD = "held"  # a partition that is down: its jobs stay pending
 # The nodes' /dev/shm: a cluster node's is large; Docker's 64 MB default fails the env probe.
 NODE_SHM = "2g"
 
@@ -107,6 +108,9 @@ def _conf(root: Path, prefix: str, controller_port: int) -> str:
         "KillWait=5\n"
         f"{nodes}PartitionName=imagekit Nodes={','.join(NODES)} Default=YES "
         "MaxTime=INFINITE State=UP\n"
+        # Down: it takes jobs and never starts them (Reason=PartitionDown), a queue that
+        # does not move, for verify's --pending-limit.
+        f"PartitionName={HELD} Nodes={','.join(NODES)} MaxTime=INFINITE State=DOWN\n"
     )
 
 
@@ -194,7 +198,8 @@ def slurm_cluster(client: docker.DockerClient, users: list[Person]) -> Iterator[
 def _wait_idle(cluster: Cluster, timeout_s: float = 90) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        states = cluster.command("sinfo", "-h", "-N", "-o", "%T").stdout.split()
+        # One partition's: sinfo -N lists a node once per partition it is in.
+        states = cluster.command("sinfo", "-h", "-N", "-p", "imagekit", "-o", "%T").stdout.split()
         if len(states) == len(NODES) and all(s == "idle" for s in states):
             return
         time.sleep(1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -26,7 +27,7 @@ import docker
 import pytest
 
 from tests.integration.conftest import ROOT, DemoBuild
-from tests.integration.hpc import Cluster, slurm_cluster
+from tests.integration.hpc import HELD, Cluster, slurm_cluster
 from tests.integration.test_first_hour import Person, host_account
 
 pytestmark = [pytest.mark.integration]
@@ -135,7 +136,8 @@ def test_a_job_out_of_time_is_its_images_result_and_sigterm_cancels_the_jobs(
     researcher: Person, cluster: Cluster, project: Path, demo_base: str
 ) -> None:
     """On the demo's base (Python, no torch: the runner needs none, and its export is a
-    quarter of the slim's), a probe that hangs."""
+    quarter of the slim's), a probe that hangs. Beside them (the minute the time limit takes),
+    a third verify in a partition that never starts its jobs gives up at --pending-limit."""
     probes = project / "probes"
     shutil.copytree(ROOT / "probes", probes, ignore=shutil.ignore_patterns("__pycache__"))
     (probes / "hang.py").write_text(HANG)
@@ -150,6 +152,11 @@ def test_a_job_out_of_time_is_its_images_result_and_sigterm_cancels_the_jobs(
     stopped = researcher.popen(
         *typed(researcher, cluster, project, *common, "--results", "stopped"), cwd=project
     )
+    held = researcher.popen(
+        *typed(researcher, cluster, project, *common, "--results", "held", "--partition", HELD,
+               "--pending-limit", "1"),
+        cwd=project,
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
         while len([j for j in cluster.jobs(researcher.name) if j.endswith("RUNNING")]) < 2:
@@ -163,12 +170,13 @@ def test_a_job_out_of_time_is_its_images_result_and_sigterm_cancels_the_jobs(
         (run,) = (project / "stopped").iterdir()
         assert (run / "run.json").exists()
         deadline = time.monotonic() + 30
-        while len(cluster.jobs(researcher.name)) > 1:  # the other's job runs on
-            assert time.monotonic() < deadline, cluster.jobs(researcher.name)
+        while len([j for j in cluster.jobs(researcher.name) if not j.endswith("PENDING")]) > 1:
+            assert time.monotonic() < deadline, cluster.jobs(researcher.name)  # one runs on
             time.sleep(1)
         out, err = out_of_time.communicate(timeout=400)
+        gave_up, gave_up_said = held.communicate(timeout=300)
     finally:
-        for process in (stopped, out_of_time):
+        for process in (stopped, out_of_time, held):
             if process.poll() is None:
                 process.kill()
     assert out_of_time.returncode == 5, err[-3000:]
@@ -178,4 +186,12 @@ def test_a_job_out_of_time_is_its_images_result_and_sigterm_cancels_the_jobs(
     run = project / "late" / json.loads(out)["run_id"]
     log = next((run / "logs").glob("*.verify.log")).read_text()
     assert "ended TIMEOUT: Slurm ended it at its time limit" in log
+    # The held job: its reason said while it waited, then cancelled, a clear result.
+    assert held.returncode == 5 and "Traceback" not in gave_up_said, gave_up_said[-3000:]
+    assert re.search(r"slurm: job \d+ of \S+ is pending: PartitionDown", gave_up_said), gave_up_said
+    (record,) = json.loads(gave_up)["images"].values()
+    assert [p["status"] for p in record["verify"]["probes"]] == ["error"], record
+    run = project / "held" / json.loads(gave_up)["run_id"]
+    log = next((run / "logs").glob("*.verify.log")).read_text()
+    assert "never started: it was still pending (PartitionDown) at --pending-limit" in log
     assert cluster.jobs(researcher.name) == []

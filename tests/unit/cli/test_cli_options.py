@@ -492,13 +492,13 @@ def case_verify_slurm(f: Files) -> Line:
     argv = ["verify", "local/b:1", "--runtime", "charliecloud", "--slurm", "--nodes", "2"]
     return Line(
         [*argv, "--partition", "cpu", "--account", "ml", "--time-limit", "30",
-         "--gpus-per-node", "4"],
+         "--gpus-per-node", "4", "--pending-limit", "15"],
         VerifyCommand(
             selection=Selection(),
             images=("local/b:1",),
             settings=VerifySettings(
                 runtime=Runtime.CHARLIECLOUD, slurm=True, nodes=2, partition="cpu",
-                account="ml", time_limit_min=30, gpus_per_node=4,
+                account="ml", time_limit_min=30, gpus_per_node=4, pending_limit_min=15,
             ),
         ),
     )  # fmt: skip

@@ -117,3 +117,30 @@ def test_slurm_options_go_with_slurm_and_slurm_with_an_hpc_runtime() -> None:
     assert local.value.hint is not None and "add --slurm" in local.value.hint
     asked = VerifySettings(slurm=True, runtime=Runtime.CHARLIECLOUD, nodes=2, partition="p")
     assert asked.slurm_ask == SlurmAsk(partition="p")
+
+
+def test_pending_limit_goes_with_slurm_and_is_kept_in_minutes_and_seconds() -> None:
+    with pytest.raises(InputError, match="--pending-limit go with --slurm"):
+        VerifySettings(pending_limit_min=5)
+    asked = VerifySettings(slurm=True, runtime=Runtime.CHARLIECLOUD, pending_limit_min=5)
+    assert asked.slurm_ask == SlurmAsk(pending_limit_min=5)
+    assert asked.slurm_ask.pending_limit_s == 300.0 and SlurmAsk().pending_limit_s is None
+    given = SlurmAsk("p", "a", 3, 1, 5).options_given()
+    assert given == ["--partition", "--account", "--time-limit", "--gpus-per-node",
+                     "--pending-limit"]  # fmt: skip
+    assert SlurmAsk().options_given() == []
+
+
+def test_a_job_cancelled_while_pending_says_it_never_started_and_why() -> None:
+    job = parse_job("7", LINE.format(state="PENDING", reason="PartitionDown", code="0:0"))
+    assert job.note() == (
+        "slurm: job 7 never started: it was still pending (PartitionDown) at --pending-limit, "
+        "and imagekit cancelled it"
+    )
+    assert (
+        job.waiting_line("sha256:" + "ab" * 32)
+        == "slurm: job 7 of abababababab is pending: PartitionDown"
+    )
+    quiet = parse_job("7", LINE.format(state="PENDING", reason="None", code="0:0"))
+    assert quiet.waiting_line("me/img:1") == "slurm: job 7 of me/img:1 is pending"
+    assert "still pending at --pending-limit" in quiet.note()
