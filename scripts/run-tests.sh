@@ -7,9 +7,10 @@
 #   an engine killed under build and verify, a fake CDI GPU; the set-up in pristine Debian 12
 #   and 13 boxes), then the unit tests that run torch here (marker host_torch), and last those on
 #   the default engine that need nothing the foreground builds (marker beside: bake, whose slim
-#   repeats the demo build's steps and takes them from BuildKit's cache by then).
-# The other unit tests run once, in the foreground: test_act.py runs ci.yml's unit job (lint,
-# types, unit tests, on a fresh venv of a snapshot of this tree) under act, as GitHub runs it.
+#   repeats the demo build's steps and takes them from BuildKit's cache by then; ci.yml's unit
+#   job under act).
+# The other unit tests run once, in that job: test_act.py runs ci.yml's unit job (lint, types,
+# unit tests, on a fresh venv of a snapshot of this tree) under act, as GitHub runs it.
 # That job has no torch, so it skips the host_torch tests; running the unit tests here as well
 # cost the background session 4.5 minutes for nothing new.
 # The split keeps the two about as long as each other (measured from a fresh clone on this

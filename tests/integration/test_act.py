@@ -128,6 +128,10 @@ def runner_env(first_on_path: tuple[Path, ...] = ()) -> dict[str, str]:
         [str(p) for p in first_on_path]
         + [p for p in env.get("PATH", "").split(os.pathsep) if p and os.path.realpath(p) != ours]
     )
+    # For the setup-python stand-in (tests/actions/setup-python): the job's Python made by uv.
+    uv = Path(sys.executable).parent / "uv"
+    if uv.is_file():
+        env["ACT_STAND_IN_UV"] = str(uv)
     return env
 
 
@@ -648,6 +652,9 @@ def test_the_destructive_steps_conditions_are_false_under_act(act: str, scratch:
 # ci.yml ---------------------------------------------------------------------------------------
 
 
+# Beside the main session (scripts/run-tests.sh): it needs nothing the main session builds, and
+# the main session is the longer of the two (ci-19: 43:57 against 40:50 beside).
+@pytest.mark.beside
 def test_the_ci_unit_job_passes_under_act(
     request: pytest.FixtureRequest, act: str, scratch: Path
 ) -> None:
