@@ -52,9 +52,21 @@ BASE_SAYS = ", from its base (bootstrapped --packages-for full, label io.imageki
 # `docker exec` (testinfra's docker backend runs the CLI) exits 125 when the engine, not the
 # command, failed: Podman 5's runc, on a loaded 2-core machine, once answered "exec failed:
 # unable to start container process: read init-p: connection reset by peer", and testinfra's
-# AssertionError reached the user as a traceback. 126 and 127 are the command's own answers.
+# AssertionError reached the user as a traceback. Docker 26 answers the same runc failure with
+# 126 and "OCI runtime exec failed: ..." on stdout (seen on a boxed containerd-store engine in
+# make test, ci-20); a 126 without that line, and 127, are the command's own answers.
 ENGINE_FAILED = 125
+RUNTIME_FAILED = 126
+RUNTIME_SAID = "OCI runtime exec failed"
 EXEC_TRIES = 3
+
+
+def engine_failed(out: CommandResult) -> bool:
+    """Whether the engine, not the command, failed to run it (`ENGINE_FAILED`, or Docker's
+    `RUNTIME_FAILED` with the runtime's own line)."""
+    return out.rc == ENGINE_FAILED or (
+        out.rc == RUNTIME_FAILED and RUNTIME_SAID in out.stdout + out.stderr
+    )
 
 
 class DockerInspector:
@@ -144,7 +156,7 @@ class DockerInspector:
 
 def engine_checked(host: Host, pause_s: float = 1.0) -> Host:
     """`host` (a testinfra host) with every command it runs retried where the engine failed
-    to start it (exit 125), and, after EXEC_TRIES, an EngineError (exit 3) with the engine's
+    to start it (`engine_failed`), and, after EXEC_TRIES, an EngineError (exit 3) with the engine's
     own line: the engine's trouble, not the image's and never a traceback. testinfra caches
     its hosts, so a host is wrapped once."""
     backend = host.backend
@@ -156,15 +168,16 @@ def engine_checked(host: Host, pause_s: float = 1.0) -> Host:
         backoff = Backoff(attempts=EXEC_TRIES, backoff_s=pause_s)
         for attempt in itertools.count(1):
             out = run(command, *args, **kwargs)
-            if out.rc != ENGINE_FAILED:
+            if not engine_failed(out):
                 return out
             if (delay := backoff.delay_after(attempt)) is None:
                 break
             time.sleep(delay)
-        said = [line for line in out.stderr.splitlines() if line.strip()] or ["(nothing)"]
+        lines = (out.stderr + "\n" + out.stdout).splitlines()
+        said = [line for line in lines if line.strip()] or ["(nothing)"]
         raise EngineError(
             f"the engine could not run a structure check in container {backend.name[:12]} "
-            f"({EXEC_TRIES} tries, exit {ENGINE_FAILED}): {said[0].strip()}",
+            f"({EXEC_TRIES} tries, exit {out.rc}): {said[0].strip()}",
             hint="the engine is in trouble (its log says why); run verify again once it is back",
         )
 
